@@ -1,0 +1,123 @@
+"""Settings read once from the environment and passed down as a value.
+
+Nothing reads `os.environ` after start-up: a job gets its `Settings`, so one
+repository's configuration can never leak into another's job. A missing or
+malformed variable is a `ConfigError` naming the variable and what it should hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.errors import ConfigError
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+SANDBOX_MODES = ("local", "bwrap", "docker", "modal")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Caps on one agent run; the loop stops cleanly at the first one reached."""
+
+    max_turns: int = 60
+    max_tokens: int = 5_000_000
+    max_cost_usd: float = 10.0
+    max_wall_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a job needs to know about its environment."""
+
+    model: str = DEFAULT_MODEL
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    sandbox_mode: str = "docker"
+    sandbox_image: str = "decode-sandbox:latest"
+    github_token: str | None = None
+    github_api_url: str = "https://api.github.com"
+    data_dir: Path = Path.home() / ".decode"
+    trigger_label: str = "agent"
+    command: str = "/decode"
+    public_url: str | None = None
+    budget: Budget = field(default_factory=Budget)
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    extra_secrets: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
+        """Build settings from `env` (default `os.environ`), then apply `overrides`."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {
+            "model": env.get("DECODE_MODEL") or DEFAULT_MODEL,
+            "anthropic_api_key": env.get("ANTHROPIC_API_KEY") or None,
+            "anthropic_base_url": env.get("ANTHROPIC_BASE_URL") or None,
+            "sandbox_mode": _choice(env, "SANDBOX_MODE", SANDBOX_MODES, "docker"),
+            "sandbox_image": env.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest",
+            "github_token": env.get("GITHUB_TOKEN") or None,
+            "github_api_url": (env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
+            "data_dir": Path(env.get("DECODE_DATA_DIR") or Path.home() / ".decode"),
+            "trigger_label": env.get("DECODE_TRIGGER_LABEL") or "agent",
+            "command": env.get("DECODE_COMMAND") or "/decode",
+            "public_url": env.get("DECODE_PUBLIC_URL") or None,
+            "budget": Budget(
+                max_turns=_number(env, "DECODE_MAX_TURNS", int, Budget.max_turns),
+                max_tokens=_number(env, "DECODE_MAX_TOKENS", int, Budget.max_tokens),
+                max_cost_usd=_number(env, "DECODE_MAX_COST_USD", float, Budget.max_cost_usd),
+                max_wall_s=60 * _number(env, "DECODE_TIMEOUT_MINUTES", float, Budget.max_wall_s / 60),
+            ),
+            "prices": _prices(env),
+            "extra_secrets": tuple(
+                v for k in ("GITHUB_WEBHOOK_SECRET", "GITHUB_APP_PRIVATE_KEY") if (v := env.get(k))
+            ),
+        }
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    def replace(self, **changes: object) -> "Settings":
+        """A copy with `changes` applied."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def secrets(self) -> list[str]:
+        """Every configured secret value, for redaction."""
+        values = [self.anthropic_api_key, self.github_token, *self.extra_secrets]
+        return [v for v in values if v]
+
+
+def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = env.get(name) or default
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r} is not valid: set it to one of {', '.join(allowed)}")
+    return value
+
+
+def _number(env: Mapping[str, str], name: str, kind: type, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not valid: set it to a positive {kind.__name__}") from None
+    if value <= 0:
+        raise ConfigError(f"{name}={raw!r} is not valid: set it to a positive {kind.__name__}")
+    return value
+
+
+def _prices(env: Mapping[str, str]) -> dict[str, dict[str, float]]:
+    raw = env.get("DECODE_PRICES")
+    if not raw:
+        return {}
+    try:
+        table = json.loads(raw)
+        return {m: {k: float(v) for k, v in p.items()} for m, p in table.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise ConfigError(
+            'DECODE_PRICES is not valid: set it to JSON like '
+            '{"model-id": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}} (USD per million tokens)'
+        ) from None

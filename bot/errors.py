@@ -1,0 +1,37 @@
+"""The one root exception of decode-bot.
+
+Every error a user can see is a `DecodeError` whose message says what to fix.
+Structured fields (HTTP status, exit code, stderr) travel with it so callers can
+report without parsing text.
+"""
+
+from __future__ import annotations
+
+
+class DecodeError(Exception):
+    """An error with a message meant for the person running the bot."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        exit_code: int | None = None,
+        stderr: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.exit_code = exit_code
+        self.stderr = stderr
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(DecodeError):
+    """A setting is missing or malformed; the message names the variable or key."""
+
+
+class SandboxError(DecodeError):
+    """The sandbox itself failed (could not start, died); not a failed command."""

@@ -1,0 +1,43 @@
+"""USD per million tokens by model family, overridable with DECODE_PRICES.
+
+Prices from https://docs.anthropic.com/en/docs/about-claude/pricing; cache
+writes cost 1.25x input (5-minute TTL), cache reads 0.1x input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bot.model import Usage
+
+FAMILY_PRICES: dict[str, dict[str, float]] = {
+    "claude-opus-4-0": {"input": 15.0, "output": 75.0},
+    "claude-opus-4-1": {"input": 15.0, "output": 75.0},
+    "claude-opus": {"input": 5.0, "output": 25.0},
+    "claude-sonnet": {"input": 3.0, "output": 15.0},
+    "claude-haiku": {"input": 1.0, "output": 5.0},
+    "scripted": {"input": 3.0, "output": 15.0},
+}
+
+
+def price_for(model: str, overrides: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, float]:
+    """The price row for `model`: an exact override, else the longest matching family prefix."""
+    if overrides and model in overrides:
+        row = dict(overrides[model])
+    else:
+        family = max((f for f in FAMILY_PRICES if model.startswith(f)), key=len, default="claude-sonnet")
+        row = dict(FAMILY_PRICES[family])
+    row.setdefault("cache_write", row["input"] * 1.25)
+    row.setdefault("cache_read", row["input"] * 0.1)
+    return row
+
+
+def cost_usd(model: str, usage: Usage, overrides: Mapping[str, Mapping[str, float]] | None = None) -> float:
+    """What `usage` costs on `model`, in USD."""
+    p = price_for(model, overrides)
+    return (
+        usage.input_tokens * p["input"]
+        + usage.output_tokens * p["output"]
+        + usage.cache_creation_tokens * p["cache_write"]
+        + usage.cache_read_tokens * p["cache_read"]
+    ) / 1_000_000

@@ -1,0 +1,79 @@
+"""A model that replays a fixed list of assistant turns.
+
+Ships with the package for tests, demos and replays: `DECODE_MODEL=scripted:FILE`
+where FILE is either a session (JSON: a list of turns, or {"turns": [...]},
+each turn a list of content blocks or {"content": [...]}) or a transcript JSONL
+written by a previous run, whose recorded responses are replayed in order.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from bot.errors import ConfigError, DecodeError
+from bot.model import Reply, Usage
+
+
+class ScriptExhausted(DecodeError):
+    """The model was asked for more turns than the script holds."""
+
+
+class ScriptedModel:
+    """Answers the n-th request with the n-th scripted turn."""
+
+    def __init__(self, turns: list[list[dict[str, Any]]], name: str = "scripted") -> None:
+        self.name = name
+        self.turns = [normalize_turn(t, i) for i, t in enumerate(turns)]
+        self.calls = 0
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ScriptedModel":
+        """Read a session file or a transcript JSONL; errors name the file."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise ConfigError(f"DECODE_MODEL=scripted:{path}: cannot read the script ({e.strerror})") from None
+        try:
+            if path.suffix == ".jsonl":
+                events = [json.loads(line) for line in text.splitlines() if line.strip()]
+                turns = [e["content"] for e in events if e.get("type") == "model_response"]
+            else:
+                data = json.loads(text)
+                turns = data["turns"] if isinstance(data, dict) else data
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"DECODE_MODEL=scripted:{path}: not a session or transcript file ({e})") from None
+        return cls(turns, name=f"scripted:{path.name}")
+
+    def complete(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
+    ) -> Reply:
+        if self.calls >= len(self.turns):
+            raise ScriptExhausted(f"the scripted session has only {len(self.turns)} turns")
+        content = copy.deepcopy(self.turns[self.calls])
+        self.calls += 1
+        prompt_chars = len(system) + len(json.dumps(messages)) + len(json.dumps(tools))
+        usage = Usage(input_tokens=prompt_chars // 4, output_tokens=len(json.dumps(content)) // 4)
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+        return Reply(content=content, stop_reason=stop, usage=usage, model=self.name)
+
+
+def normalize_turn(turn: Any, index: int) -> list[dict[str, Any]]:
+    """A turn as a list of content blocks; tool_use blocks get ids when they lack one."""
+    if isinstance(turn, dict):
+        turn = turn.get("content")
+    if isinstance(turn, str):
+        turn = [{"type": "text", "text": turn}]
+    if not isinstance(turn, list) or not all(isinstance(b, dict) and "type" in b for b in turn):
+        raise ConfigError(f"scripted turn {index + 1} is not a list of content blocks")
+    blocks = []
+    for n, block in enumerate(turn):
+        block = dict(block)
+        if block["type"] == "tool_use":
+            block.setdefault("id", f"toolu_s{index + 1:03d}_{n}")
+            block.setdefault("input", {})
+        blocks.append(block)
+    return blocks

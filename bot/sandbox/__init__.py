@@ -1,0 +1,106 @@
+"""The sandbox boundary: where every tool call of the agent runs.
+
+`Sandbox` is what the agent loop and the pipeline see. Every backend starts the
+same in-sandbox server (`agentd.py`) and differs only in how: a `Launcher` per
+backend, picked by name from `BACKENDS`. Adding a sandbox means adding one
+module with a launcher and one row in that table.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from bot.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command did. A failed command is an observation, not an exception."""
+
+    exit_code: int | None  # None when the command was killed by its timeout
+    output: str  # stdout and stderr interleaved, capped by the sandbox
+    timed_out: bool
+    duration_s: float
+    dropped_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What to start: the host workspace and the limits it runs under."""
+
+    workspace: Path
+    image: str = "decode-sandbox:latest"
+    memory_mb: int = 4096
+    cpus: float = 2.0
+    pids: int = 1024
+    name: str = "decode"
+
+
+class Transport(Protocol):
+    """A line-oriented duplex channel to a running agentd."""
+
+    def send(self, line: bytes) -> None: ...
+
+    def recv(self, timeout: float) -> bytes | None: ...
+
+    def close(self) -> None: ...
+
+    def diagnostics(self) -> str: ...
+
+
+class Launcher(Protocol):
+    """One backend: starts agentd for a workspace with or without network."""
+
+    root: str  # the workspace's path as seen inside the sandbox
+
+    def start(self, network: bool) -> Transport: ...
+
+    def close(self) -> None: ...
+
+
+class Sandbox(Protocol):
+    """The agent's view of the workspace. Paths are relative to `root`."""
+
+    root: str
+    mode: str
+
+    def run(self, command: str, *, timeout: float = 120.0) -> CommandResult: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file(self, path: str, data: bytes) -> None: ...
+
+    def glob(self, pattern: str, path: str = ".") -> list[str]: ...
+
+    def grep(self, pattern: str, path: str = ".", glob: str | None = None) -> list[str]: ...
+
+    def export_patch(self, base: str) -> bytes: ...
+
+    def set_network(self, enabled: bool) -> None: ...
+
+    def close(self) -> None: ...
+
+
+BACKENDS: dict[str, str] = {
+    "local": "bot.sandbox.local:LocalLauncher",
+    "bwrap": "bot.sandbox.bwrap:BwrapLauncher",
+    "docker": "bot.sandbox.docker:DockerLauncher",
+    "modal": "bot.sandbox.modal:ModalLauncher",
+}
+
+
+def open_sandbox(mode: str, spec: SandboxSpec, *, network: bool = False) -> Sandbox:
+    """Start the `mode` backend on `spec` and return a connected sandbox."""
+    from bot.sandbox.client import AgentdSandbox
+
+    if mode not in BACKENDS:
+        raise ConfigError(f"SANDBOX_MODE={mode!r} is not valid: set it to one of {', '.join(BACKENDS)}")
+    module_name, _, class_name = BACKENDS[mode].partition(":")
+    try:
+        launcher_class = getattr(importlib.import_module(module_name), class_name)
+    except ImportError as e:
+        raise ConfigError(f"SANDBOX_MODE={mode} is not available in this build: {e}") from None
+    return AgentdSandbox(launcher_class(spec), mode=mode, network=network)

@@ -1,0 +1,339 @@
+"""agentd: the one persistent process that runs inside every sandbox.
+
+It is started once per sandbox (`python3 agentd.py WORKSPACE`) and serves
+requests as JSON lines on stdin, one JSON line answer each on stdout, so a tool
+call costs a pipe round trip instead of a `docker exec`. It runs wherever the
+sandbox's Python does, so it uses the standard library only and stays
+compatible with Python 3.8.
+
+Requests: {"id", "op", ...}; answers: {"id", "ok": true, ...} or
+{"id", "ok": false, "error": "..."}. Ops: ping, exec, read, write, glob, grep,
+export. Every path is resolved inside the sandbox and refused when it lands
+outside the workspace (through "..", an absolute path or a symlink).
+"""
+
+import base64
+import fnmatch
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+MAX_LIST = 1000
+GREP_MAX_FILE = 2 * 1024 * 1024
+SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".tox", ".mypy_cache"}
+
+
+class Refused(Exception):
+    """A request the sandbox will not carry out; the message goes to the model."""
+
+
+class Workspace:
+    def __init__(self, root):
+        self.root = os.path.realpath(root)
+
+    def resolve(self, path):
+        """The real path of `path` (relative to the root), refused if outside it."""
+        if not isinstance(path, str) or not path:
+            raise Refused("a path is required")
+        joined = os.path.join(self.root, path)
+        real = os.path.realpath(joined)
+        if real != self.root and not real.startswith(self.root + os.sep):
+            raise Refused(
+                "refused: %r resolves outside the workspace %s; use a path inside it"
+                % (path, self.root)
+            )
+        return real
+
+    def rel(self, real):
+        return os.path.relpath(real, self.root)
+
+
+class OutputCap:
+    """Keeps the first and last `cap // 2` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap):
+        self.half = max(cap // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def feed(self, chunk):
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            excess = len(self.tail) - self.half
+            if excess > 0:
+                del self.tail[:excess]
+                self.dropped += excess
+
+    def text(self):
+        out = bytes(self.head)
+        if self.dropped:
+            out += b"\n[... %d bytes dropped by the sandbox ...]\n" % self.dropped
+        return (out + bytes(self.tail)).decode("utf-8", "replace")
+
+
+def op_exec(ws, req):
+    timeout = float(req.get("timeout") or 120)
+    cap = int(req.get("cap") or 1024 * 1024)
+    env = dict(os.environ)
+    env.update(req.get("env") or {})
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        ["/bin/bash", "-c", req["command"]],
+        cwd=ws.root,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
+    out = OutputCap(cap)
+    fd = proc.stdout.fileno()
+    deadline = started + timeout
+    timed_out = False
+    exited_at = None
+    while True:
+        now = time.monotonic()
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > 0.2:
+            break  # background children keep the pipe open; stop waiting for them
+        if now >= deadline:
+            timed_out = True
+            break
+        wait = min(deadline - now, 0.05 if exited_at else 1.0)
+        ready, _, _ = select.select([fd], [], [], wait)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            out.feed(chunk)
+    kill_group(proc.pid)
+    proc.wait()
+    drain(fd, out)
+    proc.stdout.close()
+    return {
+        "exit_code": None if timed_out else proc.returncode,
+        "output": out.text(),
+        "timed_out": timed_out,
+        "dropped_bytes": out.dropped,
+        "duration": time.monotonic() - started,
+    }
+
+
+def kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def drain(fd, out):
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0)
+        if not ready:
+            return
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return
+        out.feed(chunk)
+
+
+def op_read(ws, req):
+    real = ws.resolve(req["path"])
+    if os.path.isdir(real):
+        raise Refused("%s is a directory; use glob to list it" % req["path"])
+    try:
+        with open(real, "rb") as f:
+            data = f.read(int(req.get("max_bytes") or 10 * 1024 * 1024))
+    except FileNotFoundError:
+        raise Refused("%s does not exist" % req["path"])
+    return {"data": base64.b64encode(data).decode()}
+
+
+def op_write(ws, req):
+    real = ws.resolve(req["path"])
+    if os.path.isdir(real):
+        raise Refused("%s is a directory" % req["path"])
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(base64.b64decode(req["data"]))
+    return {"path": ws.rel(real)}
+
+
+def walk(ws, base):
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            yield os.path.join(dirpath, name)
+
+
+def op_glob(ws, req):
+    base = ws.resolve(req.get("path") or ".")
+    pattern = req["pattern"]
+    regex = glob_regex(pattern)
+    found = []
+    for full in walk(ws, base):
+        rel = os.path.relpath(full, base)
+        if regex.match(rel):
+            found.append(full)
+    found.sort(key=lambda p: -safe_mtime(p))
+    return {"paths": [ws.rel(p) for p in found[:MAX_LIST]], "total": len(found)}
+
+
+def glob_regex(pattern):
+    """`**` spans directories, `*` and `?` stay within one path segment."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out + r"\Z")
+
+
+def safe_mtime(path):
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def op_grep(ws, req):
+    try:
+        regex = re.compile(req["pattern"])
+    except re.error as e:
+        raise Refused("invalid regular expression %r: %s" % (req["pattern"], e))
+    base = ws.resolve(req.get("path") or ".")
+    file_glob = req.get("glob")
+    files = [base] if os.path.isfile(base) else walk(ws, base)
+    matches, total = [], 0
+    for full in files:
+        if file_glob and not fnmatch.fnmatch(os.path.basename(full), file_glob):
+            continue
+        try:
+            if os.path.getsize(full) > GREP_MAX_FILE:
+                continue
+            with open(full, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if b"\0" in data[:8192]:
+            continue
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if regex.search(line):
+                total += 1
+                if len(matches) < MAX_LIST:
+                    matches.append("%s:%d:%s" % (ws.rel(full), number, line[:500]))
+    return {"matches": matches, "total": total}
+
+
+def op_export(ws, req):
+    """The workspace's changes against commit `base`, as a binary git patch.
+
+    Uses a throwaway git dir whose objects borrow the workspace's, so nothing
+    the agent planted in the workspace's .git (config, hooks, fsmonitor,
+    filters) is read or run.
+    """
+    base = req["base"]
+    if not re.match(r"^[0-9a-f]{40}([0-9a-f]{24})?$", base):
+        raise Refused("base must be a full commit id")
+    tmp = tempfile.mkdtemp(prefix="decode-export-")
+    try:
+        gitdir = os.path.join(tmp, "git")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": tmp,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_DIR": gitdir,
+            "GIT_WORK_TREE": ws.root,
+            "GIT_INDEX_FILE": os.path.join(tmp, "index"),
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+
+        def git(*args):
+            res = subprocess.run(
+                ["git", "-c", "core.hooksPath=" + os.devnull, "-c", "core.fsmonitor=false"] + list(args),
+                env=env, cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
+            if res.returncode != 0:
+                raise Refused("git %s failed: %s" % (args[0], res.stderr.decode("utf-8", "replace").strip()))
+            return res.stdout
+
+        init_env = dict(env, GIT_DIR="", GIT_WORK_TREE="")
+        del init_env["GIT_DIR"], init_env["GIT_WORK_TREE"]
+        subprocess.run(["git", "init", "-q", "--bare", gitdir], env=init_env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with open(os.path.join(gitdir, "objects", "info", "alternates"), "w") as f:
+            f.write(os.path.join(ws.root, ".git", "objects") + "\n")
+        git("read-tree", base)
+        git("add", "-A", "--", ".")
+        patch = git("diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
+                    "--no-textconv", "--no-color", "--no-renames", base)
+        return {"patch": base64.b64encode(patch).decode()}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+OPS = {
+    "ping": lambda ws, req: {"pid": os.getpid(), "root": ws.root},
+    "exec": op_exec,
+    "read": op_read,
+    "write": op_write,
+    "glob": op_glob,
+    "grep": op_grep,
+    "export": op_export,
+}
+
+
+def serve(root, stdin, stdout):
+    ws = Workspace(root)
+    for line in stdin:
+        try:
+            req = json.loads(line)
+            handler = OPS[req["op"]]
+        except (ValueError, KeyError, TypeError):
+            answer = {"id": None, "ok": False, "error": "malformed request"}
+        else:
+            try:
+                answer = handler(ws, req)
+                answer["ok"] = True
+            except Refused as e:
+                answer = {"ok": False, "error": str(e)}
+            except Exception as e:  # noqa: BLE001 - every failure is an answer, never a crash
+                answer = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+            answer["id"] = req.get("id")
+        stdout.write((json.dumps(answer) + "\n").encode())
+        stdout.flush()
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: agentd.py WORKSPACE\n")
+        return 2
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""The host side of agentd: a `Sandbox` that forwards every call as one JSON line.
+
+The same client serves every backend; backends only differ in the `Launcher`
+that starts agentd and hands back a `Transport`.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import queue
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from bot.errors import SandboxError
+from bot.sandbox import CommandResult, Launcher, Transport
+
+AGENTD_PATH = Path(__file__).with_name("agentd.py")
+OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
+GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
+
+
+class Refused(SandboxError):
+    """agentd declined a request (a path outside the workspace, a missing file...)."""
+
+
+class ProcessTransport:
+    """A local child process (agentd itself, `bwrap`, or `docker exec -i`)."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        self._stderr = tempfile.TemporaryFile()
+        try:
+            self._proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=dict(env),
+                start_new_session=True,
+            )
+        except OSError as e:
+            raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from None
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def send(self, line: bytes) -> None:
+        try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(line)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise SandboxError(f"the sandbox process has exited: {self.diagnostics()}") from None
+
+    def recv(self, timeout: float) -> bytes | None:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+
+    def diagnostics(self) -> str:
+        self._stderr.seek(0)
+        text = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
+        return text or f"exit status {self._proc.poll()}"
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            try:
+                assert self._proc.stdin is not None
+                self._proc.stdin.close()
+                self._proc.wait(timeout=5)
+            except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+                self._proc.kill()
+                self._proc.wait()
+        self._stderr.close()
+
+
+class AgentdSandbox:
+    """A `Sandbox` backed by agentd over whatever transport the launcher returns."""
+
+    def __init__(self, launcher: Launcher, *, mode: str, network: bool = False) -> None:
+        self.mode = mode
+        self.root = launcher.root
+        self._launcher = launcher
+        self._ids = itertools.count(1)
+        self._network = network
+        self._transport: Transport | None = None
+        try:
+            self._connect()
+        except BaseException:
+            launcher.close()
+            raise
+
+    def _connect(self) -> None:
+        self._transport = self._launcher.start(self._network)
+        self._call("ping", _timeout=60.0)
+
+    def _call(self, op: str, _timeout: float = 120.0, **fields: object) -> dict:
+        if self._transport is None:
+            raise SandboxError("the sandbox is closed")
+        request_id = next(self._ids)
+        self._transport.send(json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n")
+        try:
+            line = self._transport.recv(_timeout)
+        except TimeoutError:
+            raise SandboxError(f"the sandbox stopped answering ({op} after {_timeout:.0f}s)") from None
+        if line is None:
+            raise SandboxError(f"the sandbox process has exited: {self._transport.diagnostics()}")
+        answer = json.loads(line)
+        if answer.get("id") != request_id:
+            raise SandboxError(f"the sandbox answered out of order ({answer.get('id')} for {request_id})")
+        if not answer.get("ok"):
+            raise Refused(answer.get("error") or "refused")
+        return answer
+
+    def run(self, command: str, *, timeout: float = 120.0) -> CommandResult:
+        """Run `command` with bash in the workspace; kill its process group at `timeout`."""
+        a = self._call("exec", _timeout=timeout + GRACE_S, command=command, timeout=timeout, cap=OUTPUT_CAP)
+        return CommandResult(a["exit_code"], a["output"], a["timed_out"], a["duration"], a["dropped_bytes"])
+
+    def read_file(self, path: str) -> bytes:
+        return base64.b64decode(self._call("read", path=path)["data"])
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self._call("write", path=path, data=base64.b64encode(data).decode())
+
+    def glob(self, pattern: str, path: str = ".") -> list[str]:
+        return self._call("glob", pattern=pattern, path=path)["paths"]
+
+    def grep(self, pattern: str, path: str = ".", glob: str | None = None) -> list[str]:
+        return self._call("grep", pattern=pattern, path=path, glob=glob)["matches"]
+
+    def export_patch(self, base: str) -> bytes:
+        """The workspace's changes since commit `base`, produced inside the sandbox."""
+        return base64.b64decode(self._call("export", _timeout=600.0, base=base)["patch"])
+
+    def set_network(self, enabled: bool) -> None:
+        """Turn the sandbox's network on or off; restarts agentd where the backend needs it."""
+        if enabled == self._network:
+            return
+        self._network = enabled
+        if self._transport is not None:
+            self._transport.close()
+        self._connect()
+
+    def close(self) -> None:
+        """Stop agentd and tear the sandbox down. Safe to call twice."""
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        self._launcher.close()
+
+    def __enter__(self) -> "AgentdSandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
