@@ -1,0 +1,49 @@
+"""Fixtures shared by every test: small git repositories made on the spot."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in `repo` and return its stdout."""
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_repo(path: Path, files: dict[str, str], branch: str = "main") -> Path:
+    """A git repository at `path` with `files` committed on `branch`."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", branch)
+    for name, text in files.items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial commit")
+    return path
+
+
+@pytest.fixture
+def repo_factory(tmp_path: Path):
+    """Call with a dict of files to get a committed repository."""
+    counter = iter(range(1000))
+
+    def factory(files: dict[str, str], branch: str = "main") -> Path:
+        return make_repo(tmp_path / f"repo{next(counter)}", files, branch)
+
+    return factory
