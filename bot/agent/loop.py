@@ -1,0 +1,168 @@
+"""The agent loop: ask the model, run its tool calls in the sandbox, repeat.
+
+The run ends when the model answers without a tool call (that answer is the
+summary) or at the first budget cap: turns, tokens, USD or wall clock. A cap or
+a model error never throws the work away: the loop returns what it has, marked
+with the reason, and the pipeline hands the workspace back as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot.agent.tools import TOOL_SCHEMAS, call_tool
+from bot.config import Budget
+from bot.errors import DecodeError
+from bot.model import Model, Usage
+from bot.model.pricing import cost_usd
+from bot.sandbox import Sandbox
+
+MAX_OUTPUT_TOKENS = 16_000
+
+STOP_MESSAGES = {
+    "completed": "the agent finished",
+    "max_turns": "stopped at the turn limit",
+    "max_tokens": "stopped at the token budget",
+    "max_cost": "stopped at the cost budget",
+    "wall_clock": "stopped at the time limit",
+    "error": "stopped by an error",
+}
+
+
+class Recorder(Protocol):
+    def record(self, type: str, **fields: Any) -> None: ...
+
+
+@dataclass
+class AgentResult:
+    """How a run ended, with its figures."""
+
+    stop_reason: str  # one of STOP_MESSAGES
+    summary: str
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.stop_reason == "completed"
+
+
+@dataclass
+class _Meter:
+    budget: Budget
+    started: float = field(default_factory=time.monotonic)
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def exceeded(self) -> str | None:
+        b = self.budget
+        if self.turns >= b.max_turns:
+            return "max_turns"
+        if self.usage.total >= b.max_tokens:
+            return "max_tokens"
+        if self.cost >= b.max_cost_usd:
+            return "max_cost"
+        if self.elapsed() >= b.max_wall_s:
+            return "wall_clock"
+        return None
+
+
+def run_agent(
+    *,
+    model: Model,
+    sandbox: Sandbox,
+    system: str,
+    task: str,
+    budget: Budget,
+    recorder: Recorder,
+    prices: dict[str, dict[str, float]] | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> AgentResult:
+    """Drive `model` on `task` with tools running in `sandbox` until done or capped."""
+    meter = _Meter(budget)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    last_text = ""
+    sent = 0
+    while True:
+        if reason := meter.exceeded():
+            return _finish(meter, reason, last_text, recorder, progress)
+        recorder.record(
+            "model_request", turn=meter.turns + 1, system=system if sent == 0 else None,
+            new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=MAX_OUTPUT_TOKENS,
+        )
+        sent = len(messages)
+        began = time.monotonic()
+        try:
+            reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=MAX_OUTPUT_TOKENS)
+        except DecodeError as e:
+            return _finish(meter, "error", last_text, recorder, progress, error=str(e))
+        meter.turns += 1
+        meter.usage += reply.usage
+        turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
+        meter.cost += turn_cost
+        recorder.record(
+            "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
+            usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,
+            request_id=reply.request_id,
+        )
+        messages.append({"role": "assistant", "content": reply.content})
+        last_text = reply.text or last_text
+        if not reply.tool_uses:
+            return _finish(meter, "completed", reply.text, recorder, progress)
+        results = []
+        for use in reply.tool_uses:
+            recorder.record("tool_call", turn=meter.turns, id=use["id"], name=use["name"], input=use.get("input"))
+            began = time.monotonic()
+            try:
+                obs = call_tool(sandbox, use["name"], use.get("input"),
+                                time_left=budget.max_wall_s - meter.elapsed())
+            except DecodeError as e:
+                return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
+            took = time.monotonic() - began
+            recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
+                            output=obs.text, is_error=obs.is_error, duration_s=took)
+            progress(_progress_line(meter, use, took, obs.is_error))
+            results.append({"type": "tool_result", "tool_use_id": use["id"],
+                            "content": obs.text or "(no output)", "is_error": obs.is_error})
+        messages.append({"role": "user", "content": results})
+
+
+def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
+            progress: Callable[[str], None], error: str | None = None) -> AgentResult:
+    if reason == "completed":
+        summary = text or "(the agent finished without a summary)"
+    else:
+        summary = f"**Incomplete: {STOP_MESSAGES[reason]}.**" + (f" {error}" if error else "")
+        if text:
+            summary += f"\n\nThe agent's last words:\n\n{text}"
+    result = AgentResult(reason, summary, meter.turns, meter.usage, meter.cost, meter.elapsed(), error)
+    recorder.record("run_end", stop_reason=reason, summary=summary, turns=meter.turns,
+                    usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.wall_s, error=error)
+    progress(f"done: {STOP_MESSAGES[reason]} after {meter.turns} turns, "
+             f"{meter.usage.total:,} tokens, ${meter.cost:.4f}, {result.wall_s:.1f}s")
+    return result
+
+
+def _usage_dict(u: Usage) -> dict[str, int]:
+    return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+            "cache_read_tokens": u.cache_read_tokens, "cache_creation_tokens": u.cache_creation_tokens}
+
+
+def _progress_line(meter: _Meter, use: dict[str, Any], took: float, failed: bool) -> str:
+    args = use.get("input") or {}
+    detail = args.get("command") or args.get("path") or args.get("pattern") or json.dumps(args)[:60]
+    detail = str(detail).splitlines()[0][:80] if str(detail) else ""
+    mark = " (failed)" if failed else ""
+    return (f"turn {meter.turns:>3} | {use['name']:<5} {detail}{mark} ({took:.1f}s) | "
+            f"{meter.usage.total:,} tok | ${meter.cost:.4f} | {meter.elapsed():.0f}s")

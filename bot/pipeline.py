@@ -1,0 +1,138 @@
+"""One run, start to end: workspace -> sandbox -> setup -> agent -> hand-back.
+
+Everything here happens on the host except the tool calls, which go to the
+sandbox. The sandbox gets a copy of the repository; its changes come back as a
+patch that is applied to a clean clone it never saw, and committed there.
+Publishing (push, PR, comments) is the caller's business.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.agent.loop import AgentResult, run_agent
+from bot.agent.prompt import RepoFacts, system_prompt, task_message
+from bot.config import Settings
+from bot.errors import DecodeError
+from bot.model import Model, make_model
+from bot.redact import Redactor
+from bot.repo_config import RepoConfig, load_repo_config
+from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
+from bot.transcript import Transcript
+from bot.workspace import Workspace, prepare
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to do: a task on a repository, landing on `branch`."""
+
+    repo: str
+    task: str
+    branch: str
+    run_id: str
+    base: str | None = None
+    co_author: str | None = None
+    title: str | None = None
+
+    @staticmethod
+    def new_run_id() -> str:
+        return uuid.uuid4().hex[:10]
+
+
+@dataclass
+class Outcome:
+    """What a run produced on the host."""
+
+    job: Job
+    result: AgentResult
+    run_dir: Path
+    transcript_jsonl: Path
+    transcript_md: Path
+    workspace: Workspace | None = None
+    commit: str | None = None
+    changed: list[str] = field(default_factory=list)
+
+
+def issue_branch(number: int, title: str) -> str:
+    """`decode/issue-<N>-<slug>`, the contract's branch for an issue."""
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40].rstrip("-") or "task"
+    return f"decode/issue-{number}-{slug}"
+
+
+def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print) -> Outcome:
+    """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run."""
+    run_dir = settings.data_dir / "runs" / job.run_id
+    transcript = Transcript(run_dir, Redactor(settings.secrets()))
+    result = AgentResult("error", "", error="the run did not start")
+    outcome = Outcome(job, result, run_dir, transcript.jsonl_path, transcript.md_path)
+    try:
+        model = model or make_model(settings)
+        progress(f"preparing {job.repo} on branch {job.branch}")
+        ws = prepare(job.repo, run_dir, job.branch, job.base, settings.github_token)
+        outcome.workspace = ws
+        config = load_repo_config(ws.clean)
+        transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
+                          model=model.name, sandbox=settings.sandbox_mode, budget=vars(settings.budget))
+        progress(f"starting the {settings.sandbox_mode} sandbox")
+        spec = SandboxSpec(workspace=ws.workdir, image=settings.sandbox_image, name=f"decode-{job.run_id}")
+        sandbox = open_sandbox(settings.sandbox_mode, spec, network=bool(config.setup) or config.network)
+        try:
+            run_setup(sandbox, config, transcript, progress)
+            sandbox.set_network(config.network)
+            facts = repo_facts(ws, sandbox.root, job.branch)
+            result = run_agent(
+                model=model, sandbox=sandbox, system=system_prompt(facts, network=config.network),
+                task=task_message(job.task), budget=settings.budget, recorder=transcript,
+                prices=dict(settings.prices), progress=progress,
+            )
+            outcome.result = result
+            patch = sandbox.export_patch(ws.base_sha)
+        finally:
+            sandbox.close()
+        outcome.changed = ws.apply_patch(patch)
+        outcome.commit = ws.commit(commit_message(job, result), job.co_author)
+        return outcome
+    except DecodeError as e:
+        transcript.record("run_end", stop_reason="error", summary="", error=str(e))
+        raise
+    finally:
+        transcript.close()
+        transcript.write_markdown()
+
+
+def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, progress: Progress) -> None:
+    """Run the repository's setup commands, with network; the first failure stops the run."""
+    for command in config.setup:
+        progress(f"setup: {command}")
+        result = sandbox.run(command, timeout=config.setup_timeout)
+        transcript.record("setup", command=command, exit_code=result.exit_code, output=result.output[-20_000:],
+                          timed_out=result.timed_out, duration_s=result.duration_s)
+        if result.timed_out or result.exit_code != 0:
+            status = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+            tail = result.output.strip().splitlines()[-5:]
+            raise DecodeError(f"setup command {command!r} from .github/decode.yml {status}: " + " | ".join(tail))
+
+
+def repo_facts(ws: Workspace, root: str, branch: str) -> RepoFacts:
+    """Facts for the system prompt, read from the host's clean clone."""
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in ws.clean.iterdir() if p.name != ".git")
+    last = subprocess.run(
+        ["git", "-c", "core.fsmonitor=false", "log", "-1", "--format=%h %s"],
+        cwd=ws.clean, capture_output=True, text=True,
+    ).stdout.strip()
+    return RepoFacts(root=root, branch=branch, top_level="\n".join(f"  {e}" for e in entries[:200]), last_commit=last)
+
+
+def commit_message(job: Job, result: AgentResult) -> str:
+    """First line from the title or task, the summary as the body."""
+    subject = (job.title or job.task).strip().splitlines()[0] if (job.title or job.task).strip() else "changes"
+    subject = subject if len(subject) <= 64 else subject[:61] + "..."
+    prefix = "decode" if result.completed else f"decode (incomplete: {result.stop_reason})"
+    return f"{prefix}: {subject}\n\n{result.summary.strip()[:4000]}\n"

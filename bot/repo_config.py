@@ -1,0 +1,63 @@
+"""`.github/decode.yml`: what a repository asks of its runs.
+
+    setup:            # commands run in the sandbox before the agent, with network
+      - pip install -e .[test]
+    network: false    # whether the agent itself gets the network (default false)
+
+The file is read from the base branch on the host, never from the agent's
+working tree. An invalid file is an error naming the key, before any work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from bot.errors import ConfigError
+
+PATH = ".github/decode.yml"
+KEYS = ("setup", "network", "setup_timeout")
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    setup: tuple[str, ...] = ()
+    network: bool = False
+    setup_timeout: float = 900.0
+
+
+def load_repo_config(checkout: Path) -> RepoConfig:
+    """The config of the repository at `checkout`; defaults when it has no file."""
+    path = checkout / PATH
+    if not path.is_file():
+        return RepoConfig()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{PATH} is not valid YAML: {e}") from None
+    return parse_repo_config(data)
+
+
+def parse_repo_config(data: object) -> RepoConfig:
+    """Validate the parsed YAML; every error names the key and what it should hold."""
+    if data is None:
+        return RepoConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{PATH} must be a mapping with the keys {', '.join(KEYS)}")
+    unknown = sorted(set(map(str, data)) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{PATH}: unknown key {unknown[0]!r}; the keys are {', '.join(KEYS)}")
+    setup = data.get("setup") or []
+    if isinstance(setup, str):
+        setup = [setup]
+    if not isinstance(setup, list) or not all(isinstance(c, str) and c.strip() for c in setup):
+        raise ConfigError(f"{PATH}: 'setup' must be a command or a list of commands (strings)")
+    network = data.get("network", False)
+    if not isinstance(network, bool):
+        raise ConfigError(f"{PATH}: 'network' must be true or false, not {network!r}")
+    timeout = data.get("setup_timeout", RepoConfig.setup_timeout)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigError(f"{PATH}: 'setup_timeout' must be a positive number of seconds, not {timeout!r}")
+    return RepoConfig(tuple(setup), network, float(timeout))
