@@ -69,19 +69,20 @@ def issue_branch(number: int, title: str) -> str:
 def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print) -> Outcome:
     """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run."""
     run_dir = settings.data_dir / "runs" / job.run_id
-    transcript = Transcript(run_dir, Redactor(settings.secrets()))
+    redactor = Redactor(settings.secrets())
+    transcript = Transcript(run_dir, redactor)
     result = AgentResult("error", "", error="the run did not start")
-    outcome = Outcome(job, result, run_dir, transcript.jsonl_path, transcript.md_path)
+    outcome = Outcome(job, result, run_dir, transcript.path, transcript.md_path)
     try:
         model = model or make_model(settings)
         progress(f"preparing {job.repo} on branch {job.branch}")
-        ws = prepare(job.repo, run_dir, job.branch, job.base, settings.github_token)
+        ws = prepare(job.repo, run_dir, job.branch, job.base, settings.github_token, redactor=redactor)
         outcome.workspace = ws
         config = load_repo_config(ws.clean)
         transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                           model=model.name, sandbox=settings.sandbox_mode, budget=vars(settings.budget))
         progress(f"starting the {settings.sandbox_mode} sandbox")
-        spec = SandboxSpec(workspace=ws.workdir, image=settings.sandbox_image, name=f"decode-{job.run_id}")
+        spec = SandboxSpec(workspace=ws.path, image=settings.sandbox_image, name=f"decode-{job.run_id}")
         sandbox = open_sandbox(settings.sandbox_mode, spec, network=bool(config.setup) or config.network)
         try:
             run_setup(sandbox, config, transcript, progress)

@@ -30,6 +30,7 @@ def clean_env(home: str, mode: str) -> dict[str, str]:
         "PAGER": "cat",
         "GIT_PAGER": "cat",
         "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
         "DECODE_SANDBOX": mode,
     }
 

@@ -1,0 +1,70 @@
+"""Per-command overhead of each sandbox backend against a bare fork/exec.
+
+    python3 bench/sandbox_overhead.py [--n 300] [--modes local,bwrap,docker]
+
+Runs `true` N times through each backend's `Sandbox.run` and N times as a bare
+`subprocess.run(["true"])` in the same process, interleaved in rounds so that
+machine noise hits both alike, and prints medians, p90 and the ratio to the
+bare baseline. Targets (issue 2): local <= 2 ms, bwrap <= 10 ms, docker <= 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.sandbox import SandboxSpec, open_sandbox  # noqa: E402
+
+TARGET_MS = {"local": 2.0, "bwrap": 10.0, "docker": 5.0}
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--modes", default="local,bwrap,docker")
+    parser.add_argument("--image", default="decode-sandbox:latest")
+    args = parser.parse_args()
+    workspace = Path(tempfile.mkdtemp(prefix="decode-bench-"))
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    sandboxes = {}
+    for mode in args.modes.split(","):
+        try:
+            sandboxes[mode] = open_sandbox(mode, SandboxSpec(workspace=workspace, image=args.image, name="decode-bench"))
+        except Exception as e:  # noqa: BLE001 - a missing backend is reported, not fatal
+            print(f"{mode}: unavailable ({e})")
+    samples: dict[str, list[float]] = {"bare fork/exec": [], **{m: [] for m in sandboxes}}
+    for sb in sandboxes.values():
+        for _ in range(20):
+            sb.run("true")
+    for _ in range(args.n):
+        samples["bare fork/exec"].append(timed(lambda: subprocess.run(["true"])))
+        for mode, sb in sandboxes.items():
+            samples[mode].append(timed(lambda: sb.run("true")))
+    base = statistics.median(samples["bare fork/exec"])
+    print(f"{'backend':<16}{'median ms':>10}{'p90 ms':>9}{'x bare':>8}{'target':>9}  verdict")
+    for name, values in samples.items():
+        med = statistics.median(values)
+        p90 = statistics.quantiles(values, n=10)[-1]
+        target = TARGET_MS.get(name)
+        verdict = "" if target is None else ("ok" if med <= target else "OVER TARGET")
+        print(f"{name:<16}{med:>10.2f}{p90:>9.2f}{med / base:>8.1f}{(f'{target:.0f} ms' if target else ''):>9}  {verdict}")
+    for sb in sandboxes.values():
+        sb.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
