@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 MIN_SECRET_LENGTH = 8
@@ -69,9 +69,9 @@ def base64_forms(secret: str) -> list[str]:
     for shift in range(3):
         encoded = base64.b64encode(b"\0" * shift + raw).decode()
         head = {0: 0, 1: 2, 2: 3}[shift]  # characters that also encode the padding bytes
-        tail = (shift + len(raw)) % 3  # a final partial group depends on what follows
+        partial = (shift + len(raw)) % 3 != 0  # a final partial group's last character depends on what follows
         core = encoded.rstrip("=")
-        core = core[head : len(core) - (tail and tail + 1)]
+        core = core[head : len(core) - partial]
         if len(core) >= MIN_SECRET_LENGTH:
             forms.append(core)
     return forms
@@ -115,11 +115,11 @@ class Redactor:
 
     def contains_secret(self, data: str | bytes) -> bool:
         """Whether a configured secret value (raw or base64) appears in `data`; shapes are not checked."""
-        text = data.decode("latin-1") if isinstance(data, bytes) else data
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
         return any(value in text for value in self._values)
 
 
-def _replacer(kind: str, group: int):  # type: ignore[no-untyped-def]
+def _replacer(kind: str, group: int) -> Callable[[re.Match[str]], str]:
     marker = MARKER.format(kind)
     if group == 0:
         return lambda m: marker

@@ -27,6 +27,9 @@ import time
 
 MAX_LIST = 1000
 GREP_MAX_FILE = 2 * 1024 * 1024
+# Untracked build droppings never worth a commit, even when the repo's .gitignore forgets them.
+EXPORT_EXCLUDES = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", ".tox/",
+                   "node_modules/", ".DS_Store")
 SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".tox", ".mypy_cache"}
 
 
@@ -116,11 +119,16 @@ def op_exec(ws, req):
         ready, _, _ = select.select([fd], [], [], wait)
         if ready:
             chunk = os.read(fd, 65536)
-            if not chunk:
+            if not chunk:  # the pipe closed; the command may not be reaped yet
+                try:
+                    proc.wait(timeout=max(deadline - time.monotonic(), 0))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
                 break
             out.feed(chunk)
     kill_group(proc.pid)
     proc.wait()
+    kill_group(proc.pid, until_gone=True)
     drain(fd, out)
     proc.stdout.close()
     return {
@@ -132,10 +140,48 @@ def op_exec(ws, req):
     }
 
 
-def kill_group(pgid):
+def kill_group(pgid, until_gone=False):
+    """SIGKILL the process group; with `until_gone`, repeat until it is empty.
+
+    One signal can miss a child forked while it is delivered (a fork bomb), so
+    the second call keeps killing and reaping (agentd is the subreaper of what
+    its commands leave behind) until no member is left or two seconds pass.
+    Only call it with `until_gone` after the command's own process was waited
+    for, since reaping takes any child.
+    """
+    deadline = time.monotonic() + 2.0
+    while True:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        if not until_gone or time.monotonic() > deadline:
+            return
+        reap()
+        time.sleep(0.001)
+
+
+def reap():
+    """Collect every exited orphan that was re-parented to agentd."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def become_subreaper():
+    """Make orphaned descendants children of agentd (Linux), so their zombies are reaped at once.
+
+    Without it they go to the sandbox's pid 1, which on some hosts never reaps.
+    """
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (ImportError, OSError, AttributeError):
         pass
 
 
@@ -285,6 +331,8 @@ def op_export(ws, req):
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         with open(os.path.join(gitdir, "objects", "info", "alternates"), "w") as f:
             f.write(os.path.join(ws.root, ".git", "objects") + "\n")
+        with open(os.path.join(gitdir, "info", "exclude"), "w") as f:
+            f.write("\n".join(EXPORT_EXCLUDES) + "\n")
         git("read-tree", base)
         git("add", "-A", "--", ".")
         patch = git("diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
@@ -308,6 +356,7 @@ OPS = {
 def serve(root, stdin, stdout):
     ws = Workspace(root)
     for line in stdin:
+        reap()
         try:
             req = json.loads(line)
             handler = OPS[req["op"]]
@@ -331,6 +380,7 @@ def main():
         sys.stderr.write("usage: agentd.py WORKSPACE\n")
         return 2
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    become_subreaper()
     serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
     return 0
 

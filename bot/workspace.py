@@ -1,0 +1,279 @@
+"""The host side of a run's repository: a clean clone the sandbox never sees, and its copy that it does.
+
+`prepare` clones the repository twice under the run directory:
+
+- `clean/`: the host's clone. Only the host runs git here, with hooks,
+  fsmonitor and every global or system config disabled. The agent's work lands
+  here as a validated patch (`Workspace.apply_patch`) and is committed by the bot.
+- `workspace/`: a separate, non-hardlinked clone of `clean/` on the run branch,
+  without a remote; this is what the sandbox mounts. Whatever the agent plants
+  in its `.git` (hooks, config, fsmonitor) is never read by the host: the
+  sandbox exports the changes as a binary patch (see `agentd.op_export`).
+
+A token, when given, reaches git only as an `http.extraHeader` in the
+environment of the one command that needs it (`git_env`), never in a URL, an
+argument or a `.git/config`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import posixpath
+import re
+import subprocess
+import tempfile
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.errors import DecodeError
+from bot.redact import Redactor
+
+BOT_IDENTITY = ("decode-bot", "decode-bot@users.noreply.github.com")
+_PASS_THROUGH = ("PATH", "HOME", "TMPDIR", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                 "GIT_SSL_CAINFO", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+_HARDENING = {
+    "core.hooksPath": os.devnull,
+    "core.fsmonitor": "false",
+    "core.protectNTFS": "true",
+    "core.protectHFS": "true",
+    "credential.helper": "",
+    "commit.gpgSign": "false",
+    "gc.auto": "0",
+    "maintenance.auto": "false",
+    "advice.detachedHead": "false",
+    "init.defaultBranch": "main",
+}
+_ALLOWED_MODES = {"100644", "100755", "120000", "000000"}
+
+
+class PatchRefused(DecodeError):
+    """The agent's changes include something the bot will not commit; the message says what."""
+
+
+def git_env(token: str | None = None, *, local: bool = False, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for one git command: no prompts, no global or system config, no hooks.
+
+    With `token`, an `Authorization: Basic base64("x-access-token:" + token)`
+    header is added through `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` (GitHub's
+    documented form for installation and Actions tokens). `local` allows the
+    file protocol, for cloning a path.
+    """
+    source = os.environ if base is None else base
+    env = {k: source[k] for k in _PASS_THROUGH if k in source}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(LANG="C", LC_ALL="C", GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    config = dict(_HARDENING)
+    if local:
+        config["protocol.file.allow"] = "always"
+    if token:
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        config["http.extraHeader"] = f"Authorization: Basic {basic}"
+    for i, (key, value) in enumerate(config.items()):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    env["GIT_CONFIG_COUNT"] = str(len(config))
+    return env
+
+
+def _git(args: Sequence[str], cwd: Path, env: Mapping[str, str], redactor: Redactor, *,
+         what: str, input: bytes | None = None, ok: tuple[int, ...] = (0,), timeout: float = 600) -> bytes:
+    """Run git; a failure is a `DecodeError` saying `what` failed, with git's stderr redacted."""
+    try:
+        res = subprocess.run(["git", *args], cwd=cwd, env=dict(env), input=input, capture_output=True,
+                             timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise DecodeError(f"{what} took longer than {timeout:.0f}s") from None
+    if res.returncode not in ok:
+        stderr = redactor.redact(res.stderr.decode("utf-8", "replace").strip())
+        detail = stderr.splitlines()[-1] if stderr else f"exit status {res.returncode}"
+        raise DecodeError(f"{what} failed: {detail}", exit_code=res.returncode, stderr=stderr)
+    return res.stdout
+
+
+@dataclass
+class Workspace:
+    """A prepared run: `clean` (host-only clone) and `path` (the sandbox's copy) on `branch` at `base_sha`."""
+
+    clean: Path
+    path: Path
+    remote: str
+    branch: str
+    base: str
+    base_sha: str
+    redactor: Redactor
+    identity: tuple[str, str] = BOT_IDENTITY
+
+    def git(self, *args: str, what: str = "git", input: bytes | None = None,
+            extra_env: Mapping[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
+        """Run git in the clean clone with the hardened environment."""
+        env = {**git_env(), **(extra_env or {})}
+        return _git(args, self.clean, env, self.redactor, what=what, input=input, ok=ok)
+
+    def check_patch(self, patch: bytes) -> list[str]:
+        """The paths `patch` changes, or `PatchRefused` if it must not be committed.
+
+        Refused: any path with a `.git` component (any case, NTFS/HFS aliases
+        included), absolute paths, `..`, nested repositories (gitlinks), symlinks
+        whose target is absolute or leaves the repository or points into `.git`,
+        and any configured secret value. The patch is first dry-run into a
+        scratch index, so the check sees exactly what git would apply.
+        """
+        if not patch.strip():
+            return []
+        if self.redactor.contains_secret(patch):
+            raise PatchRefused("refused: the changes contain a configured secret (a token or key); remove it")
+        for path in _header_paths(patch):
+            _check_path(path)
+        with tempfile.TemporaryDirectory(prefix="decode-check-") as tmp:
+            index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            self.git("read-tree", "HEAD", what="reading the base tree", extra_env=index)
+            try:
+                self.git("apply", "--cached", "--binary", "--whitespace=nowarn", "-", what="applying the agent's patch",
+                         input=patch, extra_env=index)
+            except DecodeError as e:
+                raise PatchRefused(f"refused: the patch does not apply cleanly: {e.stderr or e}",
+                                   exit_code=e.exit_code, stderr=e.stderr) from None
+            raw = self.git("diff-index", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD",
+                           what="listing the patch", extra_env=index)
+        fields = raw.split(b"\0")
+        paths = []
+        for meta, name in zip(fields[0::2], fields[1::2]):
+            _, new_mode, _, new_sha, _ = meta.decode().lstrip(":").split(" ")
+            path = os.fsdecode(name)
+            _check_path(path)
+            if new_mode == "160000":
+                raise PatchRefused(f"refused: {path} is a nested git repository (a gitlink); "
+                                   "remove its .git directory or leave it out of the repository")
+            if new_mode not in _ALLOWED_MODES:
+                raise PatchRefused(f"refused: {path} has unsupported file mode {new_mode}")
+            if new_mode == "120000":
+                _check_symlink(path, os.fsdecode(self.git("cat-file", "blob", new_sha, what="reading a symlink")))
+            paths.append(path)
+        return sorted(paths)
+
+    def apply_patch(self, patch: bytes) -> list[str]:
+        """Validate `patch` (see `check_patch`), apply it to the clean clone's index and tree; the changed paths."""
+        paths = self.check_patch(patch)
+        if paths:
+            self.git("apply", "--index", "--binary", "--whitespace=nowarn", "-", what="applying the agent's patch",
+                     input=patch)
+        return paths
+
+    def commit(self, message: str, co_author: str | None = None) -> str | None:
+        """Commit the applied changes as the bot, crediting `co_author` ("Name <email>"); the sha, or None."""
+        args = ["commit", "--quiet", "--no-verify", "--no-gpg-sign", "--cleanup=whitespace", "-F", "-"]
+        if co_author:
+            if not re.fullmatch(r"[^<>\n\r]+ <[^<>\s]+>", co_author.strip()):
+                raise DecodeError(f"co-author {co_author!r} is not valid: give it as 'Name <email>'")
+            args += ["--trailer", f"Co-authored-by: {co_author.strip()}"]
+        if not self.git("diff", "--cached", "--name-only", what="checking for changes").strip():
+            return None
+        name, email = self.identity
+        who = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name,
+               "GIT_COMMITTER_EMAIL": email}
+        text = self.redactor.redact(message).strip() or "Changes by decode-bot"
+        self.git(*args, what="committing the agent's changes", input=text.encode(), extra_env=who)
+        return self.git("rev-parse", "HEAD", what="reading the new commit").decode().strip()
+
+
+def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, token: str | None = None, *,
+            redactor: Redactor | None = None) -> Workspace:
+    """Clone `repo` (URL or local path) into `run_dir/clean` and `run_dir/workspace`, on `branch` from `base`.
+
+    `base` is a branch, tag or commit of the remote; by default its default
+    branch. `token` authenticates the clone over HTTPS (see `git_env`).
+    """
+    redactor = redactor or Redactor([token])
+    local = not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", repo) and not re.match(r"^[\w.-]+@[\w.-]+:", repo)
+    if local:
+        source = Path(repo).expanduser()
+        if not source.exists():
+            raise DecodeError(f"the repository path {repo} does not exist: give a git URL or an existing clone")
+        repo = str(source.resolve())
+    elif urllib.parse.urlsplit(repo).password:
+        raise DecodeError("the repository URL contains credentials: remove them and set GITHUB_TOKEN instead")
+    local = local or repo.startswith("file://")
+    for label, value in (("branch", branch), ("base", base or "x")):
+        if value.startswith("-") or not value.strip() or any(c.isspace() or c in "~^:?*[\\" for c in value):
+            raise DecodeError(f"{label} {value!r} is not a valid git ref name")
+    run_dir = Path(run_dir)
+    clean, copy = run_dir / "clean", run_dir / "workspace"
+    for target in (clean, copy):
+        if target.exists():
+            raise DecodeError(f"{target} already exists: use a new run directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _git(["clone", "--quiet", "--template=", *(["--no-local"] if local else []), "--", repo, str(clean)], run_dir,
+         git_env(token, local=local), redactor, what=f"cloning {redactor.redact(repo)}")
+    env = git_env()
+    if base is None:
+        head = _git(["symbolic-ref", "--quiet", "--short", "HEAD"], clean, env, redactor, what="reading HEAD")
+        base = head.decode().strip()
+    base_sha = ""
+    for candidate in (f"refs/remotes/origin/{base}", f"refs/tags/{base}", base):
+        out = _git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], clean, env, redactor,
+                   what="resolving the base", ok=(0, 1))
+        if out.strip():
+            base_sha = out.decode().strip()
+            break
+    if not base_sha:
+        raise DecodeError(f"base {base!r} is neither a branch, a tag nor a commit of {redactor.redact(repo)}"
+                          " (or the repository is empty)")
+    _git(["checkout", "--quiet", "-B", branch, base_sha], clean, env, redactor, what=f"creating branch {branch}")
+    _git(["clone", "--quiet", "--template=", "--no-local", "--no-checkout", "--", str(clean), str(copy)], run_dir,
+         git_env(local=True), redactor, what="copying the workspace")
+    _git(["checkout", "--quiet", "-B", branch, base_sha], copy, env, redactor, what="checking out the workspace")
+    _git(["remote", "remove", "origin"], copy, env, redactor, what="detaching the workspace")
+    return Workspace(clean=clean, path=copy, remote=repo, branch=branch, base=base, base_sha=base_sha,
+                     redactor=redactor)
+
+
+def _header_paths(patch: bytes) -> list[str]:
+    """Every path named in the patch's file headers (hunk bodies skipped), for an early, clear refusal."""
+    paths, in_header = [], False
+    for raw in patch.split(b"\n"):
+        line = raw.decode("utf-8", "surrogateescape").rstrip("\r")
+        if line.startswith("diff --git "):
+            in_header = True
+            rest = line[len("diff --git ") :]
+            paths += [_strip_side(_unquote(name)) for name in re.findall(r'"(?:[^"\\]|\\.)*"|\S+', rest)]
+        elif line.startswith(("@@", "GIT binary patch")):
+            in_header = False
+        elif in_header:
+            for prefix in ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to "):
+                if line.startswith(prefix):
+                    name = _unquote(line[len(prefix) :].rstrip("\t"))
+                    if name != "/dev/null":
+                        paths.append(_strip_side(name) if prefix in ("--- ", "+++ ") else name)
+    return paths
+
+
+def _strip_side(name: str) -> str:
+    return name[2:] if name[:2] in ("a/", "b/") else name
+
+
+def _unquote(name: str) -> str:
+    """Git's C-style quoting of unusual path names ("a/t\\303\\244st")."""
+    if len(name) < 2 or not (name.startswith('"') and name.endswith('"')):
+        return name
+    raw = name[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1")
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _check_path(path: str) -> None:
+    if not path or path.startswith("/"):
+        raise PatchRefused(f"refused: the patch names an absolute or empty path {path!r}")
+    for part in path.split("/"):
+        if part == "..":
+            raise PatchRefused(f"refused: {path} leaves the repository through '..'")
+        if part.lower().rstrip(" .") in (".git", "git~1"):
+            raise PatchRefused(f"refused: {path} is inside .git; changes to git's own files are never committed")
+
+
+def _check_symlink(path: str, target: str) -> None:
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+    parts = resolved.split("/")
+    if target.startswith("/") or parts[0] == ".." or any(p.lower().rstrip(" .") == ".git" for p in parts):
+        raise PatchRefused(f"refused: {path} is a symlink to {target}, outside the repository's files; "
+                           "use a relative link to a file inside the repository, or a copy")

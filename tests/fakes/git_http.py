@@ -1,0 +1,85 @@
+"""A git smart-HTTP server for tests: `git http-backend` behind Basic auth, like GitHub's.
+
+Serves every bare repository under `root`; a request without the expected
+`Authorization: Basic base64(user:password)` header gets a 401, so a clone
+succeeds only when the client sends the token.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+
+class GitHttpServer:
+    """`with GitHttpServer(root, password=token) as server: server.url + "owner/repo.git"`."""
+
+    def __init__(self, root: Path, *, password: str, username: str = "x-access-token") -> None:
+        self.root = Path(root)
+        self.expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+        self.requests: list[dict[str, str]] = []  # method, path, authorization of every request
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_port}/"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self._serve()
+
+            def do_POST(self) -> None:
+                self._serve()
+
+            def _serve(self) -> None:
+                auth = self.headers.get("Authorization", "")
+                server.requests.append({"method": self.command, "path": self.path, "authorization": auth})
+                if auth != server.expected:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="git"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                url = urlsplit(self.path)
+                env = {
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+                    "GIT_PROJECT_ROOT": str(server.root), "GIT_HTTP_EXPORT_ALL": "1",
+                    "REQUEST_METHOD": self.command, "PATH_INFO": url.path, "QUERY_STRING": url.query,
+                    "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)),
+                    "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+                    "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+                    "REMOTE_USER": "x-access-token", "REMOTE_ADDR": "127.0.0.1",
+                }
+                out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+                head, sep, payload = out.partition(b"\r\n\r\n")
+                if not sep:
+                    head, sep, payload = out.partition(b"\n\n")
+                headers = [line.split(":", 1) for line in head.decode("latin-1").splitlines() if ":" in line]
+                status = next((v.strip() for k, v in headers if k.lower() == "status"), "200 OK")
+                self.send_response(int(status.split()[0]))
+                for key, value in headers:
+                    if key.lower() != "status":
+                        self.send_header(key, value.strip())
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
+
+    def __enter__(self) -> "GitHttpServer":
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
