@@ -44,9 +44,14 @@ class ScriptedModel:
             else:
                 data = json.loads(text)
                 turns = data["turns"] if isinstance(data, dict) else data
+            if not isinstance(turns, list):
+                raise TypeError("the turns must be a list")
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"DECODE_MODEL=scripted:{path}: not a session or transcript file ({e})") from None
-        return cls(turns, name=f"scripted:{path.name}")
+        try:
+            return cls(turns, name=f"scripted:{path.name}")
+        except ConfigError as e:
+            raise ConfigError(f"DECODE_MODEL=scripted:{path}: {e}") from None
 
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int

@@ -1,0 +1,222 @@
+"""The Anthropic Messages API behind the `Model` protocol.
+
+One retry policy owns every retry: the SDK's own retries are off, and tenacity
+retries rate limits (429), overload (529), other 5xx and lost connections,
+waiting as long as the API's `retry-after-ms` / `retry-after` headers ask
+(https://docs.anthropic.com/en/api/rate-limits), else backing off exponentially
+with jitter. Every request carries prompt-cache breakpoints on the tool schemas,
+the system prompt and the conversation tail
+(https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anthropic
+import httpx2
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from bot.config import Settings
+from bot.errors import ConfigError, DecodeError
+from bot.model import Reply, Usage
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+EPHEMERAL = {"type": "ephemeral"}
+
+log = logging.getLogger(__name__)
+
+
+class AnthropicModel:
+    """Calls the Messages API with prompt caching and one bounded retry policy."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        max_attempts: int = 6,
+        max_wait_s: float = 60.0,
+        timeout_s: float = 600.0,
+    ) -> None:
+        """`sleep` waits between attempts (tests pass a recorder); waits never exceed `max_wait_s`."""
+        if not settings.anthropic_api_key:
+            raise ConfigError(
+                "ANTHROPIC_API_KEY is not set: set it to an Anthropic API key "
+                "(or DECODE_MODEL=scripted:FILE to replay a recorded session)"
+            )
+        self.name = settings.model
+        self.base_url = settings.anthropic_base_url or DEFAULT_BASE_URL
+        self.max_attempts = max_attempts
+        self.max_wait_s = max_wait_s
+        self._secret = settings.anthropic_api_key
+        self._sleep = sleep
+        self._backoff = wait_exponential_jitter(initial=1, max=max_wait_s, jitter=1)
+        # base_url is always passed, so the SDK never falls back to reading the environment.
+        self._client = anthropic.Anthropic(
+            api_key=settings.anthropic_api_key,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=httpx2.Timeout(timeout_s, connect=10.0),
+        )
+
+    def complete(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
+    ) -> Reply:
+        """One Messages API call, retried on transient failures; a final failure is a `DecodeError`."""
+        params = cached_request(system, messages, tools)
+        attempts = 0
+
+        def call() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return self._client.messages.create(model=self.name, max_tokens=max_tokens, **params)
+
+        retrying = Retrying(
+            sleep=self._sleep,
+            stop=stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            retry=retry_if_exception(is_retryable),
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            message = retrying(call)
+        except anthropic.APIError as e:
+            # Not chained: the SDK's own message quotes the response body unredacted.
+            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
+        return to_reply(message)
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        if isinstance(error, anthropic.APIStatusError):
+            asked = retry_after(error.response.headers)
+            if asked is not None:
+                return min(asked, self.max_wait_s)
+        return self._backoff(state)
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        log.warning(
+            "the Anthropic API %s; retrying in %.1fs (attempt %d of %d)",
+            self._redact(_summary(error)), wait, state.attempt_number + 1, self.max_attempts,
+        )
+
+    def _describe(self, error: anthropic.APIError, attempts: int) -> str:
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if isinstance(error, anthropic.APIStatusError):
+            hint = ": check ANTHROPIC_API_KEY" if error.status_code in (401, 403) else ""
+            request = f" (request {error.request_id})" if error.request_id else ""
+            return f"the Anthropic API at {self.base_url} {_summary(error)}{tries}{request}{hint}"
+        if isinstance(error, anthropic.APIConnectionError):
+            return (
+                f"cannot reach the Anthropic API at {self.base_url}{tries}: {_summary(error)}: "
+                "check ANTHROPIC_BASE_URL and the network"
+            )
+        return f"the Anthropic API at {self.base_url} gave an unusable answer: {error.message}"
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._secret, "[redacted]") if self._secret else text
+
+
+def is_retryable(error: BaseException) -> bool:
+    """429, 529 and other 5xx answers and lost connections or timeouts; never another 4xx."""
+    if isinstance(error, anthropic.APIStatusError):
+        return error.status_code == 429 or error.status_code >= 500
+    return isinstance(error, anthropic.APIConnectionError)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asks us to wait: `retry-after-ms`, else `retry-after` (seconds or HTTP date)."""
+    try:
+        return max(0.0, float(headers["retry-after-ms"]) / 1000)
+    except (KeyError, ValueError):
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def cached_request(system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """Request parameters with cache breakpoints on the last tool, the system prompt and the last block.
+
+    The caller's lists are left alone. Older `cache_control` marks in them are
+    dropped, so a request never carries more than the API's 4 breakpoints.
+    """
+    params: dict[str, Any] = {"messages": [_unmarked_message(m) for m in messages]}
+    if tools:
+        params["tools"] = [_unmarked(t) for t in tools[:-1]] + [{**tools[-1], "cache_control": dict(EPHEMERAL)}]
+    if system:
+        params["system"] = [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]
+    if params["messages"]:
+        last = params["messages"][-1]
+        content = last["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+        if blocks:
+            blocks[-1] = {**blocks[-1], "cache_control": dict(EPHEMERAL)}
+            params["messages"][-1] = {**last, "content": blocks}
+    return params
+
+
+def to_reply(message: Any) -> Reply:
+    """The SDK's `Message` as a `Reply` of plain text and tool_use dicts."""
+    content = [
+        block.model_dump(mode="json", exclude_none=True)
+        for block in message.content
+        if block.type in ("text", "tool_use")
+    ]
+    usage = Usage(
+        input_tokens=message.usage.input_tokens,
+        output_tokens=message.usage.output_tokens,
+        cache_read_tokens=message.usage.cache_read_input_tokens or 0,
+        cache_creation_tokens=message.usage.cache_creation_input_tokens or 0,
+    )
+    return Reply(
+        content=content,
+        stop_reason=message.stop_reason or "end_turn",
+        usage=usage,
+        model=message.model,
+        request_id=message._request_id,
+    )
+
+
+def _unmarked(block: dict[str, Any]) -> dict[str, Any]:
+    if "cache_control" not in block:
+        return block
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
+def _unmarked_message(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, list) and any(isinstance(b, dict) and "cache_control" in b for b in content):
+        return {**message, "content": [_unmarked(b) if isinstance(b, dict) else b for b in content]}
+    return message
+
+
+def _summary(error: BaseException | None) -> str:
+    if isinstance(error, anthropic.APIStatusError):
+        detail = error.api_message or (error.body if isinstance(error.body, str) else None) or error.message
+        return f"answered {error.status_code} {error.type or 'error'}: {str(detail)[:300]}"
+    if isinstance(error, anthropic.APITimeoutError):
+        return "the request timed out"
+    if isinstance(error, anthropic.APIConnectionError):
+        cause = error.__cause__
+        return f"connection failed ({cause or error.message})"
+    return str(error)
+
+
+def _status(error: anthropic.APIError) -> int | None:
+    return error.status_code if isinstance(error, anthropic.APIStatusError) else None
