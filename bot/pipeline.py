@@ -91,7 +91,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
             result = run_agent(
                 model=model, sandbox=sandbox, system=system_prompt(facts, network=config.network),
                 task=task_message(job.task), budget=settings.budget, recorder=transcript,
-                prices=dict(settings.prices), progress=progress,
+                prices=dict(settings.prices), progress=progress, redact=redactor.redact,
             )
             outcome.result = result
             patch = sandbox.export_patch(ws.base_sha)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.agent.tools import TOOL_SCHEMAS, call_tool
+from bot.agent.tools import TOOL_SCHEMAS, Observation, call_tool
 from bot.config import Budget
 from bot.errors import DecodeError
 from bot.model import Model, Usage
@@ -88,8 +88,13 @@ def run_agent(
     recorder: Recorder,
     prices: dict[str, dict[str, float]] | None = None,
     progress: Callable[[str], None] = lambda line: None,
+    redact: Callable[[str], str] = lambda text: text,
 ) -> AgentResult:
-    """Drive `model` on `task` with tools running in `sandbox` until done or capped."""
+    """Drive `model` on `task` with tools running in `sandbox` until done or capped.
+
+    Tool output passes through `redact` before the model or the transcript sees
+    it: even where the sandbox can read a secret (`local` mode), the model cannot.
+    """
     meter = _Meter(budget)
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     last_text = ""
@@ -130,6 +135,7 @@ def run_agent(
             except DecodeError as e:
                 return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
             took = time.monotonic() - began
+            obs = Observation(redact(obs.text), obs.is_error)
             recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
                             output=obs.text, is_error=obs.is_error, duration_s=took)
             progress(_progress_line(meter, use, took, obs.is_error))

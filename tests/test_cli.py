@@ -1,0 +1,165 @@
+"""`decode run` end to end: the real console script, the real anthropic SDK talking
+to the fake Messages API, real git, and each real sandbox backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo
+from tests.sandbox.conftest import MODES, require
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fix-weekend"
+SESSION = json.loads((EXAMPLE / "session.json").read_text())
+GITHUB_TOKEN = "ghp_" + "T0kenThatMustNeverLeakAnywhere0123456"
+DECODE = shutil.which("decode") or "decode"
+
+
+@pytest.fixture
+def buggy_repo(tmp_path: Path) -> Path:
+    files = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}
+    return make_repo(tmp_path / "calendar", files)
+
+
+def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local", **env: str):
+    """Run the `decode` console script as a user would; returns the CompletedProcess."""
+    full_env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path / "home"),
+        "ANTHROPIC_API_KEY": fake.api_key,
+        "ANTHROPIC_BASE_URL": fake.url,
+        "SANDBOX_MODE": mode,
+        "DECODE_DATA_DIR": str(tmp_path / "data"),
+        "GITHUB_TOKEN": GITHUB_TOKEN,
+        **env,
+    }
+    return subprocess.run([DECODE, "run", "--repo", str(repo), task], env=full_env,
+                          capture_output=True, text=True, timeout=240)
+
+
+def printed(stdout: str, key: str) -> str:
+    return next(line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith(f"{key}: "))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_decode_run_fixes_a_real_bug_on_a_branch(fake_anthropic, tmp_path, buggy_repo, mode):
+    require(mode)
+    fake_anthropic.script(SESSION["turns"])
+    res = decode_run(fake_anthropic, tmp_path, buggy_repo, SESSION["task"], mode)
+    assert res.returncode == 0, res.stderr
+    branch = printed(res.stdout, "branch")
+    assert branch.startswith("decode/run-")
+    assert git(buggy_repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"  # the user's checkout is untouched
+    assert git(buggy_repo, "diff", "--name-only", "main", branch) == "calendar_utils.py"
+    assert "Co-authored-by" not in git(buggy_repo, "log", "-1", "--format=%B", branch)
+    assert git(buggy_repo, "log", "-1", "--format=%an", branch) == "decode-bot"
+    checkout = tmp_path / "check"
+    subprocess.run(["git", "clone", "-q", "-b", branch, str(buggy_repo), str(checkout)], check=True)
+    tests = subprocess.run([sys.executable, "-m", "unittest", "-q"], cwd=checkout, capture_output=True, text=True)
+    assert tests.returncode == 0, tests.stderr
+    md = Path(printed(res.stdout, "transcript")).read_text()
+    assert "Fixed `is_weekend`" in md and "python3 -m unittest -v" in md
+    jsonl = Path(printed(res.stdout, "transcript (jsonl)"))
+    assert [json.loads(line)["type"] for line in jsonl.read_text().splitlines()][-1] == "run_end"
+    assert "turn   1 | bash" in res.stderr  # progress for a person watching
+    # the model saw the failing tests, then the passing ones, inside the sandbox
+    last_request = json.dumps(fake_anthropic.requests[-1].body)
+    assert "FAILED (failures=2)" in last_request and "Ran 3 tests" in last_request
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_secret_reaches_the_sandbox_or_the_model(fake_anthropic, tmp_path, buggy_repo, mode):
+    require(mode)
+    probe = ("env; echo ---; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null | sort -u;"
+             " echo ---; grep -rl ghp_ /tmp /workspace \"$HOME\" 2>/dev/null; true")
+    fake_anthropic.script([
+        [{"type": "tool_use", "name": "bash", "input": {"command": probe}}],
+        [{"type": "text", "text": "Looked around."}],
+    ])
+    res = decode_run(fake_anthropic, tmp_path, buggy_repo, "Print the environment", mode,
+                     GITHUB_WEBHOOK_SECRET="whsec-must-not-leak-0123")
+    assert res.returncode == 0, res.stderr
+    seen = json.dumps([r.body for r in fake_anthropic.requests])
+    assert "DECODE_SANDBOX=" in seen  # the probe did run and its output reached the model
+    if mode != "local":  # isolated: nothing inside even needed redacting
+        assert "[REDACTED" not in seen
+    for secret in (GITHUB_TOKEN, "whsec-must-not-leak-0123", fake_anthropic.api_key):
+        assert secret not in seen
+    data = tmp_path / "data"
+    for path in data.rglob("*"):
+        if path.is_file() and ".git" not in path.parts:
+            text = path.read_bytes()
+            assert GITHUB_TOKEN.encode() not in text and fake_anthropic.api_key.encode() not in text, path
+    assert GITHUB_TOKEN not in res.stdout + res.stderr
+
+
+def test_a_budget_cap_keeps_the_work_and_says_why(fake_anthropic, tmp_path, buggy_repo):
+    edits = [[{"type": "tool_use", "name": "bash", "input": {"command": f"echo step {i} >> NOTES.md"}}]
+             for i in range(5)]
+    fake_anthropic.script(edits)
+    res = decode_run(fake_anthropic, tmp_path, buggy_repo, "Take notes", DECODE_MAX_TURNS="2")
+    assert res.returncode == 3
+    assert "stopped at the turn limit" in res.stderr
+    branch = printed(res.stdout, "branch")
+    assert git(buggy_repo, "show", f"{branch}:NOTES.md") == "step 0\nstep 1"
+    assert "incomplete: max_turns" in git(buggy_repo, "log", "-1", "--format=%s", branch)
+
+
+@pytest.mark.parametrize("mode", [m for m in MODES if m.values[0] != "local"])
+def test_setup_runs_with_network_and_the_agent_without(fake_anthropic, tmp_path, mode):
+    require(mode)
+    repo = make_repo(tmp_path / "r", {
+        "README.md": "x\n",
+        ".github/decode.yml": "setup:\n  - cat /proc/net/dev > $HOME/setup-net\n",
+    })
+    fake_anthropic.script([
+        [{"type": "tool_use", "name": "bash", "input": {"command": "cat $HOME/setup-net; echo ===; cat /proc/net/dev"}}],
+        [{"type": "text", "text": "Checked."}],
+    ])
+    res = decode_run(fake_anthropic, tmp_path, repo, "Check the network", mode)
+    assert res.returncode == 0, res.stderr
+    result = next(b for b in fake_anthropic.requests[-1].body["messages"][-1]["content"] if b["type"] == "tool_result")
+    during_setup, during_agent = (interfaces(part) for part in result["content"].split("==="))
+    assert during_setup - {"lo"}, "setup had no network interface"
+    assert during_agent == {"lo"}, "the agent had a network interface"
+
+
+def interfaces(proc_net_dev: str) -> set[str]:
+    """Interface names from /proc/net/dev, which shows the reading process's network namespace."""
+    return {line.split(":")[0].strip() for line in proc_net_dev.splitlines() if ":" in line and "|" not in line}
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"SANDBOX_MODE": "vm"}, "SANDBOX_MODE='vm' is not valid"),
+        ({"ANTHROPIC_API_KEY": ""}, "ANTHROPIC_API_KEY is not set"),
+        ({"DECODE_MAX_TURNS": "many"}, "DECODE_MAX_TURNS='many' is not valid"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(fake_anthropic, tmp_path, buggy_repo, env, message):
+    res = decode_run(fake_anthropic, tmp_path, buggy_repo, "anything", **env)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines()[-1].startswith(f"decode: {message}")
+    assert "Traceback" not in res.stderr
+
+
+def test_an_invalid_repo_config_names_the_key(fake_anthropic, tmp_path):
+    repo = make_repo(tmp_path / "r", {".github/decode.yml": "setup: [ok]\nnetwrk: true\n"})
+    res = decode_run(fake_anthropic, tmp_path, repo, "anything")
+    assert res.returncode == 2 and "unknown key 'netwrk'" in res.stderr
+    assert not fake_anthropic.requests  # nothing started
+
+
+def test_a_failing_setup_stops_the_run_with_its_output(fake_anthropic, tmp_path):
+    repo = make_repo(tmp_path / "r", {".github/decode.yml": "setup: 'echo cannot install; exit 4'\n"})
+    res = decode_run(fake_anthropic, tmp_path, repo, "anything")
+    assert res.returncode == 1
+    assert "exited with 4" in res.stderr and "cannot install" in res.stderr
+    assert not fake_anthropic.requests
