@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from tests.sandbox.conftest import MODES, require
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fix-weekend"
 SESSION = json.loads((EXAMPLE / "session.json").read_text())
 GITHUB_TOKEN = "ghp_" + "T0kenThatMustNeverLeakAnywhere0123456"
-DECODE = shutil.which("decode") or "decode"
+DECODE = str(Path(sys.executable).with_name("decode"))  # the console script of this interpreter
 
 
 @pytest.fixture
