@@ -82,7 +82,8 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                           model=model.name, sandbox=settings.sandbox_mode, budget=vars(settings.budget))
         progress(f"starting the {settings.sandbox_mode} sandbox")
-        spec = SandboxSpec(workspace=ws.path, image=settings.sandbox_image, name=f"decode-{job.run_id}")
+        spec = SandboxSpec(workspace=ws.path, image=settings.sandbox_image, name=f"decode-{job.run_id}",
+                           hide=(settings.data_dir,))
         sandbox = open_sandbox(settings.sandbox_mode, spec, network=bool(config.setup) or config.network)
         try:
             run_setup(sandbox, config, transcript, progress)

@@ -37,6 +37,7 @@ class SandboxSpec:
     cpus: float = 2.0
     pids: int = 1024
     name: str = "decode"
+    hide: tuple[Path, ...] = ()  # host paths an isolating backend must not show (the data dir)
 
 
 class Transport(Protocol):

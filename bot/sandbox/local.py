@@ -1,16 +1,20 @@
 """`SANDBOX_MODE=local`: agentd as a plain child process, no isolation.
 
 For disposable machines only (an Actions runner VM). The agent can do whatever
-the bot's user can, except read the bot's secrets: agentd starts with a clean
-environment, never the harness's.
+the bot's user can. agentd starts with a clean environment, and the harness
+marks itself non-dumpable so that a process of the same (non-root) user cannot
+read its /proc/PID/environ; a root agent still can. Tool output is redacted
+before the model sees it, so known secrets do not reach the model or the
+transcript, but only the bwrap and docker backends keep them out of reach.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import sys
 import tempfile
-import shutil
 
 from bot.sandbox import SandboxSpec
 from bot.sandbox.client import AGENTD_PATH, ProcessTransport
@@ -40,6 +44,7 @@ class LocalLauncher:
 
     def __init__(self, spec: SandboxSpec) -> None:
         self.root = str(spec.workspace.resolve())
+        make_undumpable()
         self._home = tempfile.mkdtemp(prefix="decode-home-")
 
     def start(self, network: bool) -> ProcessTransport:
@@ -48,3 +53,11 @@ class LocalLauncher:
 
     def close(self) -> None:
         shutil.rmtree(self._home, ignore_errors=True)
+
+
+def make_undumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0): other processes of our uid lose access to our /proc files."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # 4 = PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass  # not Linux: nothing to protect this way

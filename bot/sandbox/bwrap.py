@@ -1,0 +1,177 @@
+"""`SANDBOX_MODE=bwrap`: agentd inside bubblewrap namespaces, on the host's own root.
+
+What the sandboxed process sees:
+- the host's top-level directories bound read-only, a fresh /dev and /proc (own
+  pid namespace: no host process is visible), and a /tmp that is a fresh,
+  per-sandbox host directory (HOME=/tmp) removed on close - a directory rather
+  than a tmpfs so that what a setup step installs under HOME survives
+  `set_network`, which restarts bwrap;
+- the workspace read-write at `/workspace`, the working directory;
+- empty tmpfs over the places where a host keeps secrets: /root, /home, the
+  bot user's $HOME, /run (the Docker socket), /var/tmp, /var/lib/docker,
+  /var/lib/containerd, /etc/ssh, /mnt, /media, /srv, the directory holding the
+  workspace (sibling jobs' workspaces) and every path in `hide` (the decode data
+  dir); /etc/shadow and /etc/gshadow cannot be opened. The host Python's prefix is
+  bound back read-only when it lives under one of them, so agentd runs with the
+  host's `sys.executable`;
+- no network namespace of the host unless `network` is on, no variable of the
+  host's environment (`--clearenv`, and bwrap itself starts with the clean env so
+  /proc/1/environ is clean too), no capabilities (`--cap-drop ALL`: root on the
+  host is uid 0 without capabilities inside).
+
+Limits: the bwrap process is put into a fresh cgroup (v1 pids+memory+cpu, or v2)
+created per sandbox and removed on close. When the host offers no writable
+cgroup (not root, no delegation), it falls back to rlimits set before bwrap
+starts: RLIMIT_AS caps each process's address space (not the sandbox total) and
+RLIMIT_NPROC counts every process of the host user (and does not apply to root at
+all), so the fallback is weaker; run as root or give the bot a delegated cgroup.
+
+Caveat for a root host: uid 0 without capabilities can still read root-owned
+files whose owner bits allow it; everything listed above is hidden, but use the
+docker backend on a host that keeps other secrets in root-owned files.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from bot.errors import ConfigError
+from bot.sandbox import SandboxSpec
+from bot.sandbox.cgroup import SandboxCgroup
+from bot.sandbox.client import AGENTD_PATH, ProcessTransport
+from bot.sandbox.local import clean_env
+
+WORKSPACE = "/workspace"
+SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
+AGENTD_INSIDE = "/run/decode/agentd.py"
+SECRET_DIRS = (
+    "/root", "/home", "/run", "/var/run", "/var/tmp", "/var/lib/docker", "/var/lib/containerd",
+    "/etc/ssh", "/mnt", "/media", "/srv",
+)
+SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+OWN_MOUNTS = ("/proc", "/dev", "/tmp", "/run", WORKSPACE)
+FRESH = ("/tmp", "/run")  # masked already: a per-sandbox directory and a tmpfs
+RLIMIT_EXEC = (
+    "import os, resource, sys\n"
+    "n, m = int(sys.argv[1]), int(sys.argv[2])\n"
+    "resource.setrlimit(resource.RLIMIT_NPROC, (n, n))\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (m, m))\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
+)
+
+
+class BwrapLauncher:
+    """Starts agentd under bubblewrap with the host root read-only and its secrets hidden."""
+
+    root = WORKSPACE
+
+    def __init__(self, spec: SandboxSpec, *, hide: Iterable[Path] = (), cgroups: bool = True) -> None:
+        """Prepare the sandbox for `spec`; `hide` adds host paths to mask, `cgroups=False` forces rlimits."""
+        found = shutil.which("bwrap")
+        if found is None:
+            raise ConfigError("SANDBOX_MODE=bwrap needs bubblewrap: install it (apt-get install bubblewrap)")
+        self._bwrap = found
+        self._spec = spec
+        self._workspace = spec.workspace.resolve()
+        if not self._workspace.is_dir():
+            raise ConfigError(f"the workspace {self._workspace} does not exist")
+        extra = [*hide, *spec.hide]
+        self._hidden = hidden_paths(self._workspace, [Path(p) for p in extra])
+        self._tmp = Path(tempfile.mkdtemp(prefix="decode-bwrap-"))
+        self.cgroup = (
+            SandboxCgroup.create(spec.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus)
+            if cgroups
+            else None
+        )
+        self.limits = f"cgroup v{self.cgroup.version}" if self.cgroup else "rlimits"
+
+    def argv(self, network: bool) -> list[str]:
+        """The full command line that starts agentd in this sandbox."""
+        env = clean_env("/tmp", "bwrap") | SAFE_DIRECTORY
+        args = [self._bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+                "--unshare-uts", "--unshare-cgroup-try", "--hostname", "decode-sandbox"]
+        if not network:
+            args.append("--unshare-net")
+        args += root_binds()
+        args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(self._tmp), "/tmp", "--tmpfs", "/run"]
+        for path in self._hidden:
+            if path not in FRESH:
+                args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
+        for path in reexposed(self._hidden):
+            args += ["--ro-bind", path, path]
+        args += ["--ro-bind", str(AGENTD_PATH), AGENTD_INSIDE, "--bind", str(self._workspace), WORKSPACE,
+                 "--chdir", WORKSPACE, "--cap-drop", "ALL", "--clearenv"]
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        return args + ["--", sys.executable, "-I", AGENTD_INSIDE, WORKSPACE]
+
+    def start(self, network: bool) -> ProcessTransport:
+        """Start bwrap + agentd inside the sandbox's limits."""
+        argv = self.argv(network)
+        if self.cgroup is not None:
+            argv = self.cgroup.wrap(argv)
+        else:
+            memory = self._spec.memory_mb * 1024 * 1024
+            argv = [sys.executable, "-I", "-c", RLIMIT_EXEC, str(self._spec.pids), str(memory), *argv]
+        return ProcessTransport(argv, clean_env("/tmp", "bwrap"))
+
+    def close(self) -> None:
+        """Kill whatever is left in the cgroup, remove it and the sandbox's /tmp."""
+        if self.cgroup is not None:
+            self.cgroup.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def root_binds() -> list[str]:
+    """Bind every top-level entry of the host root read-only onto bwrap's tmpfs root.
+
+    Binding entries one by one (instead of `--ro-bind / /`) leaves the root itself
+    a tmpfs, so /workspace and /run/decode can be created even though the host
+    has no such directories.
+    """
+    args: list[str] = []
+    for name in sorted(os.listdir("/")):
+        path = "/" + name
+        if path in OWN_MOUNTS:
+            continue
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def hidden_paths(workspace: Path, extra: list[Path]) -> list[str]:
+    """The existing host paths to mask, outermost first, nested duplicates dropped (incl. `FRESH`)."""
+    candidates = [*FRESH, *SECRET_DIRS, *SECRET_FILES, str(Path.home()), os.path.expanduser("~")]
+    if workspace.parent != Path("/"):
+        candidates.append(str(workspace.parent))
+    candidates += [str(p) for p in extra]
+    real = sorted({os.path.realpath(p) for p in candidates if os.path.lexists(p)}, key=lambda p: (len(p), p))
+    kept: list[str] = []
+    for path in real:
+        if path in ("/", "/proc", "/dev") or any(_within(path, k) for k in kept):
+            continue
+        kept.append(path)
+    return kept
+
+
+def reexposed(hidden: list[str]) -> list[str]:
+    """Host paths the sandbox needs even when they sit under a hidden one: Python and DNS config."""
+    wanted = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    wanted.add(os.path.dirname(os.path.abspath(sys.executable)))
+    wanted.add(os.path.realpath(os.path.dirname(sys.executable)))
+    resolv = os.path.realpath("/etc/resolv.conf")
+    if os.path.exists(resolv):
+        wanted.add(resolv)
+    needed = sorted(p for p in wanted if any(_within(p, h) for h in hidden))
+    return [p for p in needed if not any(_within(p, q) and p != q for q in needed)]
+
+
+def _within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")

@@ -1,0 +1,212 @@
+"""`SANDBOX_MODE=docker`: one long-lived container per sandbox, agentd in one `docker exec -i`.
+
+The container (`spec.image`, default `decode-sandbox:latest` built by
+`sandbox-image/build.sh`) runs `sleep infinity` under `--init` with:
+no network (`--network none`), memory, cpu and pids limits, every capability
+dropped except the ones package managers need inside the container (CHOWN,
+DAC_OVERRIDE, FOWNER, SETUID, SETGID for apt's `_apt` user, KILL) - in
+particular no NET_RAW, SYS_ADMIN, MKNOD or SYS_PTRACE -, `no-new-privileges`, the
+workspace bind-mounted at /workspace, agentd.py bind-mounted read-only at
+/opt/decode/agentd.py, and a clean environment (no variable of the host's).
+It carries the label `decode.sandbox` so leftovers can be found and removed
+(`remove_leftovers`).
+
+Network: `set_network(True)` makes the client restart agentd through `start`,
+which swaps the container from the `none` network to a user-defined bridge
+network (`decode-setup` by default, created on first use) and back. Containers
+cannot join or leave the `host` network at run time, so that is not an option.
+On an engine started with `--iptables=false --ip-forward=false` (our CI) the
+bridge reaches the host but not the internet: give such an engine NAT, or
+pass `network_name` of a network that routes out.
+
+Ownership: the container runs as root (apt needs it). When the workspace's
+owner inside the container is not root (a non-root host user with a rootful
+engine), `close()` chowns /workspace back to that owner, so the host user can
+edit and delete everything the agent wrote. With rootless Docker container root
+already is the host user and nothing needs to be done. Git inside is told that
+/workspace is a safe directory (GIT_CONFIG_* variables), since its owner may
+differ from root.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+from collections.abc import Mapping
+
+from bot.errors import ConfigError, SandboxError
+from bot.sandbox import SandboxSpec
+from bot.sandbox.client import AGENTD_PATH, ProcessTransport
+from bot.sandbox.local import SAFE_PATH, clean_env
+
+WORKSPACE = "/workspace"
+AGENTD_INSIDE = "/opt/decode/agentd.py"
+LABEL = "decode.sandbox"
+SETUP_NETWORK = "decode-setup"
+SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
+CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL")
+CLIENT_VARS = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
+               "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR")
+PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fnmatch\n"
+         "assert sys.version_info >= (3, 8), sys.version\n"
+         "st = os.stat(%r); print(st.st_uid, st.st_gid)" % WORKSPACE)
+
+
+class DockerLauncher:
+    """Runs one container per sandbox and agentd in it through a persistent `docker exec -i`."""
+
+    root = WORKSPACE
+
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        *,
+        network_name: str = SETUP_NETWORK,
+        docker: str = "docker",
+        client_env: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create and start the container for `spec`; raises when the engine, image or python3 is missing."""
+        found = shutil.which(docker)
+        if found is None:
+            raise ConfigError("SANDBOX_MODE=docker needs the docker CLI on PATH: install Docker")
+        self._docker = found
+        env = os.environ if client_env is None else client_env
+        self._env = {k: env[k] for k in CLIENT_VARS if k in env}
+        self._spec = spec
+        self._network_name = network_name
+        self._on_network = False
+        self._owner: tuple[int, int] | None = None
+        self.container: str | None = None
+        self._check_image(spec.image)
+        self.container = self._create(spec)
+        try:
+            self._probe(spec.image)
+        except BaseException:
+            self.close()
+            raise
+
+    def _cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run([self._docker, *args], env=self._env, capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise SandboxError(f"docker {args[0]} did not answer in {timeout:.0f}s: is the engine healthy?") from None
+
+    def _check_image(self, image: str) -> None:
+        res = self._cli("image", "inspect", "--format", "{{.Id}}", image)
+        if res.returncode == 0:
+            return
+        err = res.stderr.strip()
+        if "no such image" in err.lower():
+            raise ConfigError(
+                f"DECODE_SANDBOX_IMAGE={image} not found: build it with sandbox-image/build.sh "
+                f"or docker pull {image}"
+            )
+        raise SandboxError(f"the Docker engine is not answering ({err}): start dockerd or check DOCKER_HOST",
+                           stderr=err)
+
+    def _create(self, spec: SandboxSpec) -> str:
+        workspace = spec.workspace.resolve()
+        if not workspace.is_dir():
+            raise ConfigError(f"the workspace {workspace} does not exist")
+        env = clean_env("/root", "docker") | {"PATH": SAFE_PATH} | SAFE_DIRECTORY
+        name = "decode-%s-%s" % ("".join(c if c.isalnum() or c in "_.-" else "_" for c in spec.name)[:40],
+                                 secrets.token_hex(4))
+        args = ["run", "-d", "--init", "--name", name, "--hostname", "decode-sandbox",
+                "--label", f"{LABEL}={spec.name}", "--label", f"{LABEL}.pid={os.getpid()}",
+                "--label", f"{LABEL}.host={socket.gethostname()}",
+                "--network", "none", "--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m",
+                "--cpus", str(min(spec.cpus, os.cpu_count() or 1)), "--pids-limit", str(spec.pids),
+                "--cap-drop", "ALL", *[a for c in CAPS for a in ("--cap-add", c)],
+                "--security-opt", "no-new-privileges",
+                "--mount", _mount(workspace, WORKSPACE), "--mount", _mount(AGENTD_PATH, AGENTD_INSIDE) + ",readonly",
+                "--workdir", WORKSPACE]
+        for key, value in env.items():
+            args += ["--env", f"{key}={value}"]
+        res = self._cli(*args, spec.image, "sleep", "infinity")
+        if res.returncode != 0:
+            self._cli("rm", "-f", "-v", name)  # `run -d` can fail after creating it
+            raise SandboxError(f"could not start a container from {spec.image}: {res.stderr.strip()}",
+                               stderr=res.stderr)
+        return res.stdout.strip()
+
+    def _probe(self, image: str) -> None:
+        assert self.container is not None
+        res = self._cli("exec", self.container, "python3", "-I", "-c", PROBE)
+        if res.returncode != 0:
+            raise ConfigError(
+                f"DECODE_SANDBOX_IMAGE={image} cannot run agentd: it needs python3 (3.8+) with its standard "
+                f"library on PATH; build the image with sandbox-image/build.sh ({res.stderr.strip()[-300:]})"
+            )
+        uid, gid = (int(x) for x in res.stdout.split())
+        self._owner = (uid, gid) if uid != 0 else None
+
+    def _set_network(self, enabled: bool) -> None:
+        assert self.container is not None
+        if enabled == self._on_network:
+            return
+        if enabled:
+            self._ensure_network()
+            steps = [("disconnect", "none"), ("connect", self._network_name)]
+        else:
+            steps = [("disconnect", self._network_name), ("connect", "none")]
+        for action, network in steps:
+            res = self._cli("network", action, network, self.container)
+            if res.returncode != 0:
+                raise SandboxError(f"docker network {action} {network} failed: {res.stderr.strip()}",
+                                   stderr=res.stderr)
+        self._on_network = enabled
+
+    def _ensure_network(self) -> None:
+        if self._cli("network", "inspect", self._network_name).returncode == 0:
+            return
+        res = self._cli("network", "create", "--label", LABEL, self._network_name)
+        if res.returncode != 0 and "already exists" not in res.stderr:
+            raise SandboxError(f"could not create the docker network {self._network_name}: {res.stderr.strip()}",
+                               stderr=res.stderr)
+
+    def start(self, network: bool) -> ProcessTransport:
+        """Attach or detach the setup network as asked, then exec agentd in the container."""
+        if self.container is None:
+            raise SandboxError("the sandbox container has been removed")
+        self._set_network(network)
+        argv = [self._docker, "exec", "-i", self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
+        return ProcessTransport(argv, self._env)
+
+    def close(self) -> None:
+        """Give the workspace back to its owner and remove the container. Safe to call twice."""
+        if self.container is None:
+            return
+        if self._owner is not None:
+            self._cli("exec", self.container, "chown", "-R", "-h", "%d:%d" % self._owner, WORKSPACE)
+        self._cli("rm", "-f", "-v", self.container)
+        self.container = None
+
+
+def leftovers(docker: str = "docker") -> list[str]:
+    """Ids of every container this host's decode processes created that still exists."""
+    res = subprocess.run([docker, "ps", "-aq", "--no-trunc", "--filter", f"label={LABEL}"],
+                         capture_output=True, text=True)
+    return res.stdout.split()
+
+
+def remove_leftovers(docker: str = "docker") -> list[str]:
+    """Remove sandbox containers made on this host whose creating process is gone; returns their ids."""
+    removed = []
+    fmt = '{{index .Config.Labels "%s.host"}} {{index .Config.Labels "%s.pid"}}' % (LABEL, LABEL)
+    for cid in leftovers(docker):
+        res = subprocess.run([docker, "inspect", "--format", fmt, cid], capture_output=True, text=True)
+        host, _, pid = res.stdout.strip().partition(" ")
+        if host == socket.gethostname() and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            subprocess.run([docker, "rm", "-f", "-v", cid], capture_output=True)
+            removed.append(cid)
+    return removed
+
+
+def _mount(source: object, target: str) -> str:
+    """A `--mount` bind value, CSV-quoted so commas in the host path survive."""
+    field = f"source={source}".replace('"', '""')
+    return f'type=bind,"{field}",target={target}'

@@ -1,0 +1,107 @@
+"""Fixtures for the sandbox tests: every backend this machine can run, as one parameter.
+
+`local` always runs. `bwrap` runs when bubblewrap can create namespaces here and
+`docker` when the engine answers and the sandbox image exists. Locally a missing
+backend is skipped; with `CI` set it fails instead, so CI never goes green on a
+backend it silently did not test.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
+from tests.conftest import make_repo
+
+IMAGE = os.environ.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest"
+MODES = [
+    pytest.param("local"),
+    pytest.param("bwrap", marks=pytest.mark.bwrap),
+    pytest.param("docker", marks=pytest.mark.docker),
+]
+ISOLATED = [p for p in MODES if p.values[0] != "local"]
+REPO_FILES = {
+    "README.md": "# demo\n",
+    "src/app.py": "def main():\n    return 1\n",
+    "src/util.py": "def helper():\n    return 2\n",
+    "docs/old.txt": "to be deleted\n",
+}
+
+
+@functools.cache
+def unavailable(mode: str) -> str | None:
+    """Why `mode` cannot run on this machine, or None when it can."""
+    if mode == "bwrap":
+        if shutil.which("bwrap") is None:
+            return "bubblewrap is not installed"
+        res = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
+                             capture_output=True, text=True)
+        return None if res.returncode == 0 else f"bwrap cannot create namespaces: {res.stderr.strip()}"
+    if mode == "docker":
+        if shutil.which("docker") is None:
+            return "the docker CLI is not installed"
+        res = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, text=True)
+        if res.returncode != 0:
+            return f"docker or the image {IMAGE} is not available ({res.stderr.strip()}): run sandbox-image/build.sh"
+    return None
+
+
+def require(mode: str) -> None:
+    """Skip when `mode` cannot run here; under CI fail, since CI must test every backend."""
+    reason = unavailable(mode)
+    if reason is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"SANDBOX_MODE={mode} must work in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    """Each available backend in turn."""
+    require(request.param)
+    return request.param
+
+
+@pytest.fixture(params=ISOLATED)
+def isolated_mode(request: pytest.FixtureRequest) -> str:
+    """The backends that promise isolation (bwrap, docker)."""
+    require(request.param)
+    return request.param
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A committed git repository to run a sandbox on."""
+    return make_repo(tmp_path / "ws", REPO_FILES)
+
+
+@pytest.fixture
+def open_box() -> Iterator[Callable[..., Sandbox]]:
+    """Call with (mode, workspace, **spec fields) to open a sandbox closed at teardown."""
+    opened: list[Sandbox] = []
+
+    def factory(mode: str, workspace: Path, **spec: object) -> Sandbox:
+        fields: dict[str, object] = {"image": IMAGE, "memory_mb": 512, "pids": 256, "cpus": 1.0,
+                                     "name": "test"}
+        fields.update(spec)
+        box = open_sandbox(mode, SandboxSpec(workspace=workspace, **fields))  # type: ignore[arg-type]
+        opened.append(box)
+        return box
+
+    yield factory
+    for box in opened:
+        box.close()
+
+
+@pytest.fixture
+def sandbox(mode: str, workspace: Path, open_box: Callable[..., Sandbox]) -> Sandbox:
+    """An open sandbox of each backend on a fresh repository."""
+    return open_box(mode, workspace)

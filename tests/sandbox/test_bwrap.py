@@ -1,0 +1,92 @@
+"""What only the bwrap backend promises: its cgroup, its rlimit fallback, its view of the host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.sandbox import SandboxSpec
+from bot.sandbox.bwrap import BwrapLauncher
+from bot.sandbox.client import AgentdSandbox, Refused
+from tests.conftest import make_repo
+from tests.sandbox.conftest import REPO_FILES, require
+
+pytestmark = pytest.mark.bwrap
+
+
+@pytest.fixture(autouse=True)
+def _bwrap_available() -> None:
+    require("bwrap")
+
+
+def open_bwrap(workspace: Path, **kwargs: object) -> AgentdSandbox:
+    spec = SandboxSpec(workspace=workspace, memory_mb=256, pids=128, cpus=1.0, name="bwrap-test")
+    return AgentdSandbox(BwrapLauncher(spec, **kwargs), mode="bwrap")  # type: ignore[arg-type]
+
+
+def test_cgroup_limits_the_sandbox_and_is_removed_on_close(workspace: Path) -> None:
+    with open_bwrap(workspace) as box:
+        cgroup = box._launcher.cgroup  # type: ignore[attr-defined]
+        if cgroup is None:
+            pytest.skip("this host offers no writable cgroup")
+        dirs = list(cgroup.dirs)
+        names = ("pids.max", "memory.limit_in_bytes", "memory.max")
+        files = {n: (d / n).read_text().strip() for d in dirs for n in names if (d / n).exists()}
+        assert files.get("pids.max") == "128"
+        assert str(256 * 1024 * 1024) in (files.get("memory.limit_in_bytes"), files.get("memory.max"))
+        assert len(cgroup.pids()) >= 2, "bwrap and agentd run inside it"
+    assert not any(d.exists() for d in dirs)
+
+
+def test_rlimits_when_there_is_no_cgroup(workspace: Path) -> None:
+    with open_bwrap(workspace, cgroups=False) as box:
+        assert box._launcher.limits == "rlimits"  # type: ignore[attr-defined]
+        hog = box.run("python3 -c \"b = b'x' * (1024 * 1024 * 1024)\"", timeout=30)
+        assert hog.exit_code != 0 and "MemoryError" in hog.output
+        assert box.run("ulimit -v").output.strip() == str(256 * 1024)
+
+
+def test_no_capabilities_and_no_mounts(workspace: Path) -> None:
+    with open_bwrap(workspace) as box:
+        assert "CapEff:\t0000000000000000" in box.run("grep CapEff /proc/self/status").output
+        assert box.run("echo x > /usr/planted").exit_code != 0
+        assert box.run("python3 -c \"import os; os.umount('/root')\" 2>&1 || "
+                       "umount /root 2>&1").exit_code != 0
+        assert box.run("ls -A /root").output.split() in ([], [".pyenv"])
+
+
+def test_data_dir_and_sibling_workspaces_are_hidden(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    workspace = make_repo(data / "workspaces" / "job1", REPO_FILES)
+    (data / "workspaces" / "job2").mkdir()
+    (data / "workspaces" / "job2" / "stolen.txt").write_text("other job\n")
+    (data / "jobs.sqlite3").write_text("tokens\n")
+    with open_bwrap(workspace, hide=[data]) as box:
+        out = box.run(f"cat {data}/jobs.sqlite3 {data}/workspaces/job2/stolen.txt; ls -A {data}").output
+        assert "tokens" not in out and "other job" not in out and "workspaces" not in out.split()
+        assert box.run("ls").output.split() == ["README.md", "docs", "src"]
+        with pytest.raises(Refused):
+            box.read_file(f"{data}/jobs.sqlite3")
+
+
+def test_tmp_is_private_survives_set_network_and_is_removed(workspace: Path) -> None:
+    with open_bwrap(workspace) as box:
+        host_tmp = box._launcher._tmp  # type: ignore[attr-defined]
+        box.run("echo kept > /tmp/setup.txt; mkdir -p ~/.local && echo x > ~/.local/pkg")
+        box.set_network(True)
+        assert box.run("cat /tmp/setup.txt ~/.local/pkg").output == "kept\nx\n"
+        box.set_network(False)
+        assert box.run("cat /tmp/setup.txt").output == "kept\n"
+        assert "decode-bwrap-" not in box.run("ls -A /tmp").output
+    assert not host_tmp.exists()
+
+
+def test_network_namespace_follows_the_flag(workspace: Path) -> None:
+    launcher = BwrapLauncher(SandboxSpec(workspace=workspace), cgroups=False)
+    try:
+        assert "--unshare-net" in launcher.argv(False)
+        assert "--unshare-net" not in launcher.argv(True)
+        assert "--clearenv" in launcher.argv(False) and "--cap-drop" in launcher.argv(False)
+    finally:
+        launcher.close()

@@ -1,0 +1,31 @@
+"""The cgroup v2 path, on a fake hierarchy (hosts here run v1; the real v1 path runs in test_bwrap.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.sandbox.cgroup import V2_PARENT, SandboxCgroup
+
+
+def test_v2_cgroup_gets_pids_memory_and_cpu_limits(tmp_path: Path) -> None:
+    (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("memory pids\n")
+    (tmp_path / V2_PARENT).mkdir()
+    (tmp_path / V2_PARENT / "cgroup.subtree_control").write_text("")
+    group = SandboxCgroup.create("job 1", memory_mb=256, pids=64, cpus=1.5, root=tmp_path)
+    assert group is not None and group.version == 2
+    [d] = group.dirs
+    assert d.parent == tmp_path / V2_PARENT and d.name.startswith("decode-job_1-")
+    assert (d / "pids.max").read_text() == "64"
+    assert (d / "memory.max").read_text() == str(256 * 1024 * 1024)
+    assert (d / "cpu.max").read_text() == "150000 100000"
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu"
+    assert (tmp_path / V2_PARENT / "cgroup.subtree_control").read_text() == "+pids +memory +cpu"
+    assert group.wrap(["agentd"])[-1] == "agentd"
+    assert f"echo $$ > {d}/cgroup.procs" in group.wrap(["agentd"])[2]
+
+
+def test_no_usable_hierarchy_means_none(tmp_path: Path) -> None:
+    assert SandboxCgroup.create("x", memory_mb=256, pids=64, root=tmp_path) is None
+    (tmp_path / "cgroup.controllers").write_text("")  # a hybrid host's empty v2 mount
+    assert SandboxCgroup.create("x", memory_mb=256, pids=64, root=tmp_path) is None

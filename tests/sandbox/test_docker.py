@@ -1,0 +1,101 @@
+"""What only the docker backend promises: clear errors, one labelled container, owner-friendly files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.errors import ConfigError, SandboxError
+from bot.sandbox import SandboxSpec
+from bot.sandbox.client import AgentdSandbox
+from bot.sandbox.docker import LABEL, DockerLauncher, leftovers
+from tests.sandbox.conftest import IMAGE, require
+
+pytestmark = pytest.mark.docker
+NO_PYTHON_IMAGE = "decode-sandbox-test-nopython:latest"
+
+
+@pytest.fixture(autouse=True)
+def _docker_available() -> None:
+    require("docker")
+
+
+def spec(workspace: Path, image: str = IMAGE) -> SandboxSpec:
+    return SandboxSpec(workspace=workspace, image=image, memory_mb=256, pids=128, cpus=1.0, name="docker-test")
+
+
+def test_missing_image_says_how_to_build_it(workspace: Path) -> None:
+    with pytest.raises(ConfigError, match=r"DECODE_SANDBOX_IMAGE=decode-nope:0 not found: build it with "
+                                          r"sandbox-image/build.sh or docker pull decode-nope:0"):
+        DockerLauncher(spec(workspace, "decode-nope:0"))
+
+
+def test_stopped_engine_is_a_clear_error(workspace: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    with pytest.raises(SandboxError, match="the Docker engine is not answering .*start dockerd"):
+        DockerLauncher(spec(workspace), client_env=env)
+
+
+@pytest.fixture(scope="module")
+def image_without_python() -> Iterator[str]:
+    """The sandbox image with python3 removed (made with docker commit, removed afterwards)."""
+    require("docker")
+    cid = subprocess.run(["docker", "create", IMAGE, "sh", "-c", "rm -f /usr/bin/python3*"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    try:
+        subprocess.run(["docker", "start", "-a", cid], check=True, capture_output=True)
+        subprocess.run(["docker", "commit", cid, NO_PYTHON_IMAGE], check=True, capture_output=True)
+    finally:
+        subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+    yield NO_PYTHON_IMAGE
+    subprocess.run(["docker", "rmi", "-f", NO_PYTHON_IMAGE], capture_output=True)
+
+
+def test_image_without_python_is_a_clear_error(workspace: Path, image_without_python: str) -> None:
+    before = set(leftovers())
+    with pytest.raises(ConfigError, match="cannot run agentd: it needs python3"):
+        DockerLauncher(spec(workspace, image_without_python))
+    assert set(leftovers()) == before, "the failed container is removed"
+
+
+def test_one_labelled_container_hardened_and_removed_on_close(workspace: Path) -> None:
+    launcher = DockerLauncher(spec(workspace))
+    cid = launcher.container
+    with AgentdSandbox(launcher, mode="docker") as box:
+        assert cid in leftovers()
+        inspect = subprocess.run(["docker", "inspect", "--format",
+                                  "{{json .Config.Labels}} {{.HostConfig.NetworkMode}} {{.HostConfig.PidsLimit}} "
+                                  "{{.HostConfig.Memory}} {{.HostConfig.SecurityOpt}} {{.HostConfig.Init}}", cid],
+                                 check=True, capture_output=True, text=True).stdout
+        assert f'"{LABEL}":"docker-test"' in inspect
+        assert "none 128 268435456 [no-new-privileges] true" in inspect
+        status = box.run("grep -E 'CapEff|NoNewPrivs' /proc/self/status").output
+        cap_eff = int(status.split("CapEff:")[1].split()[0], 16)
+        assert not cap_eff & (1 << 13), "no NET_RAW"
+        assert not cap_eff & (1 << 21), "no SYS_ADMIN"
+        assert "NoNewPrivs:\t1" in status
+        for _ in range(3):
+            box.run("true")
+        agentds = box.run("grep -l 'agentd[.]py' /proc/[0-9]*/cmdline 2>/dev/null | wc -l").output.strip()
+        assert agentds == "1", "one persistent agentd, not one exec per call"
+        box.run("echo kept > /root/setup.txt")
+        box.set_network(True)
+        box.set_network(False)
+        assert box.run("cat /root/setup.txt").output == "kept\n", "the container survives set_network"
+    assert cid not in leftovers()
+
+
+def test_files_stay_owned_by_the_workspace_owner(workspace: Path) -> None:
+    subprocess.run(["chown", "-R", "1000:1000", str(workspace)], check=True)
+    with AgentdSandbox(DockerLauncher(spec(workspace)), mode="docker") as box:
+        box.write_file("written.txt", b"by the agent\n")
+        result = box.run("mkdir -p made/deep && echo x > made/deep/f && git status --short")
+        assert result.exit_code == 0, result.output
+        assert "?? made/" in result.output
+    for path in ("written.txt", "made", "made/deep", "made/deep/f"):
+        st = (workspace / path).stat()
+        assert (st.st_uid, st.st_gid) == (1000, 1000), path
