@@ -12,6 +12,7 @@ bare `Sandbox.run("true")` for scale. Target (issue 2): <= 20 ms per turn.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,7 @@ def one_round(workspace: Path, turns: int) -> tuple[float, float]:
         in_sandbox = sum(e["duration_s"] for e in load_events(transcript.path) if e["type"] == "tool_result")
     finally:
         sandbox.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
     return total / turns * 1000, in_sandbox / turns * 1000
 
 
@@ -71,6 +73,7 @@ def main() -> int:
             sb.run("true")
             bare.append((time.perf_counter() - began) * 1000)
     sb.close()
+    shutil.rmtree(workspace, ignore_errors=True)
     turn, inside = statistics.median(per_turn), statistics.median(sandbox_ms)
     overhead = turn - inside
     print(f"turns per session: {args.turns}, rounds: {args.rounds}")

@@ -11,6 +11,7 @@ bare baseline. Targets (issue 2): local <= 2 ms, bwrap <= 10 ms, docker <= 5 ms.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,6 +64,7 @@ def main() -> int:
         print(f"{name:<16}{med:>10.2f}{p90:>9.2f}{med / base:>8.1f}{(f'{target:.0f} ms' if target else ''):>9}  {verdict}")
     for sb in sandboxes.values():
         sb.close()
+    shutil.rmtree(workspace, ignore_errors=True)
     return 0
 
 
