@@ -40,6 +40,9 @@ class Settings:
     sandbox_mode: str = "docker"
     sandbox_image: str = "decode-sandbox:latest"
     github_token: str | None = None
+    github_app_id: str | None = None
+    github_app_private_key: str | None = None
+    github_webhook_secret: str | None = None
     github_api_url: str = "https://api.github.com"
     data_dir: Path = Path.home() / ".decode"
     trigger_label: str = "agent"
@@ -47,7 +50,6 @@ class Settings:
     public_url: str | None = None
     budget: Budget = field(default_factory=Budget)
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    extra_secrets: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -60,6 +62,9 @@ class Settings:
             "sandbox_mode": _choice(env, "SANDBOX_MODE", SANDBOX_MODES, "docker"),
             "sandbox_image": env.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest",
             "github_token": env.get("GITHUB_TOKEN") or None,
+            "github_app_id": env.get("GITHUB_APP_ID") or None,
+            "github_app_private_key": _private_key(env),
+            "github_webhook_secret": env.get("GITHUB_WEBHOOK_SECRET") or None,
             "github_api_url": (env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
             "data_dir": Path(env.get("DECODE_DATA_DIR") or Path.home() / ".decode"),
             "trigger_label": env.get("DECODE_TRIGGER_LABEL") or "agent",
@@ -72,9 +77,6 @@ class Settings:
                 max_wall_s=60 * _number(env, "DECODE_TIMEOUT_MINUTES", float, Budget.max_wall_s / 60),
             ),
             "prices": _prices(env),
-            "extra_secrets": tuple(
-                v for k in ("GITHUB_WEBHOOK_SECRET", "GITHUB_APP_PRIVATE_KEY") if (v := env.get(k))
-            ),
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -85,8 +87,22 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Every configured secret value, for redaction."""
-        values = [self.anthropic_api_key, self.github_token, *self.extra_secrets]
+        values = [self.anthropic_api_key, self.github_token, self.github_app_private_key,
+                  self.github_webhook_secret]
         return [v for v in values if v]
+
+
+def _private_key(env: Mapping[str, str]) -> str | None:
+    key = env.get("GITHUB_APP_PRIVATE_KEY")
+    path = env.get("GITHUB_APP_PRIVATE_KEY_PATH")
+    if not key and path:
+        try:
+            key = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError(f"GITHUB_APP_PRIVATE_KEY_PATH={path}: cannot read it ({e.strerror})") from None
+    if key and "PRIVATE KEY" not in key:
+        raise ConfigError("GITHUB_APP_PRIVATE_KEY is not valid: set it to the app's PEM private key text")
+    return key or None
 
 
 def _choice(env: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:

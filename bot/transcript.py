@@ -196,9 +196,9 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += [f"## Turn {e.get('turn', '?')}", "", _turn_meta(e), ""]
             for block in e.get("content") or []:
                 if block.get("type") == "text" and block.get("text", "").strip():
-                    out += [_prose(block["text"].strip()), ""]
+                    out += [safe_prose(block["text"].strip()), ""]
                 elif block.get("type") == "thinking" and block.get("thinking", "").strip():
-                    out += ["> " + _prose(block["thinking"].strip()).replace("\n", "\n> "), ""]
+                    out += ["> " + safe_prose(block["thinking"].strip()).replace("\n", "\n> "), ""]
                 elif block.get("type") == "tool_use" and block.get("id") not in called:
                     out += _call(block.get("name", "?"), block.get("input") or {}, results.get(block.get("id")), cap)
                     shown.add(block.get("id"))
@@ -208,7 +208,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
         elif kind == "tool_result" and e.get("id") not in shown:
             out += [f"**{e.get('name', 'tool')}** result", "", *_result(e, cap)]
         elif kind == "note":
-            out += [f"> **note:** {_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
+            out += [f"> **note:** {safe_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
         elif kind == "setup":
             status = "timed out" if e.get("timed_out") else f"exit {e.get('exit_code')}"
             out += [f"**setup** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
@@ -216,7 +216,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
                     _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
         elif kind == "run_end":
             if str(e.get("summary") or "").strip():
-                out += ["## Summary", "", _prose(str(e["summary"]).strip()), ""]
+                out += ["## Summary", "", safe_prose(str(e["summary"]).strip()), ""]
             if e.get("error"):
                 out += ["## Error", "", _fence(str(e["error"]), "text", cap), ""]
     return "\n".join(out).rstrip() + "\n"
@@ -309,8 +309,9 @@ def _longest_backticks(text: str) -> int:
     return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
-def _prose(text: str) -> str:
-    """Model-written Markdown, kept as is except outside code: no pings, no closing refs, no HTML tags."""
+def safe_prose(text: str) -> str:
+    """Model-written Markdown for GitHub: kept as is, but outside code no @pings, no issue-closing
+    references and no HTML tags, so a steered model cannot notify people or close issues."""
     parts, pos = [], 0
     for m in _CODE_SPAN.finditer(text):
         parts += [_neutralize(text[pos : m.start()]), m.group(0)]

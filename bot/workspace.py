@@ -178,12 +178,20 @@ class Workspace:
         return self.git("rev-parse", "HEAD", what="reading the new commit").decode().strip()
 
 
+    def push(self, token: str | None, *, force: bool = False) -> None:
+        """Push the run branch to the remote it was cloned from, authenticated by `token` for this command only."""
+        local = not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", self.remote) or self.remote.startswith("file://")
+        args = ["push", "--quiet", *(["--force"] if force else []), "--", self.remote,
+                f"HEAD:refs/heads/{self.branch}"]
+        self.git(*args, what=f"pushing {self.branch}", extra_env=git_env(token, local=local))
+
+
 def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, token: str | None = None, *,
             redactor: Redactor | None = None) -> Workspace:
     """Clone `repo` (URL or local path) into `run_dir/clean` and `run_dir/workspace`, on `branch` from `base`.
 
-    `base` is a branch, tag or commit of the remote; by default its default
-    branch. `token` authenticates the clone over HTTPS (see `git_env`).
+    `base` is a branch, tag or commit of the remote, or a `refs/pull/N/head`
+    ref; by default its default branch. `token` authenticates the clone over HTTPS (see `git_env`).
     """
     redactor = redactor or Redactor([token])
     local = not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", repo) and not re.match(r"^[\w.-]+@[\w.-]+:", repo)
@@ -210,8 +218,13 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
     if base is None:
         head = _git(["symbolic-ref", "--quiet", "--short", "HEAD"], clean, env, redactor, what="reading HEAD")
         base = head.decode().strip()
+    candidates: tuple[str, ...] = (f"refs/remotes/origin/{base}", f"refs/tags/{base}", base)
+    if base.startswith("refs/pull/"):  # a pull request's head, fork PRs included; not fetched by a clone
+        _git(["fetch", "--quiet", "origin", base], clean, git_env(token, local=local), redactor,
+             what=f"fetching {base}")
+        candidates = ("FETCH_HEAD",)
     base_sha = ""
-    for candidate in (f"refs/remotes/origin/{base}", f"refs/tags/{base}", base):
+    for candidate in candidates:
         out = _git(["rev-parse", "--verify", "--quiet", f"{candidate}^{{commit}}"], clean, env, redactor,
                    what="resolving the base", ok=(0, 1))
         if out.strip():

@@ -1,0 +1,1 @@
+"""GitHub: credentials, the `Forge` operations we use, publishing and reporting."""

@@ -1,0 +1,81 @@
+"""The pull request body and the comments that carry what does not fit in it.
+
+GitHub caps an issue, PR or comment body at 65,536 characters. The body holds
+the summary, `Fixes #N`, the figures and the start of the transcript; the rest
+of the transcript follows in PR comments, each one wrapped in its own
+`<details>` block. A split inside a fenced code block closes the fence at the
+end of one part and reopens it at the start of the next, so each part renders
+on its own and the parts together hold every line of the transcript.
+"""
+
+from __future__ import annotations
+
+import re
+
+BODY_LIMIT = 65_536
+_WRAPPER_ROOM = 400  # the <details> wrapper, part labels and a reopened fence
+_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+
+
+def split_markdown(text: str, limit: int, first_limit: int | None = None) -> list[str]:
+    """Split Markdown into parts of at most `limit` characters (`first_limit` for the first) at line
+    ends, closing an open code fence at the end of a part and reopening it in the next."""
+    parts: list[str] = []
+    current: list[str] = []
+    size = 0
+    fence: str | None = None  # the open fence's marker, e.g. "````"
+    opener = ""  # the line that opened it, to reopen in the next part
+    longest = min(limit, first_limit or limit) // 2
+    for line in _lines(text, longest):
+        closing = f"{fence}\n" if fence else ""
+        room = first_limit if first_limit is not None and not parts else limit
+        if current and size + len(line) + len(closing) > room:
+            parts.append("".join(current) + closing)
+            current, size = ([opener] if fence else []), (len(opener) if fence else 0)
+        current.append(line)
+        size += len(line)
+        match = _FENCE.match(line.rstrip("\n"))
+        if match:
+            marker, info = match.group(2), match.group(3)
+            if fence is None:
+                fence, opener = marker, line if line.endswith("\n") else line + "\n"
+            elif marker[0] == fence[0] and len(marker) >= len(fence) and not info.strip():
+                fence = None
+    if current:
+        parts.append("".join(current))
+    return parts
+
+
+def _lines(text: str, longest: int) -> list[str]:
+    """The lines of `text`, a line longer than `longest` cut into pieces."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        while len(line) > longest:
+            out.append(line[:longest] + "\n")
+            line = line[longest:]
+        out.append(line)
+    return out
+
+
+def _details(summary: str, content: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{content.rstrip()}\n\n</details>\n"
+
+
+def pull_request_texts(*, summary: str, issue_number: int | None, figures: str, transcript: str,
+                       limit: int = BODY_LIMIT) -> tuple[str, list[str]]:
+    """(PR body, follow-up comments): the contract's body and the transcript, split to fit `limit`."""
+    head = summary.strip() + "\n\n"
+    if issue_number is not None:
+        head += f"Fixes #{issue_number}\n\n"
+    head += figures.strip() + "\n\n"
+    first_room = limit - len(head) - _WRAPPER_ROOM
+    if first_room < 1000:  # an enormous summary: keep the contract parts, move the transcript out entirely
+        head = head[: limit - _WRAPPER_ROOM - 200] + "\n\n(summary truncated)\n\n"
+        first_room = 1000
+    parts = split_markdown(transcript, limit - _WRAPPER_ROOM, first_limit=first_room)
+    if len(parts) == 1:
+        return head + _details("Transcript", parts[0]), []
+    total = len(parts)
+    body = head + _details(f"Transcript (part 1 of {total}, continued in the comments below)", parts[0])
+    comments = [_details(f"Transcript (part {i} of {total})", part) for i, part in enumerate(parts[1:], 2)]
+    return body, comments

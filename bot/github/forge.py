@@ -1,0 +1,204 @@
+"""The `Forge` boundary: every GitHub REST operation decode-bot makes, in one place.
+
+Each operation runs under the one retry policy (`GitHubRetry`). Writes that are
+not idempotent on GitHub's side (a comment, a pull request) are made safe to
+retry: before a second attempt we look for what the first may have created, so
+a 502 that hid a success never doubles it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from github import Github, GithubException
+
+from bot.github.auth import Credentials, client
+from bot.github.retry import GitHubRetry
+
+
+@dataclass(frozen=True)
+class RepoInfo:
+    full_name: str
+    default_branch: str
+    clone_url: str
+    html_url: str
+
+
+@dataclass(frozen=True)
+class IssueInfo:
+    number: int
+    title: str
+    body: str
+    author: str
+    is_pull: bool
+    html_url: str
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    title: str
+    body: str
+    head_ref: str
+    head_sha: str
+    head_repo: str | None  # None when the fork was deleted
+    base_ref: str
+    html_url: str
+
+    def same_repo(self, repo: str) -> bool:
+        return self.head_repo == repo
+
+
+@dataclass(frozen=True)
+class PullRef:
+    number: int
+    html_url: str
+    created: bool
+
+
+class Forge(Protocol):
+    """What the pipeline needs from a code host."""
+
+    def token_for(self, repo: str) -> str: ...
+
+    def bot_login(self) -> str | None: ...
+
+    def repository(self, repo: str) -> RepoInfo: ...
+
+    def issue(self, repo: str, number: int) -> IssueInfo: ...
+
+    def pull(self, repo: str, number: int) -> PullInfo: ...
+
+    def permission(self, repo: str, login: str) -> str: ...
+
+    def react(self, repo: str, target: tuple[str, int], content: str = "eyes") -> None: ...
+
+    def post_comment(self, repo: str, number: int, body: str, marker: str) -> int: ...
+
+    def edit_comment(self, repo: str, comment_id: int, body: str) -> None: ...
+
+    def find_comment(self, repo: str, number: int, marker: str) -> int | None: ...
+
+    def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
+                            draft: bool) -> PullRef: ...
+
+
+class GitHubForge:
+    """`Forge` over PyGithub, authenticated per repository by `credentials`."""
+
+    def __init__(self, credentials: Credentials, *, retry: GitHubRetry | None = None, throttle: bool = True) -> None:
+        self.credentials = credentials
+        self.retry = retry or GitHubRetry()
+        self._throttle = throttle
+
+    def _gh(self, repo: str) -> Github:
+        return client(self.credentials, repo, throttle=self._throttle)
+
+    def token_for(self, repo: str) -> str:
+        return self.credentials.token_for(repo)
+
+    def bot_login(self) -> str | None:
+        return self.credentials.bot_login()
+
+    def repository(self, repo: str) -> RepoInfo:
+        r = self.retry.call(lambda: self._gh(repo).get_repo(repo))
+        return RepoInfo(r.full_name, r.default_branch, r.clone_url, r.html_url)
+
+    def issue(self, repo: str, number: int) -> IssueInfo:
+        def fetch() -> IssueInfo:
+            i = self._gh(repo).get_repo(repo, lazy=True).get_issue(number)
+            return IssueInfo(i.number, i.title or "", i.body or "", i.user.login, i.pull_request is not None,
+                             i.html_url)
+        return self.retry.call(fetch)
+
+    def pull(self, repo: str, number: int) -> PullInfo:
+        def fetch() -> PullInfo:
+            p = self._gh(repo).get_repo(repo, lazy=True).get_pull(number)
+            head_repo = p.head.repo.full_name if p.head.repo is not None else None
+            return PullInfo(p.number, p.title or "", p.body or "", p.head.ref, p.head.sha, head_repo,
+                            p.base.ref, p.html_url)
+        return self.retry.call(fetch)
+
+    def permission(self, repo: str, login: str) -> str:
+        """The sender's base permission: admin, write, read or none.
+
+        GitHub's `permission` field folds maintain into write and triage into read,
+        and maps custom roles to their base
+        (https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user).
+        """
+        def fetch() -> str:
+            try:
+                data = self._gh(repo).get_repo(repo, lazy=True).get_collaborator_permission(login)
+            except GithubException as e:
+                if e.status == 404:  # not a collaborator of a private repository
+                    return "none"
+                raise
+            return data
+        return self.retry.call(fetch)
+
+    def react(self, repo: str, target: tuple[str, int], content: str = "eyes") -> None:
+        """React to an issue or PR (`("issue", n)`), an issue comment or a review comment."""
+        kind, ident = target
+
+        def make() -> None:
+            r = self._gh(repo).get_repo(repo, lazy=True)
+            if kind == "issue":
+                r.get_issue(ident).create_reaction(content)
+            elif kind == "comment":
+                r.get_issue(0).get_comment(ident).create_reaction(content)
+            else:
+                r.get_pull(0).get_review_comment(ident).create_reaction(content)
+        self.retry.call(make)  # adding the same reaction twice is harmless on GitHub
+
+    def find_comment(self, repo: str, number: int, marker: str) -> int | None:
+        """The newest comment on issue/PR `number` whose body contains `marker`."""
+        def fetch() -> int | None:
+            found = None
+            for c in self._gh(repo).get_repo(repo, lazy=True).get_issue(number).get_comments():
+                if marker in (c.body or ""):
+                    found = c.id
+            return found
+        return self.retry.call(fetch)
+
+    def post_comment(self, repo: str, number: int, body: str, marker: str) -> int:
+        """Post `body` (which must contain `marker`) once, even when an attempt's answer was lost."""
+        attempts = 0
+
+        def make() -> int:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1 and (existing := self.find_comment(repo, number, marker)) is not None:
+                return existing
+            return self._gh(repo).get_repo(repo, lazy=True).get_issue(number).create_comment(body).id
+        return self.retry.call(make)
+
+    def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
+        self.retry.call(lambda: self._gh(repo).get_repo(repo, lazy=True).get_issue(0).get_comment(comment_id)
+                        .edit(body))
+
+    def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
+                            draft: bool) -> PullRef:
+        """The open PR from `head` into `base` with this body: updated if it exists, else created."""
+        owner = repo.split("/", 1)[0]
+
+        def make() -> PullRef:
+            r = self._gh(repo).get_repo(repo, lazy=True)
+            for existing in r.get_pulls(state="open", head=f"{owner}:{head}", base=base):
+                existing.edit(title=title, body=body)
+                return PullRef(existing.number, existing.html_url, created=False)
+            try:
+                pr = r.create_pull(base=base, head=head, title=title, body=body, draft=draft)
+            except GithubException as e:
+                if e.status == 422 and "already exists" in str(e.data):
+                    raise _Retry from None  # the PR appeared meanwhile: find it on the next attempt
+                raise
+            return PullRef(pr.number, pr.html_url, created=True)
+        return self.retry.call(make)
+
+
+class _Retry(GithubException):
+    """A conflict that the next attempt resolves (it finds what the last one made)."""
+
+    def __init__(self) -> None:
+        super().__init__(503, {"message": "retrying after a conflict"}, None)

@@ -1,0 +1,156 @@
+"""A trigger, start to end on GitHub: authorize, acknowledge, run, publish, report.
+
+The tracking comment is posted before anything can fail and is always edited at
+the end, to the pull request or to the error: a job that was accepted is never
+left silent. Pushes happen from the host's clean clone, never from the sandbox.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.config import Settings
+from bot.errors import DecodeError
+from bot.github.body import BODY_LIMIT, pull_request_texts
+from bot.github.forge import Forge, IssueInfo, PullInfo
+from bot.model import Model
+from bot.pipeline import Job, Outcome, execute, issue_branch
+from bot.redact import Redactor
+from bot.task_text import build_task
+from bot.transcript import figures, load_events, render_figures, safe_prose
+from bot.triggers import Trigger, may_trigger, refusal_text
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Conclusion:
+    """How a job ended, for the caller (webhook worker, Action outputs, CLI)."""
+
+    state: str  # success | incomplete | no_changes | failed | skipped
+    message: str = ""
+    pr_url: str | None = None
+    branch: str | None = None
+    outcome: Outcome | None = None
+
+
+def marker(kind: str, key: object) -> str:
+    """A hidden tag that lets a retried job find the comment it already posted."""
+    return f"<!-- decode-bot:{kind}:{key} -->"
+
+
+def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, run_url: str | None = None,
+                   model: Model | None = None, authorize: bool = True,
+                   progress: Callable[[str], None] = lambda line: None) -> Conclusion:
+    """Carry out `trigger` and report on GitHub; errors end in the tracking comment, not in silence."""
+    repo, number = trigger.repo, trigger.number
+    redactor = Redactor(settings.secrets())
+    if authorize and (refused := _refuse(trigger, forge, settings)) is not None:
+        return refused
+    tracking = None
+    if number is not None:
+        forge.react(repo, _reaction_target(trigger), "eyes")
+        tracking = forge.post_comment(repo, number, f"👀 decode-bot is working on this{_run(run_url)}.\n\n"
+                                      + marker("run", run_id), marker("run", run_id))
+    try:
+        conclusion = _work(trigger, settings, forge, run_id=run_id, model=model, progress=progress)
+    except Exception as e:  # noqa: BLE001 - every failure is reported on the issue, then re-raised below
+        text = redactor.redact(str(e) or type(e).__name__)
+        log.error("job %s failed: %s", run_id, text)
+        if tracking is not None:
+            forge.edit_comment(repo, tracking, f"❌ decode-bot could not finish this run{_run(run_url)}:\n\n"
+                               f"```text\n{text}\n```\n\n{marker('run', run_id)}")
+        if isinstance(e, DecodeError):
+            return Conclusion("failed", text)
+        raise
+    if tracking is not None:
+        forge.edit_comment(repo, tracking, conclusion.message + f"\n\n{marker('run', run_id)}")
+    return conclusion
+
+
+def _refuse(trigger: Trigger, forge: Forge, settings: Settings) -> Conclusion | None:
+    """None when the sender may start work; else the skipped conclusion, after one polite reply."""
+    login = trigger.sender_login
+    if trigger.sender_type == "Bot" or login == forge.bot_login():
+        return Conclusion("skipped", f"{login} is a bot")
+    permission = forge.permission(trigger.repo, login)
+    if may_trigger(permission):
+        return None
+    if trigger.number is not None:
+        tag = marker("refused", trigger.comment_id or f"{trigger.kind}-{trigger.number}-{login}")
+        if forge.find_comment(trigger.repo, trigger.number, tag) is None:
+            forge.post_comment(trigger.repo, trigger.number,
+                               refusal_text(login, permission, settings.command) + "\n\n" + tag, tag)
+    return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
+
+
+def _reaction_target(trigger: Trigger) -> tuple[str, int]:
+    if trigger.comment_id is None:
+        return ("issue", trigger.number or 0)
+    return ("review_comment" if trigger.kind == "review_comment" else "comment", trigger.comment_id)
+
+
+def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, model: Model | None,
+          progress: Callable[[str], None]) -> Conclusion:
+    repo, number = trigger.repo, trigger.number
+    info = forge.repository(repo)
+    issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
+    pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
+    if issue is None:
+        task = build_task(trigger, issue_title="", issue_body=None)
+        branch, base, pr_base = f"decode/run-{run_id}", trigger.base_ref, trigger.base_ref or info.default_branch
+    else:
+        task = build_task(trigger, issue_title=issue.title, issue_body=issue.body,
+                          pr_body=pull.body if pull else None)
+        if pull and pull.same_repo(repo):
+            branch, base, pr_base = pull.head_ref, pull.head_ref, None
+        elif pull:  # a fork: we cannot push there, so the work becomes a new PR against its base
+            branch, base, pr_base = issue_branch(issue.number, issue.title), f"refs/pull/{number}/head", pull.base_ref
+        else:
+            branch, base, pr_base = issue_branch(issue.number, issue.title), None, info.default_branch
+    co_author = f"{trigger.sender_login} <{trigger.sender_login}@users.noreply.github.com>"
+    job = Job(repo=info.clone_url, task=task, branch=branch, run_id=run_id, base=base, co_author=co_author,
+              title=issue.title if issue else trigger.instructions)
+    outcome = execute(job, settings.replace(github_token=forge.token_for(repo)), model=model, progress=progress)
+    result = outcome.result
+    events = load_events(outcome.transcript_jsonl)
+    figs = render_figures(figures(events))
+    transcript = outcome.transcript_md.read_text()
+    summary = safe_prose(result.summary)
+    if outcome.commit is None or outcome.workspace is None:
+        return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}",
+                          branch=branch, outcome=outcome)
+    outcome.workspace.push(forge.token_for(repo), force=pr_base is not None)
+    state = "success" if result.completed else "incomplete"
+    if pr_base is None:  # new commits on the PR's own branch; the reply carries summary and transcript
+        body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs, transcript=transcript,
+                                        limit=BODY_LIMIT - 1000)
+        _post_parts(forge, repo, number or 0, rest, run_id)
+        head = f"✅ Pushed {outcome.commit[:12]} to `{branch}`." if result.completed else \
+            f"⚠️ Pushed partial work ({outcome.commit[:12]}) to `{branch}`: {result.stop_reason}."
+        return Conclusion(state, f"{head}\n\n{body}", branch=branch, outcome=outcome)
+    title = (issue.title if issue else trigger.instructions.splitlines()[0] if trigger.instructions else "decode run")
+    body, rest = pull_request_texts(summary=summary, issue_number=issue.number if issue and not pull else None,
+                                    figures=figs, transcript=transcript)
+    pr = forge.open_or_update_pull(repo, head=branch, base=pr_base, title=title[:250], body=body,
+                                   draft=not result.completed)
+    _post_parts(forge, repo, pr.number, rest, run_id)
+    verb = "Opened" if pr.created else "Updated"
+    note = "" if result.completed else f" as a draft: the run {result.stop_reason.replace('_', ' ')}"
+    fork = " (the pull request comes from a fork, so the changes are in a new pull request)" if pull else ""
+    message = f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}{fork}.\n\n{figs}"
+    return Conclusion(state, message, pr_url=pr.html_url, branch=branch, outcome=outcome)
+
+
+def _post_parts(forge: Forge, repo: str, number: int, parts: list[str], run_id: str) -> None:
+    """Post the transcript parts that did not fit, each once even if the job is retried."""
+    for i, part in enumerate(parts, 2):
+        tag = marker("transcript", f"{run_id}-{i}")
+        if forge.find_comment(repo, number, tag) is None:
+            forge.post_comment(repo, number, part + "\n" + tag, tag)
+
+
+def _run(run_url: str | None) -> str:
+    return f" ([run]({run_url}))" if run_url else ""
