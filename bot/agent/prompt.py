@@ -8,7 +8,10 @@ fenced there as data by the caller.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+_FENCE_TAG = re.compile(r"<(\s*/?\s*untrusted)", re.IGNORECASE)
 
 RULES = """\
 You are decode-bot, an autonomous software engineer working headlessly on a
@@ -64,6 +67,12 @@ def task_message(task: str) -> str:
 
 
 def fence_untrusted(text: str, source: str) -> str:
-    """Wrap text that a GitHub user wrote so the model reads it as data."""
-    cleaned = text.replace("</untrusted>", "</ untrusted>")
-    return f'<untrusted source="{source}">\n{cleaned}\n</untrusted>'
+    """Wrap text that a GitHub user wrote so the model reads it as data.
+
+    Anything shaped like the fence tag inside the text (any case, any spacing,
+    opening or closing) is defanged, so the text can neither close the fence
+    nor open a fake one; `source` cannot add attributes.
+    """
+    body = _FENCE_TAG.sub(r"&lt;\1", text)
+    label = source.replace('"', "'").replace("<", "&lt;").replace("\n", " ")
+    return f'<untrusted source="{label}">\n{body}\n</untrusted>'

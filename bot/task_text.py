@@ -1,0 +1,148 @@
+"""The task text for the agent, built from untrusted GitHub text.
+
+Everything a GitHub user wrote (titles, bodies, comments, instructions) is
+cleaned of what a human reader of the rendered page would not see (HTML
+comments, invisible and bidi control characters, hidden markup), then fenced
+as data with `bot.agent.prompt.fence_untrusted`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from bot.agent.prompt import fence_untrusted
+from bot.triggers import Trigger
+
+# Zero-width, bidi embedding/override/isolate, word joiners, BOM, soft hyphen,
+# Arabic letter mark, Mongolian vowel separator, and Unicode tag characters.
+_INVISIBLE = re.compile(
+    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+    "\U000e0000-\U000e007f]"
+)
+# An HTML comment, including the abrupt `<!-->` / `<!--->` forms and one left open at the end.
+_HTML_COMMENT = re.compile(r"<!--(?:-?>|.*?(?:--!?>|\Z))", re.DOTALL)
+# Markdown link reference definitions used as comments: `[//]: # (text)`, `[x]: <> "text"`.
+_MD_COMMENT = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]*(?:#|<>)(?:[ \t]+.*)?$", re.MULTILINE)
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>")
+_HIDING_ATTR = re.compile(
+    r"""(?:^|\s)hidden(?:\s|=|/|$)"""
+    r"""|style\s*=\s*["']?[^"'>]*(?:display\s*:\s*none|visibility\s*:\s*hidden)"""
+    r"""|type\s*=\s*["']?hidden""",
+    re.IGNORECASE,
+)
+_NEVER_RENDERED = frozenset({"script", "style", "template", "noscript", "iframe", "object"})
+_VOID = frozenset({"area", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"})
+
+
+def clean(text: str | None) -> str:
+    """`text` as a human sees it rendered: no HTML comments, invisible characters or hidden markup."""
+    if not text:
+        return ""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
+    text = _INVISIBLE.sub("", text)
+    text = _HTML_COMMENT.sub("", text)
+    text = _MD_COMMENT.sub("", text)
+    text = _strip_hidden_elements(text)
+    lines = [line.rstrip() for line in text.split("\n")]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
+
+
+def build_task(
+    trigger: Trigger,
+    *,
+    issue_title: str,
+    issue_body: str | None,
+    pr_body: str | None = None,
+    comments: Sequence[tuple[str, str]] | None = None,
+) -> str:
+    """The task for the agent: plain framing from us, every user-written part cleaned and fenced.
+
+    For a pull request, `issue_title`/`issue_body` are its title and description (GitHub
+    serves a PR as an issue); `pr_body` is shown too when given and different.
+    `comments` are earlier (login, body) pairs of the conversation, oldest first.
+    For review comments the file, line and diff hunk are given plainly.
+    """
+    number = trigger.number
+    what = "pull request" if trigger.is_pull_request else "issue"
+    parts: list[str] = []
+    if trigger.kind == "issue":
+        parts.append(f"Resolve {what} #{number} in {trigger.repo}, described below.")
+    elif trigger.kind == "dispatch":
+        parts.append(f"Carry out the request below in {trigger.repo}.")
+    elif trigger.is_pull_request:
+        parts.append(
+            f"@{trigger.sender_login} asked for changes on pull request #{number} in {trigger.repo}. "
+            "Make them on this branch."
+        )
+    else:
+        parts.append(f"@{trigger.sender_login} asked for work on issue #{number} in {trigger.repo}.")
+
+    if trigger.kind != "dispatch":
+        title = " ".join(clean(issue_title).split())
+        parts.append(f"Title of {what} #{number}:\n" + _fence(title, f"{what} title"))
+        parts.append(f"Description of {what} #{number}:\n" + _fence(issue_body, f"{what} body"))
+    if pr_body is not None and pr_body != issue_body:
+        parts.append("Pull request description:\n" + _fence(pr_body, "pull request description"))
+    for login, body in comments or ():
+        parts.append(f"Comment by @{_login(login)}:\n" + _fence(body, f"comment by @{_login(login)}"))
+
+    if trigger.kind == "review_comment":
+        parts.append(_review_context(trigger))
+    if trigger.instructions:
+        source = "prompt" if trigger.kind == "dispatch" else f"instructions from @{_login(trigger.sender_login)}"
+        parts.append(f"Instructions ({source}):\n" + _fence(trigger.instructions, source))
+    elif trigger.kind != "issue":
+        parts.append(f"No further instructions were given: do what the {what} above asks.")
+    return "\n\n".join(parts) + "\n"
+
+
+def _review_context(trigger: Trigger) -> str:
+    where = f"file `{trigger.path}`" + (f", line {trigger.line}" if trigger.line is not None else "")
+    text = f"The review comment is on {where}."
+    if trigger.diff_hunk:
+        ticks = "`" * max(3, _longest_backtick_run(trigger.diff_hunk) + 1)
+        text += f"\nDiff hunk it refers to:\n{ticks}diff\n{trigger.diff_hunk.rstrip()}\n{ticks}"
+    return text
+
+
+def _fence(text: str | None, source: str) -> str:
+    return fence_untrusted(clean(text) or "(empty)", source)
+
+
+def _login(login: str) -> str:
+    return re.sub(r"[^A-Za-z0-9\-\[\]_]", "", login or "") or "unknown"
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(m) for m in re.findall(r"`+", text)), default=0)
+
+
+def _strip_hidden_elements(text: str) -> str:
+    """Remove elements (with their content) that a rendered page never shows."""
+    out: list[str] = []
+    pos = 0
+    for tag in _TAG.finditer(text):
+        if tag.start() < pos:
+            continue
+        closing, name, attrs = tag.group(1), tag.group(2).lower(), tag.group(3)
+        if closing or not (name in _NEVER_RENDERED or _HIDING_ATTR.search(attrs)):
+            continue
+        out.append(text[pos:tag.start()])
+        if name in _VOID or attrs.rstrip().endswith("/"):
+            pos = tag.end()
+        else:
+            pos = _matching_close(text, name, tag.end())
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _matching_close(text: str, name: str, start: int) -> int:
+    """Index just past the `</name>` closing the element opened before `start`; end of text if none."""
+    depth = 1
+    pattern = re.compile(rf"<(/?){re.escape(name)}\b[^>]*>", re.IGNORECASE)
+    for m in pattern.finditer(text, start):
+        depth += -1 if m.group(1) else 1
+        if depth == 0:
+            return m.end()
+    return len(text)

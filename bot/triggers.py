@@ -1,0 +1,217 @@
+"""Trigger rules: a GitHub event and its payload -> a `Trigger`, or the reason to `Ignore` it.
+
+Sans-I/O: nothing here talks to GitHub. The one rule that needs the API, the
+sender's permission on the repository, is left to the caller, which looks it up
+and asks `may_trigger`; a refused human gets `refusal_text` once.
+
+Handlers are registered per ``event.action`` (``event`` alone for events that
+carry no action) in `HANDLERS`, so the list of triggers reads in one screen.
+Payload shapes: https://docs.github.com/en/webhooks/webhook-events-and-payloads
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bot.config import Settings
+
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Work to do, as decided from one event. `instructions` is raw user text: clean it before use."""
+
+    kind: str  # "issue" | "pr_comment" | "issue_comment" | "review_comment" | "dispatch"
+    repo: str  # "owner/name"
+    number: int | None  # issue or pull request number; None for a dispatch
+    sender_login: str
+    sender_type: str
+    is_pull_request: bool = False
+    comment_id: int | None = None
+    instructions: str = ""
+    path: str | None = None  # review comments: the file the comment is on
+    line: int | None = None  # review comments: the line (or original line) in that file
+    diff_hunk: str | None = None
+    head_ref: str | None = None  # pull requests, when the payload carries pull_request.head
+    head_repo: str | None = None
+    base_ref: str | None = None
+    installation_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """The event starts no work; `reason` says why, for logs and the 200 answer."""
+
+    reason: str
+
+
+Decision = Trigger | Ignore
+Handler = Callable[[dict[str, Any], Settings], Decision]
+HANDLERS: dict[str, Handler] = {}
+
+
+def on(*keys: str) -> Callable[[Handler], Handler]:
+    """Register a handler for one or more ``event.action`` keys."""
+
+    def register(handler: Handler) -> Handler:
+        for key in keys:
+            HANDLERS[key] = handler
+        return handler
+
+    return register
+
+
+def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
+    """Decide whether `event` (the ``X-GitHub-Event`` name) with `payload` starts work."""
+    if not isinstance(payload, dict):
+        return Ignore("the payload is not a JSON object")
+    action = payload.get("action")
+    key = f"{event}.{action}" if action else event
+    handler = HANDLERS.get(key)
+    if handler is None:
+        if not any(k == event or k.startswith(f"{event}.") for k in HANDLERS):
+            return Ignore(f"event {event!r} is not one decode-bot acts on")
+        return Ignore(f"{key} is not handled (handled: {', '.join(_keys_for(event))})")
+    if bot := _bot_sender(payload):
+        return Ignore(f"sender {bot} is a bot; bots never trigger work")
+    try:
+        return handler(payload, settings)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        return Ignore(f"malformed {key} payload: missing or bad field {exc}")
+
+
+def may_trigger(permission: str) -> bool:
+    """True for repository permissions that may start work (admin, maintain, write)."""
+    return (permission or "").strip().lower() in WRITE_PERMISSIONS
+
+
+def refusal_text(login: str, permission: str, command: str) -> str:
+    """The one polite reply to a human whose permission does not allow starting work."""
+    level = permission or "none"
+    return (
+        f"Hi @{login}, thanks for the request! `{command}` starts work only for people with "
+        f"write access to this repository (admin, maintain or write), and your access here is "
+        f"`{level}`, so I have not started anything. A maintainer can run `{command}` or add the "
+        f"trigger label if they would like me to take this on."
+    )
+
+
+def command_instructions(body: str | None, command: str) -> str | None:
+    """The text after `command` when `body` starts with it as a whole word, else None.
+
+    Leading whitespace is allowed; the rest of the first line and all following
+    lines are the instructions (stripped, newlines normalized).
+    """
+    if not body or not command:
+        return None
+    text = body.replace("\r\n", "\n").replace("\r", "\n").lstrip()
+    match = re.match(re.escape(command) + r"(?=\s|$)", text)
+    if match is None:
+        return None
+    return text[match.end():].strip()
+
+
+# -- the table ---------------------------------------------------------------
+
+
+@on("issues.labeled")
+def _issue_labeled(payload: dict[str, Any], settings: Settings) -> Decision:
+    label = (payload.get("label") or {}).get("name")
+    if label != settings.trigger_label:
+        return Ignore(f"label {label!r} is not the trigger label {settings.trigger_label!r}")
+    # Labels on pull requests arrive as pull_request.labeled, which is not a trigger.
+    return Trigger(kind="issue", number=payload["issue"]["number"], **_common(payload))
+
+
+@on("issue_comment.created")
+def _issue_comment(payload: dict[str, Any], settings: Settings) -> Decision:
+    comment = payload["comment"]
+    instructions = command_instructions(comment.get("body"), settings.command)
+    if instructions is None:
+        return Ignore(f"the comment does not start with {settings.command}")
+    issue = payload["issue"]
+    is_pr = "pull_request" in issue
+    return Trigger(
+        kind="pr_comment" if is_pr else "issue_comment",
+        is_pull_request=is_pr,
+        number=issue["number"],
+        comment_id=comment["id"],
+        instructions=instructions,
+        **_common(payload),
+    )
+
+
+@on("pull_request_review_comment.created")
+def _review_comment(payload: dict[str, Any], settings: Settings) -> Decision:
+    comment = payload["comment"]
+    instructions = command_instructions(comment.get("body"), settings.command)
+    if instructions is None:
+        return Ignore(f"the review comment does not start with {settings.command}")
+    pr = payload["pull_request"]
+    head = pr.get("head") or {}
+    line = comment.get("line")
+    return Trigger(
+        kind="review_comment",
+        is_pull_request=True,
+        number=pr["number"],
+        comment_id=comment["id"],
+        instructions=instructions,
+        path=comment.get("path"),
+        line=line if line is not None else comment.get("original_line"),
+        diff_hunk=comment.get("diff_hunk"),
+        head_ref=head.get("ref"),
+        head_repo=(head.get("repo") or {}).get("full_name"),
+        base_ref=(pr.get("base") or {}).get("ref"),
+        **_common(payload),
+    )
+
+
+@on("issue_comment.edited", "pull_request_review_comment.edited")
+def _edited(payload: dict[str, Any], settings: Settings) -> Decision:
+    return Ignore("edited comments never re-trigger work")
+
+
+@on("workflow_dispatch")
+def _dispatch(payload: dict[str, Any], settings: Settings) -> Decision:
+    prompt = str((payload.get("inputs") or {}).get("prompt") or "").strip()
+    if not prompt:
+        return Ignore("workflow_dispatch without a `prompt` input")
+    ref = payload.get("ref") or ""
+    return Trigger(
+        kind="dispatch",
+        number=None,
+        instructions=prompt,
+        base_ref=ref.removeprefix("refs/heads/") or None,
+        **_common(payload),
+    )
+
+
+# -- helpers -----------------------------------------------------------------
+
+
+def _keys_for(event: str) -> list[str]:
+    return sorted(k for k in HANDLERS if k == event or k.startswith(f"{event}."))
+
+
+def _bot_sender(payload: dict[str, Any]) -> str | None:
+    sender = payload.get("sender") or {}
+    login = str(sender.get("login") or "")
+    if sender.get("type") == "Bot" or login.endswith("[bot]"):
+        return login or "(unnamed)"
+    return None
+
+
+def _common(payload: dict[str, Any]) -> dict[str, Any]:
+    sender = payload.get("sender") or {}
+    if not sender.get("login"):
+        raise KeyError("sender.login")
+    return {
+        "repo": payload["repository"]["full_name"],
+        "sender_login": sender["login"],
+        "sender_type": sender.get("type") or "User",
+        "installation_id": (payload.get("installation") or {}).get("id"),
+    }

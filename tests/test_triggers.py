@@ -1,0 +1,178 @@
+"""Trigger rules over every payload of GitHub's own examples (npm @octokit/webhooks-examples 7.6.1)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from bot.config import Settings
+from bot.triggers import HANDLERS, Ignore, Trigger, decide, may_trigger, refusal_text
+from tests.fakes.webhook_examples import ExamplesUnavailable, all_examples, examples
+
+SETTINGS = Settings()
+
+
+@pytest.fixture(scope="module")
+def every() -> list[tuple[str, str, dict[str, Any]]]:
+    """(host, event, payload) for every example; a failed fetch fails the test."""
+    try:
+        return all_examples()
+    except ExamplesUnavailable as exc:
+        message = str(exc)
+    pytest.fail(message, pytrace=False)
+
+
+def pick(every: list, event: str, action: str, pred=lambda p: True) -> list[dict[str, Any]]:
+    found = [copy.deepcopy(p) for _, e, p in every if e == event and p.get("action") == action and pred(p)]
+    assert found, f"no {event}.{action} example in the package"
+    return found
+
+
+def test_every_example_decides_without_exception(every) -> None:
+    assert len(every) >= 700  # 329 for api.github.com, 726 with the GHES variants
+    events = {e for _, e, _ in every}
+    assert {"issues", "issue_comment", "pull_request_review_comment"} <= events
+    for host, event, payload in every:
+        decision = decide(event, copy.deepcopy(payload), SETTINGS)
+        assert isinstance(decision, (Trigger, Ignore)), (host, event)
+        if isinstance(decision, Ignore):
+            assert decision.reason
+        # No real example carries the trigger label or the command: none triggers as shipped.
+        assert isinstance(decision, Ignore), (host, event, payload.get("action"), decision)
+
+
+def test_unhandled_events_and_actions_say_why(every) -> None:
+    for _, event, payload in every:
+        key = f"{event}.{payload.get('action')}" if payload.get("action") else event
+        if key in HANDLERS:
+            continue
+        reason = decide(event, payload, SETTINGS).reason
+        assert event in reason and ("not one decode-bot acts on" in reason or "not handled" in reason)
+
+
+def test_issues_labeled_triggers_iff_trigger_label(every) -> None:
+    for payload in pick(every, "issues", "labeled"):
+        assert payload["label"]["name"] != "agent"
+        assert decide("issues", payload, SETTINGS) == Ignore(
+            f"label {payload['label']['name']!r} is not the trigger label 'agent'"
+        )
+        payload["label"]["name"] = "agent"
+        t = decide("issues", payload, SETTINGS)
+        assert isinstance(t, Trigger) and t.kind == "issue"
+        assert (t.repo, t.number) == (payload["repository"]["full_name"], payload["issue"]["number"])
+        assert (t.sender_login, t.sender_type, t.is_pull_request) == (payload["sender"]["login"], "User", False)
+        assert t.comment_id is None and t.instructions == ""
+        assert t.installation_id == (payload.get("installation") or {}).get("id")
+        assert isinstance(decide("issues", payload, Settings(trigger_label="other")), Ignore)
+
+
+def test_issue_comment_created_with_command(every) -> None:
+    payloads = pick(every, "issue_comment", "created")
+    assert any("installation" in p for p in payloads)
+    for payload in payloads:
+        assert isinstance(decide("issue_comment", payload, SETTINGS), Ignore)
+        payload["comment"]["body"] = "/decode fix it"
+        t = decide("issue_comment", payload, SETTINGS)
+        assert isinstance(t, Trigger)
+        assert t.instructions == "fix it"
+        assert t.comment_id == payload["comment"]["id"]
+        assert t.number == payload["issue"]["number"]
+        assert t.installation_id == (payload.get("installation") or {}).get("id")
+        is_pr = "pull_request" in payload["issue"]
+        assert (t.kind, t.is_pull_request) == (("pr_comment", True) if is_pr else ("issue_comment", False))
+        payload["issue"]["pull_request"] = {"url": "https://api.github.com/repos/o/r/pulls/1"}
+        t = decide("issue_comment", payload, SETTINGS)
+        assert (t.kind, t.is_pull_request) == ("pr_comment", True)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("/decode", ""),
+        ("  \n /decode   make the retry configurable  ", "make the retry configurable"),
+        ("/decode fix it\r\nand add a test\r\n", "fix it\nand add a test"),
+        ("/decode\nsecond line", "second line"),
+        ("/decoder fix it", None),
+        ("/decode-it fix", None),
+        ("please /decode fix it", None),
+        ("/DECODE fix it", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_command_matching(every, body, expected) -> None:
+    payload = pick(every, "issue_comment", "created")[0]
+    payload["comment"]["body"] = body
+    decision = decide("issue_comment", payload, SETTINGS)
+    if expected is None:
+        assert isinstance(decision, Ignore) and "/decode" in decision.reason
+    else:
+        assert isinstance(decision, Trigger) and decision.instructions == expected
+
+
+def test_custom_command(every) -> None:
+    payload = pick(every, "issue_comment", "created")[0]
+    payload["comment"]["body"] = "@bot do it"
+    assert decide("issue_comment", payload, Settings(command="@bot")).instructions == "do it"
+
+
+def test_bot_senders_never_trigger(every) -> None:
+    bots = [p["sender"] for _, _, p in every if (p.get("sender") or {}).get("type") == "Bot"]
+    assert bots, "the package has real Bot senders (check_suite, workflow_job)"
+    for sender in bots:
+        payload = pick(every, "issue_comment", "created")[0]
+        payload["comment"]["body"] = "/decode fix it"
+        payload["sender"] = copy.deepcopy(sender)
+        decision = decide("issue_comment", payload, SETTINGS)
+        assert isinstance(decision, Ignore) and "bot" in decision.reason
+    payload = pick(every, "issues", "labeled")[0]
+    payload["label"]["name"] = "agent"
+    payload["sender"]["login"] = "decode-bot[bot]"  # this app's own account, type left as User
+    assert isinstance(decide("issues", payload, SETTINGS), Ignore)
+
+
+def test_edited_comments_never_retrigger(every) -> None:
+    for event in ("issue_comment", "pull_request_review_comment"):
+        for payload in pick(every, event, "edited"):
+            payload["comment"]["body"] = "/decode fix it"
+            assert decide(event, payload, SETTINGS) == Ignore("edited comments never re-trigger work")
+
+
+def test_review_comment_carries_file_line_and_hunk(every) -> None:
+    for payload in pick(every, "pull_request_review_comment", "created"):
+        comment = payload["comment"]
+        comment["body"] = "/decode use more emoji here"
+        t = decide("pull_request_review_comment", payload, SETTINGS)
+        assert isinstance(t, Trigger) and t.kind == "review_comment" and t.is_pull_request
+        assert (t.path, t.diff_hunk) == (comment["path"], comment["diff_hunk"])
+        assert t.line == (comment.get("line") if comment.get("line") is not None else comment.get("original_line"))
+        assert t.instructions == "use more emoji here"
+        pr = payload["pull_request"]
+        assert (t.number, t.head_ref, t.head_repo, t.base_ref) == (
+            pr["number"], pr["head"]["ref"], pr["head"]["repo"]["full_name"], pr["base"]["ref"],
+        )
+    lined = [p for p in examples() if p[0] == "pull_request_review_comment" and p[1]["comment"].get("line")]
+    assert lined and lined[0][1]["comment"]["path"] == "README.md"
+
+
+def test_workflow_dispatch_needs_a_prompt(every) -> None:
+    payload = copy.deepcopy(next(p for _, e, p in every if e == "workflow_dispatch"))
+    assert isinstance(decide("workflow_dispatch", payload, SETTINGS), Ignore)
+    payload["inputs"] = {"prompt": "update the changelog"}
+    t = decide("workflow_dispatch", payload, SETTINGS)
+    assert isinstance(t, Trigger) and (t.kind, t.instructions, t.number) == ("dispatch", "update the changelog", None)
+
+
+def test_malformed_payloads_are_ignored_not_raised() -> None:
+    assert isinstance(decide("issues", {"action": "labeled", "label": {"name": "agent"}}, SETTINGS), Ignore)
+    assert isinstance(decide("issue_comment", {"action": "created", "comment": {"body": "/decode x"}}, SETTINGS), Ignore)
+    assert isinstance(decide("issues", [], SETTINGS), Ignore)  # type: ignore[arg-type]
+
+
+def test_permissions() -> None:
+    assert [may_trigger(p) for p in ("admin", "maintain", "write")] == [True] * 3
+    assert [may_trigger(p) for p in ("triage", "read", "none", "")] == [False] * 4
+    text = refusal_text("octocat", "read", "/decode")
+    assert "@octocat" in text and "`read`" in text and "/decode" in text and "write access" in text
