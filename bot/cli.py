@@ -10,22 +10,25 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import urllib.parse
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.config import Settings
 from bot.errors import ConfigError, DecodeError
-from bot.pipeline import Job, Outcome, execute, issue_branch
+from bot.pipeline import Job, Outcome, execute
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="decode", description="A sandboxed coding agent that turns tasks into branches and pull requests.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the agent on a repository, headless")
-    run.add_argument("task", help="what the agent should do")
-    run.add_argument("--repo", default=".", help="repository URL or local path (default: the current directory)")
-    run.add_argument("--issue", type=int, help="the issue this run works on (names the branch)")
+    run.add_argument("task", nargs="?", help="what the agent should do (with --issue: extra instructions)")
+    run.add_argument("--repo", default=".", help="owner/name, a repository URL, or a local path (default: .)")
+    run.add_argument("--issue", type=int, help="work on this GitHub issue (or pull request) and open a PR")
     run.add_argument("--base", help="branch to start from (default: the repository's default branch)")
     run.add_argument("--no-pr", action="store_true", help="leave a local branch and the transcript, open no pull request")
     run.add_argument("--max-turns", type=int, help="turn cap (DECODE_MAX_TURNS)")
@@ -62,16 +65,59 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             raise ConfigError(f"--{name.replace('_', '-')} must be positive")
     if changes:
         settings = settings.replace(budget=budget.__class__(**{**vars(budget), **changes}))
-    repo = args.repo
-    local = Path(repo).expanduser()
-    if local.exists():
-        repo = str(local.resolve())
+    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    local = Path(args.repo).expanduser()
+    github_repo = None if local.exists() else github_repo_name(args.repo, settings.github_api_url)
+    if args.issue is None and not args.task:
+        raise ConfigError("give a TASK, or --issue N to work on an issue")
     run_id = Job.new_run_id()
-    branch = issue_branch(args.issue, args.task) if args.issue else f"decode/run-{run_id}"
-    job = Job(repo=repo, task=args.task, branch=branch, run_id=run_id, base=args.base)
-    outcome = execute(job, settings, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    if github_repo and not args.no_pr:
+        return run_on_github(args, settings, github_repo, run_id, progress)
+    if args.issue is not None:
+        raise ConfigError("--issue needs a GitHub repository (owner/name or its URL) and GITHUB_TOKEN, without --no-pr")
+    repo = str(local.resolve()) if local.exists() else args.repo
+    job = Job(repo=repo, task=args.task, branch=f"decode/run-{run_id}", run_id=run_id, base=args.base)
+    outcome = execute(job, settings, progress=progress)
     report(outcome, deliver_local(outcome) if local.exists() else None)
     return 0 if outcome.result.completed else 3
+
+
+def github_repo_name(repo: str, api_url: str = "https://api.github.com") -> str | None:
+    """"owner/name" for `owner/name` or a URL on GitHub (or the GITHUB_API_URL host), else None."""
+    if re.fullmatch(r"[A-Za-z0-9][\w-]*/[\w.-]+", repo):
+        return repo.removesuffix(".git")
+    parts = urllib.parse.urlsplit(repo)
+    api_host = urllib.parse.urlsplit(api_url).hostname or ""
+    if parts.scheme not in ("http", "https") or parts.hostname not in {"github.com", api_host,
+                                                                        api_host.removeprefix("api.")}:
+        return None
+    match = re.fullmatch(r"/(?:.*/)?([\w.-]+)/([\w.-]+?)(?:\.git)?/?", parts.path)
+    return f"{match.group(1)}/{match.group(2)}" if match else None
+
+
+def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_id: str,
+                  progress: Callable[[str], None]) -> int:
+    """Token (or App) mode: the same job as a webhook's, without the permission check, ending in a PR."""
+    from bot.github.auth import credentials_from
+    from bot.github.forge import GitHubForge
+    from bot.github.job import run_github_job
+    from bot.triggers import Trigger
+
+    forge = GitHubForge(credentials_from(settings))
+    if args.issue is not None:
+        trigger = Trigger(kind="issue", repo=repo, number=args.issue, sender_login="", sender_type="User",
+                          instructions=args.task or "")
+    else:
+        trigger = Trigger(kind="dispatch", repo=repo, number=None, sender_login="", sender_type="User",
+                          instructions=args.task, base_ref=args.base)
+    conclusion = run_github_job(trigger, settings, forge, run_id=run_id, authorize=False, progress=progress)
+    if conclusion.outcome is not None:
+        report(conclusion.outcome, None)
+    if conclusion.pr_url:
+        print(f"pull request: {conclusion.pr_url}")
+    if conclusion.state == "failed":
+        raise DecodeError(conclusion.message)
+    return {"success": 0, "no_changes": 0, "incomplete": 3}.get(conclusion.state, 1)
 
 
 def deliver_local(outcome: Outcome) -> str | None:

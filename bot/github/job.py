@@ -110,7 +110,8 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, mo
             branch, base, pr_base = issue_branch(issue.number, issue.title), f"refs/pull/{number}/head", pull.base_ref
         else:
             branch, base, pr_base = issue_branch(issue.number, issue.title), None, info.default_branch
-    co_author = f"{trigger.sender_login} <{trigger.sender_login}@users.noreply.github.com>"
+    login = trigger.sender_login
+    co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
     job = Job(repo=info.clone_url, task=task, branch=branch, run_id=run_id, base=base, co_author=co_author,
               title=issue.title if issue else trigger.instructions)
     outcome = execute(job, settings.replace(github_token=forge.token_for(repo)), model=model, progress=progress)
