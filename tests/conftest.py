@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fakes.anthropic_api"]
+pytest_plugins = ["tests.fakes.anthropic_api", "tests.fakes.github"]
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",

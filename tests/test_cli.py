@@ -162,3 +162,29 @@ def test_a_failing_setup_stops_the_run_with_its_output(fake_anthropic, tmp_path)
     assert res.returncode == 1
     assert "exited with 4" in res.stderr and "cannot install" in res.stderr
     assert not fake_anthropic.requests
+
+
+@pytest.mark.parametrize("repo_form", ["owner/name", "url"])
+def test_decode_run_on_a_github_issue_opens_the_pull_request(fake_anthropic, fake_github, tmp_path, repo_form):
+    files = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}
+    fake_github.add_repo("octo", "calendar", files)
+    number = fake_github.add_issue("octo", "calendar", "Weekend check is wrong", "Saturdays count as workdays.")
+    fake_anthropic.script(SESSION["turns"])
+    repo = "octo/calendar" if repo_form == "owner/name" else f"{fake_github.web_url}/octo/calendar"
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "ANTHROPIC_API_KEY": fake_anthropic.api_key,
+        "ANTHROPIC_BASE_URL": fake_anthropic.url, "SANDBOX_MODE": "local", "DECODE_DATA_DIR": str(tmp_path / "d"),
+        "GITHUB_TOKEN": fake_github.token, "GITHUB_API_URL": fake_github.api_url,
+    }
+    res = subprocess.run([DECODE, "run", "--repo", repo, "--issue", str(number)], env=env, capture_output=True,
+                         text=True, timeout=240)
+    assert res.returncode == 0, res.stderr
+    [pr] = fake_github.pulls("octo", "calendar")
+    assert printed(res.stdout, "pull request") == pr["html_url"]
+    assert f"Fixes #{number}" in pr["body"]
+    assert fake_github.token not in res.stdout + res.stderr
+
+
+def test_decode_run_on_github_without_a_token_says_what_to_set(fake_anthropic, tmp_path):
+    res = decode_run(fake_anthropic, tmp_path, "octo/calendar", "anything", GITHUB_TOKEN="")
+    assert res.returncode == 2 and "GITHUB_TOKEN is not set" in res.stderr

@@ -110,4 +110,5 @@ def client(credentials: Credentials, repo: str, *, throttle: bool = True) -> Git
     stay clear of secondary rate limits.
     """
     pacing = {} if throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
-    return Github(auth=Auth.Token(credentials.token_for(repo)), base_url=credentials.api_url, retry=None, **pacing)
+    return Github(auth=Auth.Token(credentials.token_for(repo)), base_url=credentials.api_url, retry=None, lazy=True,
+                  **pacing)

@@ -107,14 +107,14 @@ class GitHubForge:
 
     def issue(self, repo: str, number: int) -> IssueInfo:
         def fetch() -> IssueInfo:
-            i = self._gh(repo).get_repo(repo, lazy=True).get_issue(number)
+            i = self._gh(repo).get_repo(repo).get_issue(number)
             return IssueInfo(i.number, i.title or "", i.body or "", i.user.login, i.pull_request is not None,
                              i.html_url)
         return self.retry.call(fetch)
 
     def pull(self, repo: str, number: int) -> PullInfo:
         def fetch() -> PullInfo:
-            p = self._gh(repo).get_repo(repo, lazy=True).get_pull(number)
+            p = self._gh(repo).get_repo(repo).get_pull(number)
             head_repo = p.head.repo.full_name if p.head.repo is not None else None
             return PullInfo(p.number, p.title or "", p.body or "", p.head.ref, p.head.sha, head_repo,
                             p.base.ref, p.html_url)
@@ -129,7 +129,7 @@ class GitHubForge:
         """
         def fetch() -> str:
             try:
-                data = self._gh(repo).get_repo(repo, lazy=True).get_collaborator_permission(login)
+                data = self._gh(repo).get_repo(repo).get_collaborator_permission(login)
             except GithubException as e:
                 if e.status == 404:  # not a collaborator of a private repository
                     return "none"
@@ -142,7 +142,7 @@ class GitHubForge:
         kind, ident = target
 
         def make() -> None:
-            r = self._gh(repo).get_repo(repo, lazy=True)
+            r = self._gh(repo).get_repo(repo)
             if kind == "issue":
                 r.get_issue(ident).create_reaction(content)
             elif kind == "comment":
@@ -155,7 +155,7 @@ class GitHubForge:
         """The newest comment on issue/PR `number` whose body contains `marker`."""
         def fetch() -> int | None:
             found = None
-            for c in self._gh(repo).get_repo(repo, lazy=True).get_issue(number).get_comments():
+            for c in self._gh(repo).get_repo(repo).get_issue(number).get_comments():
                 if marker in (c.body or ""):
                     found = c.id
             return found
@@ -170,11 +170,11 @@ class GitHubForge:
             attempts += 1
             if attempts > 1 and (existing := self.find_comment(repo, number, marker)) is not None:
                 return existing
-            return self._gh(repo).get_repo(repo, lazy=True).get_issue(number).create_comment(body).id
+            return self._gh(repo).get_repo(repo).get_issue(number).create_comment(body).id
         return self.retry.call(make)
 
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
-        self.retry.call(lambda: self._gh(repo).get_repo(repo, lazy=True).get_issue(0).get_comment(comment_id)
+        self.retry.call(lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id)
                         .edit(body))
 
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
@@ -183,7 +183,7 @@ class GitHubForge:
         owner = repo.split("/", 1)[0]
 
         def make() -> PullRef:
-            r = self._gh(repo).get_repo(repo, lazy=True)
+            r = self._gh(repo).get_repo(repo)
             for existing in r.get_pulls(state="open", head=f"{owner}:{head}", base=base):
                 existing.edit(title=title, body=body)
                 return PullRef(existing.number, existing.html_url, created=False)

@@ -11,9 +11,38 @@ import base64
 import os
 import subprocess
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
+
+
+def http_backend(root: Path, method: str, target: str, headers: Mapping[str, str], body: bytes,
+                 user: str = "x-access-token") -> tuple[int, list[tuple[str, str]], bytes]:
+    """Run `git http-backend` (CGI) for one request on the bare repositories under `root`.
+
+    `target` is the request path with its query; returns (status, headers, payload).
+    See https://git-scm.com/docs/git-http-backend for the variables it reads.
+    """
+    url = urlsplit(target)
+    headers = {k.lower(): v for k, v in headers.items()}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_PROJECT_ROOT": str(root), "GIT_HTTP_EXPORT_ALL": "1",
+        "REQUEST_METHOD": method, "PATH_INFO": url.path, "QUERY_STRING": url.query,
+        "CONTENT_TYPE": headers.get("content-type", ""), "CONTENT_LENGTH": str(len(body)),
+        "HTTP_CONTENT_ENCODING": headers.get("content-encoding", ""),
+        "GIT_PROTOCOL": headers.get("git-protocol", ""),
+        "REMOTE_USER": user, "REMOTE_ADDR": "127.0.0.1",
+    }
+    out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+    head, sep, payload = out.partition(b"\r\n\r\n")
+    if not sep:
+        head, sep, payload = out.partition(b"\n\n")
+    fields = [line.split(":", 1) for line in head.decode("latin-1").splitlines() if ":" in line]
+    status = next((v.strip() for k, v in fields if k.lower() == "status"), "200 OK")
+    return int(status.split()[0]), [(k, v.strip()) for k, v in fields if k.lower() != "status"], payload
 
 
 class GitHttpServer:
@@ -46,27 +75,10 @@ class GitHttpServer:
                     self.end_headers()
                     return
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                url = urlsplit(self.path)
-                env = {
-                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-                    "GIT_PROJECT_ROOT": str(server.root), "GIT_HTTP_EXPORT_ALL": "1",
-                    "REQUEST_METHOD": self.command, "PATH_INFO": url.path, "QUERY_STRING": url.query,
-                    "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body)),
-                    "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
-                    "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
-                    "REMOTE_USER": "x-access-token", "REMOTE_ADDR": "127.0.0.1",
-                }
-                out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
-                head, sep, payload = out.partition(b"\r\n\r\n")
-                if not sep:
-                    head, sep, payload = out.partition(b"\n\n")
-                headers = [line.split(":", 1) for line in head.decode("latin-1").splitlines() if ":" in line]
-                status = next((v.strip() for k, v in headers if k.lower() == "status"), "200 OK")
-                self.send_response(int(status.split()[0]))
+                status, headers, payload = http_backend(server.root, self.command, self.path, self.headers, body)
+                self.send_response(status)
                 for key, value in headers:
-                    if key.lower() != "status":
-                        self.send_header(key, value.strip())
+                    self.send_header(key, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)

@@ -1,0 +1,255 @@
+"""From a GitHub event to a pull request, end to end: real webhook examples rewritten
+to the fake repository, the trigger rules, PyGithub against the fake GitHub, real
+git over smart HTTP, the real anthropic SDK against the fake Messages API, and a
+real sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.github.auth import AppCredentials, TokenCredentials
+from bot.github.forge import GitHubForge
+from bot.github.job import run_github_job
+from bot.github.retry import GitHubRetry
+from bot.model.anthropic import AnthropicModel
+from bot.triggers import Trigger, decide
+from tests.fakes.webhook_examples import examples
+from tests.sandbox.conftest import MODES, require
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fix-weekend"
+SESSION = json.loads((EXAMPLE / "session.json").read_text())
+FILES = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}
+OWNER, NAME, REPO = "octo", "calendar", "octo/calendar"
+DONE = [{"type": "text", "text": "Nothing else to do."}]
+
+
+def edit_turns(text: str) -> list:
+    return [[{"type": "tool_use", "name": "bash", "input": {"command": f"echo '{text}' >> NOTES.md"}}],
+            [{"type": "text", "text": f"Added {text}."}]]
+
+
+@pytest.fixture
+def world(fake_github, fake_anthropic, tmp_path):
+    """The fake GitHub with a buggy repo and two people, plus settings and a forge pointing at it."""
+    fake_github.add_repo(OWNER, NAME, FILES)
+    for login, role in (("alice", "write"), ("rita", "read")):
+        fake_github.add_user(login)
+        fake_github.set_permission(OWNER, NAME, login, role)
+    settings = fake_anthropic.settings(sandbox_mode="local", data_dir=tmp_path / "data",
+                                       github_api_url=fake_github.api_url, github_token=fake_github.token)
+    sleeps: list[float] = []
+    forge = GitHubForge(TokenCredentials(fake_github.token, fake_github.api_url),
+                        retry=GitHubRetry(sleep=sleeps.append), throttle=False)
+    return fake_github, fake_anthropic, settings, forge, sleeps
+
+
+def delivery(event: str, action: str, **changes) -> dict:
+    """A real @octokit/webhooks-examples payload of `event.action`, rewritten to the fake repository."""
+    payload = next(p for name, p in examples() if name == event and p.get("action") == action)
+    payload["repository"].update(full_name=REPO, name=NAME, owner={**payload["repository"]["owner"], "login": OWNER})
+    payload["sender"] = {**payload["sender"], "login": changes.pop("sender", "alice"),
+                         "type": changes.pop("sender_type", "User")}
+    for path, value in changes.items():
+        target = payload
+        *parents, leaf = path.split("__")
+        for key in parents:
+            target = target[key]
+        target[leaf] = value
+    return payload
+
+
+def run(world, event: str, payload: dict, run_id: str = "r1", **kw):
+    fake, anthropic, settings, forge, _ = world
+    trigger = decide(event, payload, settings)
+    assert isinstance(trigger, Trigger), trigger
+    model = AnthropicModel(settings, sleep=lambda s: None)
+    return run_github_job(trigger, settings.replace(**kw), forge, run_id=run_id, model=model,
+                          run_url="https://ci.example/run/1")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_labeled_issue_ends_as_one_pull_request(world, mode):
+    require(mode)
+    fake, anthropic, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Weekend check is wrong", "Saturdays count as workdays.", user="alice")
+    anthropic.script(SESSION["turns"])
+    conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"),
+                     sandbox_mode=mode)
+    assert conclusion.state == "success", conclusion.message
+    [pr] = fake.pulls(OWNER, NAME)
+    assert pr["head"]["ref"] == f"decode/issue-{number}-weekend-check-is-wrong" and pr["base"]["ref"] == "main"
+    assert f"Fixes #{number}" in pr["body"] and "Fixed `is_weekend`" in pr["body"]
+    assert "| turns |" in pr["body"] and "<summary>Transcript</summary>" in pr["body"]
+    assert not pr["draft"]
+    assert ">= 5" in fake.file(OWNER, NAME, pr["head"]["ref"], "calendar_utils.py")
+    [tracking] = fake.comments(OWNER, NAME, number)
+    assert pr["html_url"] in tracking["body"] and "| turns |" in tracking["body"]
+    assert "eyes" in [r["content"] for r in fake.reactions(OWNER, NAME, issue=number)]
+    # the issue text reached the model fenced as data
+    first = json.dumps(anthropic.requests[0].body["messages"][0])
+    assert "Saturdays count as workdays." in first and "<untrusted" in first
+
+
+def test_running_the_same_issue_again_reuses_its_branch_and_pull_request(world):
+    fake, anthropic, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Take notes", "Write notes.", user="alice")
+    payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
+    anthropic.script(edit_turns("first"))
+    run(world, "issues", payload, run_id="a")
+    anthropic.script(edit_turns("second"))
+    second = run(world, "issues", payload, run_id="b")
+    [pr] = fake.pulls(OWNER, NAME)
+    assert second.pr_url == pr["html_url"] and "Added second." in pr["body"]
+    assert fake.file(OWNER, NAME, pr["head"]["ref"], "NOTES.md") == "second\n"
+
+
+def test_a_decode_comment_on_a_same_repo_pull_request_pushes_to_its_branch(world):
+    fake, anthropic, *_ = world
+    fake.push_branch(OWNER, NAME, "feature", {"feature.txt": "wip\n"})
+    number = fake.add_pull(OWNER, NAME, "Feature", "A feature.", head_branch="feature", base_branch="main",
+                           user="alice")
+    before = fake.branch_sha(OWNER, NAME, "feature")
+    anthropic.script(edit_turns("from the comment"))
+    comment_id = fake.add_comment(OWNER, NAME, number, "/decode add notes", user="alice")
+    payload = delivery("issue_comment", "created", issue__number=number, issue__pull_request={"url": "x"},
+                       comment__id=comment_id, comment__body="/decode add notes")
+    conclusion = run(world, "issue_comment", payload)
+    assert conclusion.state == "success", conclusion.message
+    assert len(fake.pulls(OWNER, NAME)) == 1  # no new PR
+    assert fake.branch_sha(OWNER, NAME, "feature") != before
+    assert fake.file(OWNER, NAME, "feature", "NOTES.md") == "from the comment\n"
+    assert fake.file(OWNER, NAME, "feature", "feature.txt") == "wip\n"
+    assert "eyes" in [r["content"] for r in fake.reactions(OWNER, NAME, comment=comment_id)]
+    reply = fake.comments(OWNER, NAME, number)[-1]["body"]
+    assert "Pushed" in reply and "`feature`" in reply and "Added from the comment." in reply
+
+
+def test_a_fork_pull_request_gets_a_new_pull_request_against_its_base(world):
+    fake, anthropic, *_ = world
+    fake.add_fork(OWNER, NAME, "forker")
+    fake.push_branch("forker", NAME, "patch-1", {"fork.txt": "from a fork\n"})
+    number = fake.add_pull(OWNER, NAME, "Fork change", "From a fork.", head_branch="patch-1", base_branch="main",
+                           user="alice", head_repo=("forker", NAME))
+    anthropic.script(edit_turns("on the fork"))
+    comment_id = fake.add_comment(OWNER, NAME, number, "/decode tidy up", user="alice")
+    payload = delivery("issue_comment", "created", issue__number=number, issue__pull_request={"url": "x"},
+                       comment__id=comment_id, comment__body="/decode tidy up")
+    conclusion = run(world, "issue_comment", payload)
+    assert conclusion.state == "success", conclusion.message
+    new = [p for p in fake.pulls(OWNER, NAME) if p["number"] != number]
+    assert len(new) == 1 and new[0]["base"]["ref"] == "main"
+    assert fake.file(OWNER, NAME, new[0]["head"]["ref"], "fork.txt") == "from a fork\n"
+    assert "fork" in fake.comments(OWNER, NAME, number)[-1]["body"]
+
+
+def test_a_review_comment_gives_the_model_its_file_and_line(world):
+    fake, anthropic, *_ = world
+    fake.push_branch(OWNER, NAME, "feature", {"feature.txt": "wip\n"})
+    number = fake.add_pull(OWNER, NAME, "Feature", "", head_branch="feature", base_branch="main", user="alice")
+    comment_id = fake.add_review_comment(OWNER, NAME, number, "/decode rename this", path="calendar_utils.py",
+                                         line=7, user="alice", diff_hunk="@@ -5,3 +5,3 @@\n def is_weekend")
+    anthropic.script(edit_turns("renamed"))
+    pr = fake.pull(OWNER, NAME, number)
+    payload = delivery("pull_request_review_comment", "created", pull_request__number=number,
+                       pull_request__head={**pr["head"]}, pull_request__base={**pr["base"]},
+                       comment__id=comment_id, comment__body="/decode rename this",
+                       comment__path="calendar_utils.py", comment__line=7,
+                       comment__diff_hunk="@@ -5,3 +5,3 @@\n def is_weekend")
+    assert run(world, "pull_request_review_comment", payload).state == "success"
+    task = json.dumps(anthropic.requests[0].body["messages"][0])
+    assert "calendar_utils.py" in task and "line 7" in task and "def is_weekend" in task
+    assert "eyes" in [r["content"] for r in fake.reactions(OWNER, NAME, review_comment=comment_id)]
+
+
+def test_a_reader_gets_one_polite_reply_and_no_job(world):
+    fake, anthropic, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Please fix", "", user="rita")
+    comment_id = fake.add_comment(OWNER, NAME, number, "/decode fix it", user="rita")
+    payload = delivery("issue_comment", "created", sender="rita", issue__number=number, comment__id=comment_id,
+                       comment__body="/decode fix it")
+    for _ in range(2):  # GitHub delivers at least once
+        assert run(world, "issue_comment", payload).state == "skipped"
+    replies = fake.comments(OWNER, NAME, number)[1:]
+    assert len(replies) == 1 and "@rita" in replies[0]["body"] and "write access" in replies[0]["body"]
+    assert not anthropic.requests and not fake.pulls(OWNER, NAME)
+
+
+def test_a_bot_sender_triggers_nothing(world):
+    fake, _, settings, *_ = world
+    number = fake.add_issue(OWNER, NAME, "x", "", user="alice")
+    payload = delivery("issues", "labeled", sender="renovate[bot]", sender_type="Bot", issue__number=number,
+                       label__name="agent")
+    assert "bot" in decide("issues", payload, settings).reason
+    trigger = Trigger(kind="issue", repo=REPO, number=number, sender_login="helper", sender_type="Bot")
+    before = len(fake.requests)
+    assert run_github_job(trigger, settings, world[3], run_id="x").state == "skipped"
+    assert len(fake.requests) == before and not fake.comments(OWNER, NAME, number)
+
+
+def test_a_502_on_pr_creation_and_a_secondary_rate_limit_still_give_one_pr(world):
+    fake, anthropic, _, _, sleeps = world
+    number = fake.add_issue(OWNER, NAME, "Notes", "", user="alice")
+    fake.inject_secondary_rate_limit("GET", r"/repos/octo/calendar/pulls$", retry_after=3)
+    fake.inject("POST", r"/repos/octo/calendar/pulls$", status=502, apply=True)
+    anthropic.script(edit_turns("once"))
+    conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
+    assert conclusion.state == "success", conclusion.message
+    assert len(fake.pulls(OWNER, NAME)) == 1
+    assert 3.0 in sleeps  # Retry-After was honoured
+
+
+def test_a_transcript_over_65k_is_held_by_body_plus_comments(world):
+    fake, anthropic, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Big logs", "", user="alice")
+    noisy = [[{"type": "tool_use", "name": "bash", "input": {"command": f"seq {i} 4000 | sed 's/$/ log line/'"}}]
+             for i in range(8)]
+    anthropic.script([*noisy, *edit_turns("big")])
+    run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
+    [pr] = fake.pulls(OWNER, NAME)
+    parts = [pr["body"], *(c["body"] for c in fake.comments(OWNER, NAME, pr["number"]))]
+    assert len(parts) > 2 and all(len(p) <= 65_536 for p in parts)
+    transcript = next(Path(world[2].data_dir).rglob("transcript.md")).read_text()
+    combined = "\n".join(parts).splitlines()
+    it = iter(combined)
+    assert all(any(line == c for c in it) for line in transcript.splitlines())
+
+
+def test_app_mode_mints_one_repository_scoped_token(world):
+    fake, anthropic, settings, _, _ = world
+    number = fake.add_issue(OWNER, NAME, "Notes", "", user="alice")
+    creds = AppCredentials(str(fake.app_id), fake.private_key_pem, fake.api_url)
+    forge = GitHubForge(creds, retry=GitHubRetry(sleep=lambda s: None), throttle=False)
+    anthropic.script(edit_turns("as an app"))
+    trigger = decide("issues", delivery("issues", "labeled", issue__number=number, label__name="agent"), settings)
+    conclusion = run_github_job(trigger, settings.replace(github_token=None), forge, run_id="app",
+                                model=AnthropicModel(settings))
+    assert conclusion.state == "success", conclusion.message
+    assert len(fake.minted) == 1 and fake.minted[0]["repositories"] == [REPO]
+    assert fake.pulls(OWNER, NAME)[0]["user"]["login"] == "decode-bot[bot]"
+
+
+def test_a_capped_run_opens_a_draft_that_says_so(world):
+    fake, anthropic, settings, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Long task", "", user="alice")
+    anthropic.script([edit_turns(f"step {i}")[0] for i in range(5)])
+    budget = settings.budget.__class__(max_turns=2)
+    conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"),
+                     budget=budget)
+    assert conclusion.state == "incomplete"
+    [pr] = fake.pulls(OWNER, NAME)
+    assert pr["draft"] and "Incomplete: stopped at the turn limit" in pr["body"]
+    assert "as a draft" in fake.comments(OWNER, NAME, number)[0]["body"]
+
+
+def test_a_failure_is_reported_in_the_tracking_comment_with_the_real_error(world):
+    fake, anthropic, *_ = world
+    fake.push_branch(OWNER, NAME, "main", {".github/decode.yml": "setup: [ok]\nnetwrk: true\n"})
+    number = fake.add_issue(OWNER, NAME, "Anything", "", user="alice")
+    conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
+    assert conclusion.state == "failed"
+    [tracking] = fake.comments(OWNER, NAME, number)
+    assert "could not finish" in tracking["body"] and "unknown key 'netwrk'" in tracking["body"]
+    assert fake.token not in tracking["body"]
