@@ -50,6 +50,10 @@ class Settings:
     public_url: str | None = None
     budget: Budget = field(default_factory=Budget)
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    workers: int = 4
+    lease_s: float = 120.0
+    max_attempts: int = 3
+    shutdown_grace_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -77,6 +81,10 @@ class Settings:
                 max_wall_s=60 * _number(env, "DECODE_TIMEOUT_MINUTES", float, Budget.max_wall_s / 60),
             ),
             "prices": _prices(env),
+            "workers": _number(env, "DECODE_WORKERS", int, 4),
+            "lease_s": _number(env, "DECODE_LEASE_SECONDS", float, 120.0),
+            "max_attempts": _number(env, "DECODE_MAX_ATTEMPTS", int, 3),
+            "shutdown_grace_s": _number(env, "DECODE_SHUTDOWN_GRACE_SECONDS", float, 30.0),
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

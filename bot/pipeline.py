@@ -40,6 +40,7 @@ class Job:
     base: str | None = None
     co_author: str | None = None
     title: str | None = None
+    attempt: int = 1  # a retried job (its worker died) runs again in a fresh run directory
 
     @staticmethod
     def new_run_id() -> str:
@@ -68,7 +69,7 @@ def issue_branch(number: int, title: str) -> str:
 
 def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print) -> Outcome:
     """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run."""
-    run_dir = settings.data_dir / "runs" / job.run_id
+    run_dir = settings.data_dir / "runs" / (job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
     redactor = Redactor(settings.secrets())
     transcript = Transcript(run_dir, redactor)
     result = AgentResult("error", "", error="the run did not start")

@@ -42,9 +42,13 @@ def marker(kind: str, key: object) -> str:
 
 
 def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, run_url: str | None = None,
-                   model: Model | None = None, authorize: bool = True,
+                   model: Model | None = None, authorize: bool = True, attempt: int = 1,
                    progress: Callable[[str], None] = lambda line: None) -> Conclusion:
-    """Carry out `trigger` and report on GitHub; errors end in the tracking comment, not in silence."""
+    """Carry out `trigger` and report on GitHub; errors end in the tracking comment, not in silence.
+
+    `run_id` must stay the same when a job is retried (`attempt` > 1): it tags the
+    comments the job posts, so a retry finds and reuses them instead of doubling them.
+    """
     repo, number = trigger.repo, trigger.number
     redactor = Redactor(settings.secrets())
     if authorize and (refused := _refuse(trigger, forge, settings)) is not None:
@@ -52,10 +56,15 @@ def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id
     tracking = None
     if number is not None:
         forge.react(repo, _reaction_target(trigger), "eyes")
-        tracking = forge.post_comment(repo, number, f"👀 decode-bot is working on this{_run(run_url)}.\n\n"
-                                      + marker("run", run_id), marker("run", run_id))
+        tag = marker("run", run_id)
+        tracking = forge.find_comment(repo, number, tag) if attempt > 1 else None
+        working = f"👀 decode-bot is working on this{_run(run_url)}" + (f" (attempt {attempt})" if attempt > 1 else "")
+        if tracking is None:
+            tracking = forge.post_comment(repo, number, f"{working}.\n\n{tag}", tag)
+        else:
+            forge.edit_comment(repo, tracking, f"{working}.\n\n{tag}")
     try:
-        conclusion = _work(trigger, settings, forge, run_id=run_id, model=model, progress=progress)
+        conclusion = _work(trigger, settings, forge, run_id=run_id, attempt=attempt, model=model, progress=progress)
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue, then re-raised below
         text = redactor.redact(str(e) or type(e).__name__)
         log.error("job %s failed: %s", run_id, text)
@@ -92,7 +101,7 @@ def _reaction_target(trigger: Trigger) -> tuple[str, int]:
     return ("review_comment" if trigger.kind == "review_comment" else "comment", trigger.comment_id)
 
 
-def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, model: Model | None,
+def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, attempt: int, model: Model | None,
           progress: Callable[[str], None]) -> Conclusion:
     repo, number = trigger.repo, trigger.number
     info = forge.repository(repo)
@@ -113,7 +122,7 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, mo
     login = trigger.sender_login
     co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
     job = Job(repo=info.clone_url, task=task, branch=branch, run_id=run_id, base=base, co_author=co_author,
-              title=issue.title if issue else trigger.instructions)
+              title=issue.title if issue else trigger.instructions, attempt=attempt)
     outcome = execute(job, settings.replace(github_token=forge.token_for(repo)), model=model, progress=progress)
     result = outcome.result
     events = load_events(outcome.transcript_jsonl)

@@ -30,6 +30,7 @@ import pytest
 from bot.config import DEFAULT_MODEL, Settings
 from bot.model import Usage
 from bot.model.scripted import normalize_turn
+from tests.fakes.pause import Pause
 
 LOOKBACK = 20
 MAX_BREAKPOINTS = 4
@@ -65,6 +66,12 @@ class Received:
     status: int = 0
 
 
+def _position(body: Any) -> int:
+    """How many assistant turns the conversation in `body` already has."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return sum(1 for m in messages or [] if isinstance(m, dict) and m.get("role") == "assistant")
+
+
 class FakeAnthropic:
     """The fake server: start it, `script` its turns, point the SDK at `url`."""
 
@@ -76,6 +83,8 @@ class FakeAnthropic:
         self.totals = Usage()
         self._turns: list[list[dict[str, Any]]] = []
         self._served = 0
+        self._by_position = False
+        self._pauses: dict[int, Pause] = {}
         self._faults: deque[ApiError | None] = deque()
         self._cache: set[str] = set()
         self._lock = threading.Lock()
@@ -108,12 +117,22 @@ class FakeAnthropic:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def script(self, turns: list[Any]) -> "FakeAnthropic":
-        """Replace the session: the n-th successful request gets the n-th turn."""
+    def script(self, turns: list[Any], *, by_position: bool = False) -> "FakeAnthropic":
+        """Replace the session: the n-th successful request gets the n-th turn. With `by_position`,
+        a request gets the turn for its place in its own conversation (the number of assistant
+        messages it carries), so concurrent or restarted runs each replay the session from its start."""
         with self._lock:
             self._turns = [normalize_turn(t, i) for i, t in enumerate(turns)]
             self._served = 0
+            self._by_position = by_position
         return self
+
+    def pause(self, position: int) -> Pause:
+        """Hold the next request at conversation `position` (0 = the first turn) until released."""
+        pause = Pause()
+        with self._lock:
+            self._pauses[position] = pause
+        return pause
 
     def inject(self, status: int = 529, *, retry_after: float | None = None, retry_after_ms: int | None = None,
                message: str | None = None, error_type: str | None = None, disconnect: bool = False,
@@ -149,6 +168,9 @@ class FakeAnthropic:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = None
+        pause = self._pauses.get(_position(body))
+        if pause is not None and pause.active and pause.hold():
+            return None
         with self._lock:
             received = Received(method, path, headers, body)
             self.requests.append(received)
@@ -164,6 +186,8 @@ class FakeAnthropic:
                 if body is None:
                     raise bad("There was an error parsing the body of your request: expected JSON")
                 validate(body)
+                if self._by_position:
+                    self._served = min(_position(body), len(self._turns))
                 if self._served >= len(self._turns):
                     raise ApiError(500, f"fake Anthropic API: the script is exhausted after {len(self._turns)} "
                                         f"turns; request {len(self.requests)} has no scripted reply")

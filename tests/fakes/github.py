@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from tests.fakes.pause import Pause
 from tests.fakes import github_rest as rest
 from tests.fakes import github_rest_issues  # noqa: F401  (registers the issue, comment and pull routes)
 from tests.fakes.git_http import http_backend
@@ -72,6 +73,7 @@ class FakeGitHub(GitHubState):
         self.unknown: list[str] = []  # "METHOD /path": not in GitHub's OpenAPI description
         self.unhandled: list[str] = []  # in GitHub's description, but this fake does not serve it
         self.faults: list[Fault] = []
+        self.pauses: list[tuple[str, re.Pattern[str], Pause]] = []
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -139,6 +141,20 @@ class FakeGitHub(GitHubState):
             "message": f"API rate limit exceeded for installation ID {self.installation_id}.",
             "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"})
 
+    def pause(self, method: str, path_regex: str) -> Pause:
+        """Hold the next REST request matching (method, path regex) until released; a dropped one has no effect."""
+        pause = Pause()
+        with self.lock:
+            self.pauses.append((method.upper(), re.compile(path_regex), pause))
+        return pause
+
+    def _take_pause(self, method: str, path: str) -> Pause | None:
+        with self.lock:
+            for m, pattern, pause in self.pauses:
+                if pause.active and not pause.reached.is_set() and m == method and pattern.search(path):
+                    return pause
+        return None
+
     def _take_fault(self, method: str, path: str) -> Fault | None:
         with self.lock:
             for fault in self.faults:
@@ -164,6 +180,10 @@ class FakeGitHub(GitHubState):
             request = Request(method, path, query, headers, body, "rest" if path != url.path else "other")
         with self.lock:
             self.requests.append(request)
+        pause = None if git_match else self._take_pause(method, request.path)
+        if pause is not None and pause.hold():
+            request.status = -1
+            raise ConnectionAbortedError("paused request dropped")
         if git_match:
             status, out_headers, payload = self._serve_git(request, git_match, target, raw)
         else:
@@ -231,7 +251,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         raw = self._read_body()
         headers = {k.lower(): v for k, v in self.headers.items()}
-        status, out, payload = self.server.fake.handle(self.command, self.path, headers, raw)  # type: ignore
+        try:
+            status, out, payload = self.server.fake.handle(self.command, self.path, headers, raw)  # type: ignore
+        except ConnectionAbortedError:  # a paused request dropped: no answer at all
+            self.close_connection = True
+            return
         self.send_response(status)
         for key, value in out.items():
             self.send_header(key, value)
