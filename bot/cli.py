@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-turns", type=int, help="turn cap (DECODE_MAX_TURNS)")
     run.add_argument("--max-cost", type=float, help="cost cap in USD (DECODE_MAX_COST_USD)")
     run.add_argument("--timeout-minutes", type=float, help="wall-clock cap (DECODE_TIMEOUT_MINUTES)")
+    serve = sub.add_parser("serve", help="the GitHub App webhook server with an embedded worker pool")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    serve.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
+    worker = sub.add_parser("worker", help="run queued jobs only, against the server's store")
+    worker.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
     return parser
 
 
@@ -41,6 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = Settings.from_env()
+        if args.command in ("serve", "worker"):
+            from bot.server import run as server
+
+            if args.workers is not None:
+                if args.workers < 1:
+                    raise ConfigError("--workers must be at least 1")
+                settings = settings.replace(workers=args.workers)
+            if args.command == "serve":
+                return server.serve(settings, args.host, args.port)
+            return server.work(settings)
         return cmd_run(args, settings)
     except ConfigError as e:
         print(f"decode: {e}", file=sys.stderr)

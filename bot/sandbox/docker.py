@@ -6,8 +6,8 @@ no network (`--network none`), memory, cpu and pids limits, every capability
 dropped except the ones package managers need inside the container (CHOWN,
 DAC_OVERRIDE, FOWNER, SETUID, SETGID for apt's `_apt` user, KILL) - in
 particular no NET_RAW, SYS_ADMIN, MKNOD or SYS_PTRACE -, `no-new-privileges`, the
-workspace bind-mounted at /workspace, agentd.py bind-mounted read-only at
-/opt/decode/agentd.py, and a clean environment (no variable of the host's).
+workspace bind-mounted at /workspace, agentd.py copied in at
+/opt/decode/agentd.py (not bind-mounted, so the bot can itself run in a container), and a clean environment (no variable of the host's).
 It carries the label `decode.sandbox` so leftovers can be found and removed
 (`remove_leftovers`).
 
@@ -30,11 +30,13 @@ differ from root.
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 import shutil
 import socket
 import subprocess
+import tarfile
 from collections.abc import Mapping
 
 from bot.errors import ConfigError, SandboxError
@@ -115,23 +117,29 @@ class DockerLauncher:
         env = clean_env("/root", "docker") | {"PATH": SAFE_PATH} | SAFE_DIRECTORY
         name = "decode-%s-%s" % ("".join(c if c.isalnum() or c in "_.-" else "_" for c in spec.name)[:40],
                                  secrets.token_hex(4))
-        args = ["run", "-d", "--init", "--name", name, "--hostname", "decode-sandbox",
+        args = ["create", "--init", "--name", name, "--hostname", "decode-sandbox",
                 "--label", f"{LABEL}={spec.name}", "--label", f"{LABEL}.pid={os.getpid()}",
                 "--label", f"{LABEL}.host={socket.gethostname()}",
                 "--network", "none", "--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m",
                 "--cpus", str(min(spec.cpus, os.cpu_count() or 1)), "--pids-limit", str(spec.pids),
                 "--cap-drop", "ALL", *[a for c in CAPS for a in ("--cap-add", c)],
                 "--security-opt", "no-new-privileges",
-                "--mount", _mount(workspace, WORKSPACE), "--mount", _mount(AGENTD_PATH, AGENTD_INSIDE) + ",readonly",
-                "--workdir", WORKSPACE]
+                "--mount", _mount(workspace, WORKSPACE), "--workdir", WORKSPACE]
         for key, value in env.items():
             args += ["--env", f"{key}={value}"]
         res = self._cli(*args, spec.image, "sleep", "infinity")
+        if res.returncode == 0:
+            # Copied in rather than bind-mounted: when the bot itself runs in a container, its
+            # files are not at the same path on the engine's host.
+            copied = subprocess.run([self._docker, "cp", "-", f"{name}:/"], env=self._env, input=_agentd_tar(),
+                                    capture_output=True, timeout=120)
+            res = self._cli("start", name) if copied.returncode == 0 else \
+                subprocess.CompletedProcess(args, copied.returncode, "", copied.stderr.decode(errors="replace"))
         if res.returncode != 0:
-            self._cli("rm", "-f", "-v", name)  # `run -d` can fail after creating it
+            self._cli("rm", "-f", "-v", name)
             raise SandboxError(f"could not start a container from {spec.image}: {res.stderr.strip()}",
                                stderr=res.stderr)
-        return res.stdout.strip()
+        return self._cli("inspect", "--format", "{{.Id}}", name).stdout.strip() or name
 
     def _probe(self, image: str) -> None:
         assert self.container is not None
@@ -204,6 +212,22 @@ def remove_leftovers(docker: str = "docker") -> list[str]:
             subprocess.run([docker, "rm", "-f", "-v", cid], capture_output=True)
             removed.append(cid)
     return removed
+
+
+def _agentd_tar() -> bytes:
+    """A tar stream holding agentd at AGENTD_INSIDE, its directories included, for `docker cp -`."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        parts = AGENTD_INSIDE.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            info = tarfile.TarInfo("/".join(parts[:depth]))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        data = AGENTD_PATH.read_bytes()
+        info = tarfile.TarInfo("/".join(parts))
+        info.size, info.mode = len(data), 0o444
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def _mount(source: object, target: str) -> str:

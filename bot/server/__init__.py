@@ -1,0 +1,34 @@
+"""The GitHub App webhook server: a Flask app factory with a blueprint per concern.
+
+`create_app(settings)` refuses to build without a webhook secret. The app
+needs a `Store`; the worker pool that drains it is started by `decode serve`
+(bot/server/run.py), not here, so tests and WSGI servers get a plain app.
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.server.metrics import Metrics
+from bot.store import Store
+
+MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+
+
+def create_app(settings: Settings, store: Store | None = None) -> Flask:
+    """The webhook app for `settings`; `store` defaults to SQLite under DECODE_DATA_DIR."""
+    if not settings.github_webhook_secret:
+        raise ConfigError("GITHUB_WEBHOOK_SECRET is not set: set it to the webhook secret of the GitHub App; "
+                          "the server does not accept unsigned deliveries")
+    from bot.server.health import health
+    from bot.server.webhooks import webhooks
+
+    app = Flask("decode-bot")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    store = store or Store(settings.data_dir / "jobs.sqlite3")
+    app.extensions["decode"] = {"settings": settings, "store": store, "metrics": Metrics(store.counts)}
+    app.register_blueprint(webhooks)
+    app.register_blueprint(health)
+    return app

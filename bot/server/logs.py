@@ -1,0 +1,42 @@
+"""Structured log lines: one JSON object per line, keyed by delivery and job id, redacted."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+
+from bot.redact import Redactor
+
+FIELDS = ("delivery_id", "job_id")
+
+
+class JsonFormatter(logging.Formatter):
+    """`{"at", "level", "logger", "msg", "delivery_id"?, "job_id"?, "exc"?}`, secrets redacted."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self._redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "at": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        out.update({k: getattr(record, k) for k in FIELDS if getattr(record, k, None) is not None})
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return self._redactor.redact(json.dumps(out, ensure_ascii=False))
+
+
+def configure_logging(redactor: Redactor, level: int = logging.INFO) -> None:
+    """Send every log record to stderr as a redacted JSON line."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter(redactor))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)

@@ -1,0 +1,142 @@
+"""`decode serve` (intake + embedded workers) and `decode worker` (workers only).
+
+Both drain the same SQLite store, so intake and workers can run as separate
+processes on one host. SIGTERM stops claiming, lets running jobs finish for
+`DECODE_SHUTDOWN_GRACE_SECONDS`, then hands unfinished ones back to the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from bot.config import Settings
+from bot.errors import DecodeError
+from bot.github.auth import credentials_from
+from bot.github.forge import Forge, GitHubForge
+from bot.github.job import marker, run_github_job
+from bot.redact import Redactor
+from bot.server.intake import trigger_of
+from bot.server.logs import configure_logging
+from bot.server.metrics import Metrics
+from bot.store import JobRecord, Store
+from bot.worker import WorkerPool
+
+log = logging.getLogger("decode.worker")
+
+
+def run_id_of(job: JobRecord) -> str:
+    """Stable across attempts, so a retried job finds the comments and branch of the last one."""
+    return f"job-{job.id}"
+
+
+def job_handler(settings: Settings, forge: Forge, metrics: Metrics | None = None) -> Callable[[JobRecord], dict]:
+    """What a worker does with a claimed job: the GitHub job, with metrics and logs keyed by job id."""
+
+    def handle(job: JobRecord) -> dict[str, Any]:
+        trigger = trigger_of(job.payload)
+        extra = {"job_id": job.id, "delivery_id": job.delivery_id}
+        log.info("job %s: %s on %s#%s (attempt %d)", job.id, trigger.kind, trigger.repo, trigger.number,
+                 job.attempts, extra=extra)
+        conclusion = run_github_job(trigger, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
+                                    progress=lambda line: log.info(line, extra=extra))
+        outcome = conclusion.outcome
+        if metrics is not None and outcome is not None:
+            r = outcome.result
+            metrics.run_seconds.labels(conclusion.state).observe(r.wall_s)
+            for kind, value in (("input", r.usage.input_tokens), ("output", r.usage.output_tokens),
+                                ("cache_read", r.usage.cache_read_tokens),
+                                ("cache_write", r.usage.cache_creation_tokens)):
+                metrics.tokens.labels(kind).inc(value)
+            metrics.cost.inc(r.cost_usd)
+        log.info("job %s: %s %s", job.id, conclusion.state, conclusion.pr_url or "", extra=extra)
+        if conclusion.state == "failed":
+            raise DecodeError(conclusion.message)
+        return {"state": conclusion.state, "pr_url": conclusion.pr_url, "branch": conclusion.branch}
+
+    return handle
+
+
+def exhausted_reporter(forge: Forge) -> Callable[[JobRecord], None]:
+    """Tell the issue that a job was given up on after its worker died on every attempt."""
+
+    def report(job: JobRecord) -> None:
+        trigger = trigger_of(job.payload)
+        log.error("job %s: %s", job.id, job.error, extra={"job_id": job.id})
+        if trigger.number is None:
+            return
+        tag = marker("run", run_id_of(job))
+        text = (f"❌ decode-bot gave up on this after {job.attempts} attempts: the worker stopped each time "
+                f"(crash, restart or out of memory). Comment again to retry.\n\n{tag}")
+        existing = forge.find_comment(trigger.repo, trigger.number, tag)
+        if existing is None:
+            forge.post_comment(trigger.repo, trigger.number, text, tag)
+        else:
+            forge.edit_comment(trigger.repo, existing, text)
+
+    return report
+
+
+def start_pool(settings: Settings, store: Store, metrics: Metrics | None, size: int) -> WorkerPool:
+    forge = GitHubForge(credentials_from(settings))
+    pool = WorkerPool(store, job_handler(settings, forge, metrics), size=size,
+                      on_exhausted=exhausted_reporter(forge))
+    pool.start()
+    return pool
+
+
+def _on_signals(stop: Callable[[], None]) -> None:
+    def handler(signum: int, frame: object) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        threading.Thread(target=stop, daemon=True).start()
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+def serve(settings: Settings, host: str, port: int) -> int:
+    """The webhook server (waitress) with an embedded worker pool, until SIGTERM."""
+    import waitress
+
+    from bot.server import create_app
+
+    configure_logging(Redactor(settings.secrets()))
+    store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+    app = create_app(settings, store)
+    pool = start_pool(settings, store, app.extensions["decode"]["metrics"], settings.workers)
+    server = waitress.create_server(app, host=host, port=port, threads=8, ident="decode-bot")
+    log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.workers)
+
+    def interrupt(signum: int, frame: object) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        raise KeyboardInterrupt  # ends waitress's loop in the main thread; it stops its own threads
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        pool.stop(settings.shutdown_grace_s)
+        store.close()
+    return 0
+
+
+def work(settings: Settings) -> int:
+    """Workers only, against the same store as `decode serve`, until SIGTERM."""
+    configure_logging(Redactor(settings.secrets()))
+    store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+    pool = start_pool(settings, store, None, settings.workers)
+    done = threading.Event()
+
+    def stop() -> None:
+        pool.stop(settings.shutdown_grace_s)
+        done.set()
+
+    _on_signals(stop)
+    log.info("worker running with %d workers", settings.workers)
+    done.wait()
+    return 0

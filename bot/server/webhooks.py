@@ -1,0 +1,51 @@
+"""POST /webhook: verify, decide, store durably, answer.
+
+202 once the job is committed to the store, 200 for an event we ignore or a
+redelivery we already have, 401 for a bad or missing signature, 400 for a
+malformed body, 413 for a body over GitHub's 25 MB, 503 when the store cannot
+take the job (so it was not accepted).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, current_app, jsonify, request
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from bot.server.intake import triage
+from bot.store import StoreError
+
+log = logging.getLogger("decode.webhook")
+webhooks = Blueprint("webhooks", __name__)
+
+
+@webhooks.post("/webhook")
+def receive():  # type: ignore[no-untyped-def]
+    ctx = current_app.extensions["decode"]
+    delivery = request.headers.get("X-GitHub-Delivery", "")
+    try:
+        body = request.get_data(cache=False)
+    except RequestEntityTooLarge:
+        ctx["metrics"].deliveries.labels("too_large").inc()
+        return jsonify(error="the body is larger than GitHub's 25 MB limit"), 413
+    verdict = triage(request.headers, body, ctx["settings"])
+    outcome, status, message, job_id = verdict.outcome, verdict.status, verdict.message, None
+    if verdict.job is not None:
+        try:
+            stored = ctx["store"].record_delivery(delivery, request.headers["X-GitHub-Event"], outcome, verdict.job)
+        except StoreError as e:  # not stored, so not accepted: GitHub shows the 503 for a manual redelivery
+            log.error("delivery not stored: %s", e, extra={"delivery_id": delivery})
+            ctx["metrics"].deliveries.labels("store_error").inc()
+            return jsonify(outcome="store_error", message=str(e)), 503
+        if stored is False:
+            outcome, status, message = "duplicate", 200, "this delivery was already received"
+        else:
+            job_id = stored
+    ctx["metrics"].deliveries.labels(outcome).inc()
+    log.info("delivery %s: %s (%s)", outcome, message, request.headers.get("X-GitHub-Event"),
+             extra={"delivery_id": delivery, "job_id": job_id})
+    answer = {"outcome": outcome, "message": message}
+    if job_id is not None:
+        answer["job"] = job_id
+    return jsonify(answer), status

@@ -1,0 +1,345 @@
+"""The durable job store: deliveries and jobs in one embedded SQLite file.
+
+WAL mode with `synchronous=FULL`: a call that wrote returns only after its
+commit reached the disk, so an acknowledged delivery survives SIGKILL and power
+loss. Several processes (`decode serve`, `decode worker`) may share the file;
+every write takes SQLite's write lock up front (`BEGIN IMMEDIATE`) and waits for
+it up to `busy_timeout`.
+
+Within a process all threads share one writing connection behind a lock: measured
+faster than one connection per thread, whose contention goes through SQLite's
+sleeping busy handler (latency spikes to hundreds of ms under load). Concurrent
+`record_delivery` calls are group-committed: whichever caller holds the lock
+writes every pending delivery in one transaction, and each caller returns only
+after that commit.
+
+Jobs move queued -> running -> done | failed. A worker claims a job with a lease
+and extends it by heartbeats; a job whose lease expired (its worker died) is
+claimed again, up to `max_attempts` claims, then `take_exhausted` fails it.
+At most one job per key runs under a live lease.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.errors import DecodeError
+
+STATES = ("queued", "running", "done", "failed")
+# GitHub lets a delivery be redelivered for 3 days
+# (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks),
+# so a week of delivery ids is enough to recognise every redelivery.
+DELIVERY_RETENTION_S = 7 * 86400
+PRUNE_EVERY_S = 3600.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY,
+    event TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    received_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS deliveries_received ON deliveries (received_at);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery_id TEXT,
+    key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    lease_owner TEXT,
+    lease_expires REAL,
+    error TEXT,
+    result TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_open ON jobs (id) WHERE state IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS jobs_running_key ON jobs (key, lease_expires) WHERE state = 'running';
+CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at REAL NOT NULL);
+"""
+
+_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result"
+
+# The oldest job that is queued, or running under an expired lease with attempts
+# left, and whose key has no other job running under a live lease.
+_RUNNABLE = """
+SELECT j.id FROM jobs AS j
+WHERE j.state IN ('queued', 'running')
+  AND (j.state = 'queued' OR (j.lease_expires <= :now AND j.attempts < :max_attempts))
+  AND NOT EXISTS (
+      SELECT 1 FROM jobs AS o
+      WHERE o.state = 'running' AND o.key = j.key AND o.lease_expires > :now AND o.id != j.id)
+ORDER BY j.id LIMIT 1
+"""
+_CLAIM = f"""
+UPDATE jobs
+SET state = 'running', lease_owner = :worker, lease_expires = :expires,
+    attempts = attempts + 1, updated_at = :now
+WHERE id = ({_RUNNABLE})
+RETURNING {_COLUMNS}
+"""
+
+
+class StoreError(DecodeError):
+    """The job store could not be read or written (locked too long, disk full, corrupt file)."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job as stored."""
+
+    id: int
+    delivery_id: str | None
+    key: str  # "owner/repo#number": at most one running job per key
+    payload: dict
+    state: str  # queued | running | done | failed
+    attempts: int
+    created_at: float
+    error: str | None = None
+    result: dict | None = None
+
+
+@dataclass
+class _Delivery:
+    """One `record_delivery` call waiting for a group commit."""
+
+    delivery_id: str
+    event: str
+    outcome: str
+    key: str | None
+    payload: str | None
+    value: int | None | bool = None
+    error: str | None = None
+    done: bool = False
+
+
+class Store:
+    """Deliveries and jobs in the SQLite file at `path`; safe across threads and processes."""
+
+    def __init__(self, path: Path, *, lease_s: float = 60.0, max_attempts: int = 3,
+                 busy_timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self.lease_s = lease_s
+        self.max_attempts = max_attempts
+        self._lock = threading.Lock()  # guards the writing connection
+        self._read_lock = threading.Lock()
+        self._pending: list[_Delivery] = []
+        self._pending_lock = threading.Lock()
+        self._last_prune = 0.0
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StoreError(f"the job store {self.path} cannot use WAL mode (got {mode!r}): "
+                                 "put DECODE_DATA_DIR on a local filesystem")
+            self._db.execute("PRAGMA synchronous = FULL")
+            with self._tx():
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    self._db.execute(statement)
+            # Reads (job, counts) get their own connection: a WAL reader never waits for
+            # a writer, so a slow /metrics scrape does not hold up acknowledgements.
+            self._reader = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
+                                           check_same_thread=False)
+            self._reader.execute("PRAGMA query_only = ON")
+        except (OSError, sqlite3.Error, StoreError) as e:
+            raise StoreError(f"cannot open the job store {self.path}: {e}: "
+                             "check that DECODE_DATA_DIR is a writable local directory") from None
+
+    # -- intake -----------------------------------------------------------
+
+    def record_delivery(self, delivery_id: str, event: str, outcome: str,
+                        job: tuple[str, dict] | None = None) -> int | None | bool:
+        """In ONE transaction: remember the delivery id; when `job` (key, payload) is given, enqueue it.
+
+        Returns False if this delivery id was already recorded (nothing written: a
+        GitHub redelivery), else the new job id (or None when no job). Returns only
+        after the commit is durable.
+        """
+        key, payload = job if job is not None else (None, None)
+        request = _Delivery(delivery_id, event, outcome, key,
+                            None if job is None else json.dumps(payload, separators=(",", ":")))
+        with self._pending_lock:
+            self._pending.append(request)
+        with self._lock:
+            # Whoever held the lock before us either wrote our request and committed,
+            # or left it pending: then we write it, with everyone else's pending ones.
+            if not request.done:
+                with self._pending_lock:
+                    batch, self._pending = self._pending, []
+                self._write_deliveries(batch)
+        if request.error is not None:
+            raise StoreError(request.error)
+        return request.value
+
+    def _write_deliveries(self, batch: list[_Delivery]) -> None:
+        try:
+            with self._tx():
+                for request in batch:
+                    request.value = self._insert_delivery(request)
+                self._maybe_prune()
+        except BaseException as e:  # payloads were encoded by their callers: only the store can fail here
+            for request in batch:
+                request.error = str(e) or type(e).__name__
+            if not isinstance(e, StoreError):
+                raise
+        finally:
+            for request in batch:
+                request.done = True
+
+    def _insert_delivery(self, r: _Delivery) -> int | None | bool:
+        now = time.time()
+        inserted = self._db.execute(
+            "INSERT INTO deliveries (id, event, outcome, received_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING", (r.delivery_id, r.event, r.outcome, now)).rowcount
+        if not inserted:
+            return False
+        if r.key is None:
+            return None
+        return self._db.execute(
+            "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
+            "VALUES (?, ?, ?, 'queued', ?, ?) RETURNING id",
+            (r.delivery_id, r.key, r.payload, now, now)).fetchone()[0]
+
+    def _maybe_prune(self) -> None:
+        now = time.time()
+        if now - self._last_prune >= PRUNE_EVERY_S:
+            self._db.execute("DELETE FROM deliveries WHERE received_at < ?", (now - DELIVERY_RETENTION_S,))
+            self._last_prune = now
+
+    # -- workers ----------------------------------------------------------
+
+    def claim(self, worker_id: str) -> JobRecord | None:
+        """Atomically take the oldest runnable job for `worker_id`, or None.
+
+        Runnable: queued, or running under an expired lease (its worker died) with
+        attempts < max_attempts; never a job whose key has another job running under
+        a live lease. The job becomes running, leased to `worker_id` for `lease_s`,
+        with attempts + 1.
+        """
+        now = time.time()
+        params = {"worker": worker_id, "now": now, "expires": now + self.lease_s, "max_attempts": self.max_attempts}
+        with self._lock:
+            with self._errors():  # a read first: idle polling never takes the write lock
+                if self._db.execute(_RUNNABLE, params).fetchone() is None:
+                    return None
+            with self._tx():
+                row = self._db.execute(_CLAIM, params).fetchone()
+        return _record(row) if row else None
+
+    def heartbeat(self, job_id: int, worker_id: str) -> bool:
+        """Extend the lease of `worker_id` on the job; False if the lease was lost."""
+        now = time.time()
+        return self._update_owned(
+            "UPDATE jobs SET lease_expires = ?, updated_at = ? "
+            "WHERE id = ? AND lease_owner = ? AND state = 'running'",
+            (now + self.lease_s, now, job_id, worker_id))
+
+    def finish(self, job_id: int, worker_id: str, state: str, *, result: dict | None = None,
+               error: str | None = None) -> bool:
+        """End a job `worker_id` holds as `state` (done or failed); False if the lease was lost."""
+        if state not in ("done", "failed"):
+            raise ValueError(f"a job finishes as done or failed, not {state!r}")
+        return self._update_owned(
+            "UPDATE jobs SET state = ?, result = ?, error = ?, lease_owner = NULL, lease_expires = NULL, "
+            "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
+            (state, None if result is None else json.dumps(result), error, time.time(), job_id, worker_id))
+
+    def release(self, job_id: int, worker_id: str) -> None:
+        """Give a job back (graceful shutdown): queued again, this attempt not counted."""
+        self._update_owned(
+            "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, "
+            "lease_expires = NULL, updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
+            (time.time(), job_id, worker_id))
+
+    def take_exhausted(self, worker_id: str) -> list[JobRecord]:
+        """Fail the running jobs whose lease expired after max_attempts claims, and return them.
+
+        Each was claimed `attempts` times and its worker died every time; the caller
+        reports them. `worker_id` is recorded as the last owner.
+        """
+        now = time.time()
+        with self._lock, self._tx():
+            rows = self._db.execute(
+                "UPDATE jobs SET state = 'failed', lease_owner = ?, lease_expires = NULL, updated_at = ?, "
+                "error = 'gave up after ' || attempts || ' attempts: the worker died each time' "
+                "WHERE state = 'running' AND lease_expires <= ? AND attempts >= ? "
+                f"RETURNING {_COLUMNS}",
+                (worker_id, now, now, self.max_attempts)).fetchall()
+        return sorted((_record(row) for row in rows), key=lambda job: job.id)
+
+    # -- reading and health -----------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord:
+        """The job with id `job_id`; KeyError if there is none."""
+        with self._read_lock, self._errors():
+            row = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no job {job_id} in {self.path}")
+        return _record(row)
+
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state; every state is present."""
+        with self._read_lock, self._errors():
+            rows = self._reader.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+        return {state: 0 for state in STATES} | dict(rows)
+
+    def writable(self) -> bool:
+        """True when a small durable write succeeds (for /healthz)."""
+        try:
+            with self._lock, self._tx():
+                self._db.execute("INSERT INTO health (id, probed_at) VALUES (1, ?) "
+                                 "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (time.time(),))
+        except StoreError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the connections; the store is unusable afterwards."""
+        with self._lock, self._read_lock:
+            self._db.close()
+            self._reader.close()
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _update_owned(self, sql: str, params: tuple[Any, ...]) -> bool:
+        with self._lock, self._tx():
+            return self._db.execute(sql, params).rowcount == 1
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise StoreError(f"the job store {self.path} failed: {e}") from e
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        """One write transaction, holding SQLite's write lock from the start. Caller holds `_lock`."""
+        with self._errors():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+
+def _record(row: tuple[Any, ...]) -> JobRecord:
+    id_, delivery_id, key, payload, state, attempts, created_at, error, result = row
+    return JobRecord(id=id_, delivery_id=delivery_id, key=key, payload=json.loads(payload), state=state,
+                     attempts=attempts, created_at=created_at, error=error,
+                     result=None if result is None else json.loads(result))

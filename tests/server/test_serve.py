@@ -1,0 +1,175 @@
+"""A running `decode serve` (waitress, embedded workers, SQLite) against the fake GitHub and
+the fake Messages API: real deliveries, crashes at chosen points, and many jobs at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.webhook_examples import all_examples, examples
+from tests.sandbox.conftest import require
+from tests.server.conftest import SECRET, delivery
+
+DECODE = str(Path(sys.executable).with_name("decode"))
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fix-weekend"
+FILES = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}
+OWNER, NAME = "octo", "calendar"
+NOTES = [[{"type": "tool_use", "name": "bash", "input": {"command": "echo noted >> NOTES.md"}}],
+         [{"type": "tool_use", "name": "bash", "input": {"command": "cat NOTES.md"}}],
+         [{"type": "text", "text": "Wrote the notes."}]]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`decode serve` as a child process on a free port, its log in a file."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen([DECODE, "serve", "--port", str(self.port)], env=env,
+                                         stdout=out, stderr=out)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(self.url + "/healthz", timeout=1)
+                return
+            except OSError:
+                assert self.proc.poll() is None, log.read_text()
+                time.sleep(0.1)
+        raise AssertionError(f"decode serve did not come up: {log.read_text()}")
+
+    def post(self, event: str, payload: dict) -> int:
+        body, headers = delivery(event, payload)
+        request = urllib.request.Request(self.url + "/webhook", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as res:
+                return res.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def env(fake_github, fake_anthropic, tmp_path):
+    fake_github.add_repo(OWNER, NAME, FILES)
+    fake_github.add_user("alice")
+    fake_github.set_permission(OWNER, NAME, "alice", "write")
+    return {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"),
+        "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_APP_ID": str(fake_github.app_id),
+        "GITHUB_APP_PRIVATE_KEY": fake_github.private_key_pem, "GITHUB_API_URL": fake_github.api_url,
+        "ANTHROPIC_API_KEY": fake_anthropic.api_key, "ANTHROPIC_BASE_URL": fake_anthropic.url,
+        "SANDBOX_MODE": "local", "DECODE_DATA_DIR": str(tmp_path / "data"),
+        "DECODE_LEASE_SECONDS": "2", "DECODE_WORKERS": "2",
+    }
+
+
+def labeled(number: int) -> dict:
+    payload = next(p for name, p in examples() if name == "issues" and p.get("action") == "labeled")
+    payload["repository"].update(full_name=f"{OWNER}/{NAME}", name=NAME,
+                                 owner={**payload["repository"]["owner"], "login": OWNER})
+    payload["issue"]["number"] = number
+    payload["label"]["name"] = "agent"
+    payload["sender"] = {**payload["sender"], "login": "alice", "type": "User"}
+    return payload
+
+
+def wait_for(condition, timeout: float = 90.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_running_server_answers_every_example_and_turns_a_labeled_issue_into_one_pr(
+        env, fake_github, fake_anthropic, tmp_path):
+    fake_anthropic.script(NOTES, by_position=True)
+    server = Server(env, tmp_path / "serve.log")
+    try:
+        statuses = {server.post(event, payload) for _, event, payload in all_examples()}
+        assert max(statuses) < 500, statuses
+        number = fake_github.add_issue(OWNER, NAME, "Write notes", "Please.", user="alice")
+        assert server.post("issues", labeled(number)) == 202
+        [pr] = wait_for(lambda: fake_github.pulls(OWNER, NAME), what="the pull request")
+        assert f"Fixes #{number}" in pr["body"] and pr["user"]["login"] == fake_github.bot_login
+        wait_for(lambda: "Opened" in fake_github.comments(OWNER, NAME, number)[0]["body"], what="the report")
+        metrics = urllib.request.urlopen(server.url + "/metrics").read().decode()
+        assert 'decode_jobs{state="done"} 1.0' in metrics
+    finally:
+        assert server.stop() == 0
+    log = (tmp_path / "serve.log").read_text()
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    assert any(line.get("job_id") == 1 for line in lines)  # structured, keyed by job id
+    assert fake_github.private_key_pem.splitlines()[1] not in log and SECRET not in log
+
+
+@pytest.mark.parametrize("point", ["before_clone", "mid_agent", "after_push"])
+def test_a_job_survives_a_sigkill_of_the_server(env, fake_github, fake_anthropic, tmp_path, point):
+    fake_anthropic.script(NOTES, by_position=True)
+    pause = {
+        "before_clone": lambda: fake_github.pause("GET", rf"^/repos/{OWNER}/{NAME}$"),
+        "mid_agent": lambda: fake_anthropic.pause(1),
+        "after_push": lambda: fake_github.pause("POST", rf"^/repos/{OWNER}/{NAME}/pulls$"),
+    }[point]()
+    number = fake_github.add_issue(OWNER, NAME, "Write notes", "Please.", user="alice")
+    first = Server(env, tmp_path / "first.log")
+    assert first.post("issues", labeled(number)) == 202
+    assert pause.reached.wait(60), (tmp_path / "first.log").read_text()
+    first.kill()
+    pause.release(drop=True)
+    if point == "after_push":
+        assert fake_github.branch_sha(OWNER, NAME, f"decode/issue-{number}-write-notes")
+    second = Server(env, tmp_path / "second.log")
+    try:
+        wait_for(lambda: "Opened" in (fake_github.comments(OWNER, NAME, number) or [{"body": ""}])[0]["body"],
+                 what="the job to finish after the restart")
+    finally:
+        second.stop()
+    assert len(fake_github.pulls(OWNER, NAME)) == 1
+    assert len(fake_github.comments(OWNER, NAME, number)) == 1  # one tracking comment, edited to the result
+    assert fake_github.file(OWNER, NAME, f"decode/issue-{number}-write-notes", "NOTES.md") == "noted\n"
+
+
+def test_sixteen_jobs_at_once_all_finish_in_docker_sandboxes(env, fake_github, tmp_path):
+    require("docker")
+    session = tmp_path / "session.json"
+    session.write_text(json.dumps(NOTES))
+    numbers = [fake_github.add_issue(OWNER, NAME, f"Notes {i}", "", user="alice") for i in range(16)]
+    server = Server({**env, "SANDBOX_MODE": "docker", "DECODE_MODEL": f"scripted:{session}",
+                     "DECODE_WORKERS": "8", "DECODE_LEASE_SECONDS": "60"}, tmp_path / "serve.log")
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            assert set(pool.map(lambda n: server.post("issues", labeled(n)), numbers)) == {202}
+        wait_for(lambda: len(fake_github.pulls(OWNER, NAME)) == 16, timeout=300, what="16 pull requests")
+    finally:
+        assert server.stop() == 0
+    heads = {p["head"]["ref"] for p in fake_github.pulls(OWNER, NAME)}
+    assert heads == {f"decode/issue-{n}-notes-{i}" for i, n in enumerate(numbers)}

@@ -1,0 +1,96 @@
+"""POST /webhook through the Flask app with a real SQLite store, fed GitHub's own example payloads."""
+
+import pytest
+
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.server import create_app
+from tests.fakes.webhook_examples import all_examples
+from tests.server.conftest import delivery
+
+
+def labeled(label="agent"):
+    from tests.fakes.webhook_examples import examples
+
+    payload = next(p for name, p in examples() if name == "issues" and p.get("action") == "labeled")
+    payload["label"]["name"] = label
+    payload["sender"]["type"] = "User"
+    return payload
+
+
+def post(client, event, payload, **kw):
+    body, headers = delivery(event, payload, **kw)
+    return client.post("/webhook", data=body, headers=headers)
+
+
+def test_a_server_without_a_webhook_secret_refuses_to_start(tmp_path):
+    with pytest.raises(ConfigError, match="GITHUB_WEBHOOK_SECRET is not set"):
+        create_app(Settings(data_dir=tmp_path))
+
+
+def test_every_example_of_every_event_gets_a_non_5xx_answer_and_none_queues_work(client, store):
+    answers = {}
+    for host, event, payload in all_examples():
+        res = post(client, event, payload)
+        answers[(host, event, payload.get("action"))] = res.status_code
+        assert res.status_code < 500, (host, event, res.get_json())
+    assert len(answers) > 300
+    assert set(answers.values()) == {200}  # no example carries the trigger label or the command
+    assert store.counts()["queued"] == 0
+
+
+def test_a_labeled_issue_is_stored_then_answered_202(client, store):
+    res = post(client, "issues", labeled())
+    assert res.status_code == 202 and res.get_json()["outcome"] == "queued"
+    job = store.job(res.get_json()["job"])
+    assert job.state == "queued" and job.payload["trigger"]["kind"] == "issue"
+    assert job.key.endswith(f"#{job.payload['trigger']['number']}")
+
+
+def test_a_redelivery_does_not_make_a_second_job(client, store):
+    first = post(client, "issues", labeled(), delivery_id="d-1")
+    again = post(client, "issues", labeled(), delivery_id="d-1")
+    assert first.status_code == 202 and again.status_code == 200
+    assert again.get_json()["outcome"] == "duplicate" and store.counts()["queued"] == 1
+
+
+def test_ping_is_answered(client):
+    from tests.fakes.webhook_examples import examples
+
+    ping = next(p for name, p in examples() if name == "ping")
+    res = post(client, "ping", ping)
+    assert res.status_code == 200 and res.get_json()["outcome"] == "pong"
+
+
+def test_signatures_are_checked_before_parsing(client, store):
+    body, headers = delivery("issues", labeled(), secret="the-wrong-secret")
+    res = client.post("/webhook", data=body, headers=headers)
+    assert res.status_code == 401 and "GITHUB_WEBHOOK_SECRET" in res.get_json()["message"]
+    del headers["X-Hub-Signature-256"]
+    assert client.post("/webhook", data=body, headers=headers).status_code == 401
+    body, headers = delivery("issues", b"{not json")  # correctly signed garbage: 400, not 401
+    assert client.post("/webhook", data=body, headers=headers).status_code == 400
+    body, headers = delivery("issues", b"{not json", secret="nope")  # garbage unsigned: 401 first
+    assert client.post("/webhook", data=body, headers=headers).status_code == 401
+    assert store.counts()["queued"] == 0
+
+
+def test_a_body_over_25_mb_is_413(client):
+    body, headers = delivery("issues", b"x" * (25 * 1024 * 1024 + 1))
+    assert client.post("/webhook", data=body, headers=headers).status_code == 413
+
+
+def test_missing_github_headers_are_400(client):
+    body, headers = delivery("issues", labeled())
+    del headers["X-GitHub-Event"]
+    assert client.post("/webhook", data=body, headers=headers).status_code == 400
+
+
+def test_healthz_and_metrics(client):
+    assert client.get("/healthz").status_code == 200
+    post(client, "issues", labeled())
+    post(client, "issues", labeled("bug"))
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'decode_deliveries_total{outcome="queued"} 1.0' in text
+    assert 'decode_deliveries_total{outcome="ignored"} 1.0' in text
+    assert 'decode_jobs{state="queued"} 1.0' in text

@@ -1,0 +1,126 @@
+"""The app image: built by docker/build-app-image.sh from the local base, run as a container.
+
+The engine here has no bridge network (`--bridge=none`), so the server container
+runs with `--network host` on a free port of 127.0.0.1. Locally a missing engine
+skips these tests; under CI it fails them (`require`, as for the sandboxes).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox.conftest import require
+
+pytestmark = pytest.mark.docker
+
+ROOT = Path(__file__).resolve().parent.parent
+TAG = "decode-bot:test"
+LABEL = "decode.test=dockerfile"
+# Enough for `decode serve` to start; nothing here talks to GitHub.
+SERVE_ENV = {"GITHUB_WEBHOOK_SECRET": "test-secret", "GITHUB_TOKEN": "test-token"}
+
+
+def docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    """The app image, built once per test session (seconds when the layer cache is warm)."""
+    require("docker")
+    res = subprocess.run([str(ROOT / "docker" / "build-app-image.sh"), "--tag", TAG], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"docker/build-app-image.sh failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return TAG
+
+
+@pytest.fixture(scope="module")
+def config(image: str) -> dict:
+    res = docker("image", "inspect", "--format", "{{json .Config}}", image)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def container() -> Iterator[list[str]]:
+    """Names of containers a test started; removed (with their volumes) at teardown."""
+    started: list[str] = []
+    yield started
+    for cid in started:
+        docker("rm", "-f", "-v", cid)
+
+
+def env_args(env: dict[str, str]) -> list[str]:
+    return [a for key, value in env.items() for a in ("--env", f"{key}={value}")]
+
+
+def test_runs_as_non_root_user(image: str, config: dict) -> None:
+    assert config["User"] == "decode"
+    res = docker("run", "--rm", "--network", "none", image, "sh", "-c", "id -u; id -g")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["10001", "10001"]
+
+
+def test_declares_healthcheck_port_and_command(config: dict) -> None:
+    test = config["Healthcheck"]["Test"]
+    assert test[0] == "CMD" and "/healthz" in " ".join(test)
+    assert "8080/tcp" in config["ExposedPorts"]
+    assert config["Cmd"] == ["decode", "serve", "--host", "0.0.0.0", "--port", "8080"]
+    env = dict(e.split("=", 1) for e in config["Env"])
+    assert env["DECODE_DATA_DIR"] == "/data" and "/data" in config["Volumes"]
+
+
+def test_holds_package_git_and_writable_data_dir(image: str) -> None:
+    script = ("set -e; python -c 'import bot, flask, anthropic, github'; decode --help >/dev/null; "
+              "git --version; bwrap --version; touch /data/probe; stat -c %U /data")
+    res = docker("run", "--rm", "--network", "none", image, "sh", "-c", script)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.split()[-1] == "decode"
+
+
+def test_healthz_answers_200_from_a_container(image: str, config: dict, container: list[str]) -> None:
+    port = free_port()
+    res = docker("run", "-d", "--label", LABEL, "--network", "host", *env_args(SERVE_ENV),
+                 image, "decode", "serve", "--host", "127.0.0.1", "--port", str(port))
+    assert res.returncode == 0, res.stderr
+    cid = res.stdout.strip()
+    container.append(cid)
+    status, deadline = None, time.monotonic() + 45
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+                status = answer.status
+                break
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+            status = e
+        if docker("inspect", "--format", "{{.State.Running}}", cid).stdout.strip() != "true":
+            break
+        time.sleep(0.3)
+    logs = docker("logs", cid)
+    assert status == 200, f"/healthz: {status}\n{logs.stdout[-2000:]}{logs.stderr[-2000:]}"
+    # The image's own HEALTHCHECK command, pointed at the port this server listens on.
+    check = [part.replace(":8080/", f":{port}/") for part in config["Healthcheck"]["Test"][1:]]
+    res = docker("exec", cid, *check)
+    assert res.returncode == 0, res.stderr
+
+
+def test_refuses_to_start_without_webhook_secret(image: str) -> None:
+    env = {k: v for k, v in SERVE_ENV.items() if k != "GITHUB_WEBHOOK_SECRET"}
+    res = docker("run", "--rm", "--label", LABEL, "--network", "none", *env_args(env), image)
+    assert res.returncode != 0
+    assert "GITHUB_WEBHOOK_SECRET" in res.stderr + res.stdout
