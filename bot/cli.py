@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     serve.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
+    sub.add_parser("action", help="the GitHub Actions entry point (reads the GITHUB_* variables)")
     worker = sub.add_parser("worker", help="run queued jobs only, against the server's store")
     worker.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
     return parser
@@ -46,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "action":
+            from bot.action import run_action
+
+            return run_action()
         settings = Settings.from_env()
         if args.command in ("serve", "worker"):
             from bot.server import run as server

@@ -69,7 +69,7 @@ def issue_branch(number: int, title: str) -> str:
 
 def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print) -> Outcome:
     """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run."""
-    run_dir = settings.data_dir / "runs" / (job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
+    run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
     redactor = Redactor(settings.secrets())
     transcript = Transcript(run_dir, redactor)
     result = AgentResult("error", "", error="the run did not start")
@@ -108,6 +108,15 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     finally:
         transcript.close()
         transcript.write_markdown()
+
+
+def fresh_dir(parent: Path, name: str) -> Path:
+    """`parent/name`, or `name-2`, `name-3`... when an earlier run (a re-run workflow, a retry) left it."""
+    candidate, n = parent / name, 1
+    while candidate.exists():
+        n += 1
+        candidate = parent / f"{name}-{n}"
+    return candidate
 
 
 def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, progress: Progress) -> None:

@@ -75,7 +75,8 @@ def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id
             return Conclusion("failed", text)
         raise
     if tracking is not None:
-        forge.edit_comment(repo, tracking, conclusion.message + f"\n\n{marker('run', run_id)}")
+        link = f"\n\n[The run]({run_url})" if run_url else ""
+        forge.edit_comment(repo, tracking, conclusion.message + link + f"\n\n{marker('run', run_id)}")
     return conclusion
 
 

@@ -1,0 +1,115 @@
+"""`decode action`: the GitHub Actions entry point.
+
+Reads the standard `GITHUB_*` variables and the event file, applies the same
+trigger rules and permission checks as the App, adds `schedule` and
+`workflow_dispatch` runs with a prompt, and writes `GITHUB_OUTPUT` (pr_url,
+branch, conclusion, cost_usd, transcript_path) and a job summary to
+`GITHUB_STEP_SUMMARY`. Exit status: 0 for success, no changes or skipped, 3 for
+a run stopped by a budget cap, 1 for a failure.
+(https://docs.github.com/en/actions/writing-workflows/choosing-what-your-workflow-does/store-information-in-variables#default-environment-variables)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from bot.config import Settings
+from bot.errors import ConfigError
+from bot.github.auth import TokenCredentials
+from bot.github.body import split_markdown
+from bot.github.forge import GitHubForge
+from bot.github.job import Conclusion, run_github_job
+from bot.transcript import figures, load_events, render_figures
+from bot.triggers import Ignore, Trigger, decide
+
+SUMMARY_LIMIT = 900_000  # GitHub allows 1 MiB of step summary per step
+EXIT = {"success": 0, "no_changes": 0, "skipped": 0, "incomplete": 3, "failed": 1}
+
+
+def require(env: Mapping[str, str], name: str, what: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise ConfigError(what)
+    return value
+
+
+def decide_action(event: str, payload: dict, settings: Settings, prompt: str, repo: str) -> Trigger | Ignore:
+    """The App's rules, plus schedule and workflow_dispatch runs with a prompt."""
+    if event in ("schedule", "workflow_dispatch"):
+        prompt = str((payload.get("inputs") or {}).get("prompt") or prompt).strip()
+        if not prompt:
+            return Ignore(f"a {event} run needs a prompt: set the `prompt` input of the action")
+        sender = payload.get("sender") or {}
+        ref = str(payload.get("ref") or "").removeprefix("refs/heads/") or None
+        return Trigger(kind="dispatch", repo=repo, number=None, sender_login=sender.get("login", ""),
+                       sender_type=sender.get("type", "User"), instructions=prompt, base_ref=ref)
+    return decide(event, payload, settings)
+
+
+def run_action(env: Mapping[str, str] | None = None) -> int:
+    """Run the action for the event in `env` (default: the process environment)."""
+    env = os.environ if env is None else env
+    settings = Settings.from_env(env)
+    event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
+    repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
+    event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")
+    payload = json.loads(Path(event_path).read_text())
+    trigger = decide_action(event, payload, settings, env.get("DECODE_PROMPT", ""), repo)
+    if isinstance(trigger, Ignore):
+        return finish(env, Conclusion("skipped", trigger.reason))
+    if not settings.model.startswith("scripted:"):
+        require(env, "ANTHROPIC_API_KEY", "the anthropic_api_key input is empty: set it to "
+                "${{ secrets.ANTHROPIC_API_KEY }} (add the secret under Settings > Secrets and variables > Actions)")
+    token = require(env, "GITHUB_TOKEN", "the github_token input is empty: leave it at its default "
+                    "(${{ github.token }}) or pass a GitHub App token")
+    run_id = env.get("GITHUB_RUN_ID") or "local"
+    server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
+    run_url = f"{server}/{repo}/actions/runs/{run_id}" if env.get("GITHUB_RUN_ID") else None
+    forge = GitHubForge(TokenCredentials(token, settings.github_api_url))
+    conclusion = run_github_job(trigger, settings.replace(github_token=token), forge, run_id=run_id, run_url=run_url,
+                                authorize=trigger.kind != "dispatch",
+                                progress=lambda line: print(line, file=sys.stderr, flush=True))
+    return finish(env, conclusion)
+
+
+def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
+    """Write the step outputs and the job summary; the exit status for the conclusion."""
+    outcome = conclusion.outcome
+    cost = outcome.result.cost_usd if outcome else 0.0
+    transcript_dir = str(outcome.transcript_md.parent) if outcome else ""
+    outputs = {"pr_url": conclusion.pr_url or "", "branch": conclusion.branch or "",
+               "conclusion": conclusion.state, "cost_usd": f"{cost:.4f}", "transcript_path": transcript_dir}
+    if path := env.get("GITHUB_OUTPUT"):
+        with open(path, "a", encoding="utf-8") as f:
+            f.writelines(f"{k}={v}\n" for k, v in outputs.items())
+    if path := env.get("GITHUB_STEP_SUMMARY"):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(summary(conclusion))
+    if conclusion.state == "failed":
+        print(f"::error title=decode-bot::{conclusion.message.splitlines()[0] if conclusion.message else 'failed'}")
+    print(f"decode-bot: {conclusion.state}" + (f" {conclusion.pr_url}" if conclusion.pr_url else "")
+          + (f" ({conclusion.message})" if conclusion.state == "skipped" else ""))
+    return EXIT.get(conclusion.state, 1)
+
+
+def summary(conclusion: Conclusion) -> str:
+    """The job summary: the conclusion, the PR, the figures and the transcript."""
+    lines = [f"## decode-bot: {conclusion.state}", ""]
+    if conclusion.pr_url:
+        lines += [f"Pull request: {conclusion.pr_url}", ""]
+    if conclusion.state == "skipped":
+        lines += [f"Nothing to do: {conclusion.message}", ""]
+    outcome = conclusion.outcome
+    if outcome is None:
+        if conclusion.state == "failed":
+            lines += ["```text", conclusion.message, "```", ""]
+        return "\n".join(lines)
+    lines += [render_figures(figures(load_events(outcome.transcript_jsonl))), ""]
+    parts = split_markdown(outcome.transcript_md.read_text(), SUMMARY_LIMIT)
+    transcript = parts[0] + ("\n(truncated: the whole transcript is in the artifact)\n" if len(parts) > 1 else "")
+    lines += ["<details><summary>Transcript</summary>", "", transcript, "", "</details>", ""]
+    return "\n".join(lines)

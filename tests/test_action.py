@@ -1,0 +1,211 @@
+"""The GitHub Action, run the way the Actions runner runs a composite action: action.yml is
+read, `${{ }}` expressions are evaluated, each `run:` step runs in bash with the runner's
+GITHUB_* variables, and step outputs flow through GITHUB_OUTPUT. The action talks to the
+fake GitHub and the fake Messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.fakes.webhook_examples import examples
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "fix-weekend"
+SESSION = json.loads((EXAMPLE / "session.json").read_text())
+OWNER, NAME, REPO = "octo", "calendar", "octo/calendar"
+NOTES = [[{"type": "tool_use", "name": "bash", "input": {"command": "echo noted >> NOTES.md"}}],
+         [{"type": "text", "text": "Wrote the notes."}]]
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+class Runner:
+    """Just enough of the Actions runner for a composite action with `run:` steps."""
+
+    def __init__(self, workdir: Path, runner_temp: Path, github: dict[str, str], env: dict[str, str]) -> None:
+        self.workdir, self.temp, self.github, self.env = workdir, runner_temp, github, env
+
+    def evaluate(self, text: str, contexts: dict) -> str:
+        def one(match: re.Match[str]) -> str:
+            value: object = contexts
+            for part in match.group(1).split("."):
+                value = value.get(part, "") if isinstance(value, dict) else ""
+            return str(value)
+        return EXPRESSION.sub(one, str(text))
+
+    def run(self, event: str, payload: dict, with_: dict[str, str]) -> tuple[int, dict[str, str], str, str]:
+        """(exit code of the failing or last step, action outputs, step summary, combined output)."""
+        action = yaml.safe_load((ROOT / "action.yml").read_text())
+        event_path = self.workdir / "event.json"
+        event_path.write_text(json.dumps(payload))
+        summary = self.workdir / "summary.md"
+        summary.write_text("")
+        contexts: dict = {"github": {"token": self.github["token"]}, "runner": {"temp": str(self.temp)}, "steps": {}}
+        contexts["inputs"] = {name: self.evaluate(with_.get(name, spec.get("default", "")), contexts)
+                              for name, spec in action["inputs"].items()}
+        base_env = {**self.env, "GITHUB_EVENT_NAME": event, "GITHUB_EVENT_PATH": str(event_path),
+                    "GITHUB_ACTION_PATH": str(ROOT), "RUNNER_TEMP": str(self.temp),
+                    "GITHUB_STEP_SUMMARY": str(summary), **{k: v for k, v in self.github.items() if k != "token"}}
+        code, log = 0, ""
+        for i, step in enumerate(action["runs"]["steps"]):
+            output_file = self.workdir / f"output-{i}"
+            output_file.write_text("")
+            step_env = {k: self.evaluate(v, contexts) for k, v in (step.get("env") or {}).items()}
+            script = self.workdir / f"step-{i}.sh"
+            script.write_text(self.evaluate(step["run"], contexts))
+            res = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+                                 env={**base_env, **step_env, "GITHUB_OUTPUT": str(output_file)},
+                                 cwd=self.workdir, capture_output=True, text=True, timeout=600)
+            log += res.stdout + res.stderr
+            outputs = dict(line.split("=", 1) for line in output_file.read_text().splitlines() if "=" in line)
+            contexts["steps"][step.get("id", f"step{i}")] = {"outputs": outputs}
+            code = res.returncode
+            if code != 0:
+                break
+        action_outputs = {k: self.evaluate(v["value"], contexts) for k, v in action["outputs"].items()}
+        return code, action_outputs, summary.read_text(), log
+
+
+@pytest.fixture(scope="session")
+def action_validator() -> list[str]:
+    """npm `@action-validator/cli` (SchemaStore's workflow and action schemas), pinned, cached."""
+    version = "0.6.0"
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decode-bot" / f"action-validator-{version}"
+    binary = home / "node_modules" / ".bin" / "action-validator"
+    if not binary.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        res = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(home),
+                              f"@action-validator/cli@{version}", f"@action-validator/core@{version}"],
+                             capture_output=True, text=True, timeout=300)
+        if res.returncode != 0 or not binary.exists():
+            pytest.fail(f"cannot install @action-validator/cli@{version} from npm: {res.stderr.strip()}")
+    return [str(binary)]
+
+
+@pytest.fixture(scope="session")
+def runner_temp(tmp_path_factory) -> Path:
+    """Shared across tests, so the action's install step reuses its virtualenv after the first test."""
+    return tmp_path_factory.mktemp("runner-temp")
+
+
+@pytest.fixture
+def runner(fake_github, fake_anthropic, tmp_path, runner_temp):
+    files = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}
+    fake_github.add_repo(OWNER, NAME, files)
+    for login, role in (("alice", "write"), ("rita", "read")):
+        fake_github.add_user(login)
+        fake_github.set_permission(OWNER, NAME, login, role)
+    github = {"token": fake_github.token, "GITHUB_REPOSITORY": REPO, "GITHUB_API_URL": fake_github.api_url,
+              "GITHUB_SERVER_URL": fake_github.web_url, "GITHUB_RUN_ID": "4242", "GITHUB_ACTIONS": "true",
+              "GITHUB_WORKFLOW": "decode-bot", "GITHUB_ACTOR": "alice"}
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "CI": "true",
+           "ANTHROPIC_BASE_URL": fake_anthropic.url}
+    (tmp_path / "work").mkdir()
+    return Runner(tmp_path / "work", runner_temp, github, env)
+
+
+def rewritten(event: str, action: str | None, sender: str = "alice", sender_type: str = "User", **changes) -> dict:
+    payload = next(p for name, p in examples() if name == event and (action is None or p.get("action") == action))
+    payload["repository"].update(full_name=REPO, name=NAME, owner={**payload["repository"]["owner"], "login": OWNER})
+    payload["sender"] = {**payload["sender"], "login": sender, "type": sender_type}
+    for path, value in changes.items():
+        target = payload
+        *parents, leaf = path.split("__")
+        for key in parents:
+            target = target[key]
+        target[leaf] = value
+    return payload
+
+
+def test_a_labeled_issue_becomes_a_pull_request(runner, fake_github, fake_anthropic):
+    number = fake_github.add_issue(OWNER, NAME, "Weekend check is wrong", "Saturdays count as workdays.",
+                                   user="alice")
+    fake_anthropic.script(SESSION["turns"])
+    code, outputs, summary, log = runner.run("issues", rewritten("issues", "labeled", issue__number=number,
+                                                                 label__name="agent"),
+                                             {"anthropic_api_key": fake_anthropic.api_key})
+    assert code == 0, log
+    [pr] = fake_github.pulls(OWNER, NAME)
+    assert outputs["pr_url"] == pr["html_url"] and outputs["conclusion"] == "success"
+    assert outputs["branch"] == pr["head"]["ref"] and float(outputs["cost_usd"]) > 0
+    assert (Path(outputs["transcript_path"]) / "transcript.jsonl").is_file()
+    assert f"Fixes #{number}" in pr["body"] and "<summary>Transcript</summary>" in pr["body"]
+    assert "| turns |" in summary and pr["html_url"] in summary and "Fixed `is_weekend`" in summary
+    assert f"{REPO}/actions/runs/4242" in fake_github.comments(OWNER, NAME, number)[0]["body"]
+
+
+def test_a_decode_comment_on_a_pull_request_pushes_to_its_branch(runner, fake_github, fake_anthropic):
+    fake_github.push_branch(OWNER, NAME, "feature", {"feature.txt": "wip\n"})
+    number = fake_github.add_pull(OWNER, NAME, "Feature", "A feature.", head_branch="feature",
+                                  base_branch="main", user="alice")
+    comment = fake_github.add_comment(OWNER, NAME, number, "/decode add notes", user="alice")
+    fake_anthropic.script(NOTES)
+    payload = rewritten("issue_comment", "created", issue__number=number, issue__pull_request={"url": "x"},
+                        comment__id=comment, comment__body="/decode add notes")
+    code, outputs, summary, log = runner.run("issue_comment", payload, {"anthropic_api_key": fake_anthropic.api_key})
+    assert code == 0, log
+    assert outputs["conclusion"] == "success" and outputs["branch"] == "feature"
+    assert len(fake_github.pulls(OWNER, NAME)) == 1
+    assert fake_github.file(OWNER, NAME, "feature", "NOTES.md") == "noted\n"
+    assert "| turns |" in summary
+
+
+def test_a_scheduled_run_with_a_prompt_opens_a_pull_request(runner, fake_github, fake_anthropic):
+    fake_anthropic.script(NOTES)
+    payload = {"schedule": "17 6 * * 1", "repository": {"full_name": REPO, "name": NAME, "owner": {"login": OWNER}},
+               "workflow": ".github/workflows/decode.yml"}
+    code, outputs, summary, log = runner.run("schedule", payload, {"anthropic_api_key": fake_anthropic.api_key,
+                                                                   "prompt": "Write notes."})
+    assert code == 0, log
+    [pr] = fake_github.pulls(OWNER, NAME)
+    assert pr["head"]["ref"] == "decode/run-4242" and outputs["pr_url"] == pr["html_url"]
+    assert "Fixes #" not in pr["body"]
+    assert "Write notes." in json.dumps(fake_anthropic.requests[0].body["messages"][0])
+
+
+def test_a_manual_run_takes_its_prompt_from_the_dispatch_inputs(runner, fake_github, fake_anthropic):
+    fake_anthropic.script(NOTES)
+    payload = rewritten("workflow_dispatch", None, inputs={"prompt": "Write notes from dispatch."}, ref="refs/heads/main")
+    code, outputs, _, log = runner.run("workflow_dispatch", payload, {"anthropic_api_key": fake_anthropic.api_key,
+                                                                      "prompt": "the input default"})
+    assert code == 0, log
+    assert outputs["conclusion"] == "success" and len(fake_github.pulls(OWNER, NAME)) == 1
+    assert "Write notes from dispatch." in json.dumps(fake_anthropic.requests[0].body["messages"][0])
+
+
+@pytest.mark.parametrize("sender, sender_type, why", [("renovate[bot]", "Bot", "bot"),
+                                                       ("rita", "User", "read permission")])
+def test_bots_and_readers_are_skipped_with_the_reason(runner, fake_github, fake_anthropic, sender, sender_type, why):
+    number = fake_github.add_issue(OWNER, NAME, "x", "", user="alice")
+    payload = rewritten("issues", "labeled", sender=sender, sender_type=sender_type, issue__number=number,
+                        label__name="agent")
+    code, outputs, summary, log = runner.run("issues", payload, {"anthropic_api_key": fake_anthropic.api_key})
+    assert code == 0, log
+    assert outputs["conclusion"] == "skipped" and outputs["pr_url"] == ""
+    assert why in summary
+    assert not fake_anthropic.requests and not fake_github.pulls(OWNER, NAME)
+
+
+def test_a_missing_api_key_names_the_input(runner, fake_github):
+    number = fake_github.add_issue(OWNER, NAME, "x", "", user="alice")
+    code, _, _, log = runner.run("issues", rewritten("issues", "labeled", issue__number=number, label__name="agent"),
+                                 {})
+    assert code == 2
+    assert "decode: the anthropic_api_key input is empty" in log and "Traceback" not in log
+
+
+def test_the_workflow_files_are_valid(action_validator):
+    files = [ROOT / "action.yml", *sorted((ROOT / ".github" / "workflows").glob("*.yml"))]
+    for path in files:
+        res = subprocess.run([*action_validator, str(path)], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, f"{path.name}: {res.stdout}{res.stderr}"
+    broken = ROOT / "build" / "broken-workflow.yml"
+    broken.parent.mkdir(exist_ok=True)
+    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    stepz: []\n")
+    assert subprocess.run([*action_validator, str(broken)], capture_output=True).returncode != 0
