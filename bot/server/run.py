@@ -82,6 +82,11 @@ def exhausted_reporter(forge: Forge) -> Callable[[JobRecord], None]:
 
 def start_pool(settings: Settings, store: Store, metrics: Metrics | None, size: int) -> WorkerPool:
     forge = GitHubForge(credentials_from(settings))
+    if settings.sandbox_mode == "docker":  # containers of a crashed predecessor on this host
+        from bot.sandbox.docker import remove_leftovers
+
+        if removed := remove_leftovers():
+            log.info("removed %d sandbox containers left by dead processes", len(removed))
     pool = WorkerPool(store, job_handler(settings, forge, metrics), size=size,
                       on_exhausted=exhausted_reporter(forge))
     pool.start()

@@ -173,3 +173,19 @@ def test_sixteen_jobs_at_once_all_finish_in_docker_sandboxes(env, fake_github, t
         assert server.stop() == 0
     heads = {p["head"]["ref"] for p in fake_github.pulls(OWNER, NAME)}
     assert heads == {f"decode/issue-{n}-notes-{i}" for i, n in enumerate(numbers)}
+
+
+def test_serve_removes_sandbox_containers_left_by_a_dead_server(env, tmp_path):
+    require("docker")
+    dead_pid = "4194303"  # above any pid this kernel hands out by default
+    assert not Path(f"/proc/{dead_pid}").exists()
+    created = subprocess.run(["docker", "create", "--label", "decode.sandbox=left", "--label",
+                              f"decode.sandbox.pid={dead_pid}", "--label", f"decode.sandbox.host={socket.gethostname()}",
+                              "decode-sandbox:latest", "true"], capture_output=True, text=True, check=True)
+    cid = created.stdout.strip()
+    server = Server({**env, "SANDBOX_MODE": "docker"}, tmp_path / "serve.log")
+    try:
+        gone = subprocess.run(["docker", "inspect", cid], capture_output=True)
+        assert gone.returncode != 0, "the leftover container is still there"
+    finally:
+        server.stop()
