@@ -1,0 +1,290 @@
+"""decode-bot on Modal, no host of yours: `modal deploy -m bot.modal_app`.
+
+Two functions. `web` is the control container: the Flask webhook app
+(`create_app`, unchanged intake) and the one job store, with a dispatcher
+thread that runs every job as a call of `run_job`, which executes the same
+handler as `decode worker` (SANDBOX_MODE=modal by default: the harness runs in
+the function, the agent's tools in Modal sandboxes).
+
+Durability. A Modal Volume is not a shared disk: a container sees other
+containers' writes only after they `commit` and it `reload`s, and concurrent
+commits of one file are last-write-wins
+(modal.Volume's docstring: "not a good fit ... concurrent modifications to the
+same file"). So SQLite never runs on the Volume and never has two writers:
+
+- `web` is pinned to one container (`max_containers=1`, `min_containers=1`) and
+  is the store's only writer. The SQLite file lives on its local disk (WAL and
+  locking work as on a host); `SnapshotStore` copies a consistent image of it to
+  the Volume with SQLite's backup API and commits the Volume. A delivery that
+  makes a job is answered 202 only after that commit, and a new container starts
+  from the last committed image.
+- `run_job` never touches the store: it gets the job as an argument and returns
+  its outcome. The dispatcher claims the job under the store's lease, spawns the
+  call, heartbeats while it runs, and records its result. A spawn that fails
+  hands the job back (queued) for the next pass; a call that dies (crash,
+  timeout, out of memory) leaves its lease to expire, so the job is claimed
+  again, up to DECODE_MAX_ATTEMPTS, then the issue is told, as with `decode serve`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import modal
+import modal.exception
+from flask import Flask
+
+from bot.config import Settings
+from bot.redact import Redactor
+from bot.store import JobRecord, Store, StoreError
+from bot.worker import worker_id
+
+log = logging.getLogger("decode.modal")
+
+APP_NAME = "decode-bot"
+SECRET_NAME = "decode-bot"  # GITHUB_APP_ID, GITHUB_APP_PRIVATE_KEY, GITHUB_WEBHOOK_SECRET, ANTHROPIC_API_KEY
+VOLUME_NAME = "decode-bot-state"
+STATE_DIR = Path("/state")  # where `web` mounts the Volume
+# What differs from a host's defaults; any of them can be overridden in the secret.
+MODAL_DEFAULTS = {"SANDBOX_MODE": "modal", "DECODE_DATA_DIR": "/tmp/decode", "DECODE_WORKERS": "32"}
+JOB_TIMEOUT_S = 2 * 3600  # DECODE_TIMEOUT_MINUTES (60) for the agent, plus clone, setup and publish
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def settings_from(env: Mapping[str, str]) -> Settings:
+    """Settings inside a Modal container: `MODAL_DEFAULTS`, then the environment (the secret) on top."""
+    return Settings.from_env({**MODAL_DEFAULTS, **env})
+
+
+class SnapshotStore(Store):
+    """The job store on local disk, with its committed image kept on a Modal Volume.
+
+    `snapshot` is the image's path on the mounted Volume and `commit` commits the
+    Volume. A new store starts from the image. `record_delivery` returns a new job
+    only once an image holding it is committed; concurrent callers share one image,
+    as they share one SQLite transaction.
+    """
+
+    def __init__(self, path: Path, snapshot: Path, commit: Callable[[], None], **options: Any) -> None:
+        path = Path(path)
+        if snapshot.exists() and not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(snapshot, path)
+        super().__init__(path, **options)
+        self.snapshot = snapshot
+        self._commit = commit
+        self._snapshot_lock = threading.Lock()
+        self._snapshot_started = 0  # monotonic ns at which the last committed image began
+
+    def record_delivery(self, delivery_id: str, event: str, outcome: str,
+                        job: tuple[str, dict] | None = None) -> int | None | bool:
+        value = super().record_delivery(delivery_id, event, outcome, job)
+        if value is not None and value is not False:
+            self.persist()
+        return value
+
+    def persist(self) -> None:
+        """Commit an image of everything committed to the store so far; StoreError if the Volume refuses."""
+        asked = time.monotonic_ns()
+        with self._snapshot_lock:
+            if self._snapshot_started > asked:  # an image begun after our write is already committed
+                return
+            started = time.monotonic_ns()
+            tmp = self.snapshot.with_name(self.snapshot.name + ".tmp")
+            try:
+                self.snapshot.parent.mkdir(parents=True, exist_ok=True)
+                source, target = sqlite3.connect(self.path), sqlite3.connect(tmp)
+                try:
+                    source.backup(target)
+                finally:
+                    target.close()
+                    source.close()
+                os.replace(tmp, self.snapshot)  # the Volume only ever holds a whole image
+                self._commit()
+            except Exception as e:  # noqa: BLE001 - whatever the Volume raised, the write is not durable
+                raise StoreError(f"cannot save the job store to the Modal Volume {VOLUME_NAME}: {e}") from e
+            self._snapshot_started = started
+
+
+class CallLost(Exception):
+    """A job's function call ended without an outcome: crash, timeout, out of memory, preemption."""
+
+
+class Call(Protocol):
+    def poll(self) -> dict | None:
+        """The job's outcome once the call returned, None while it runs; `CallLost` if it died."""
+
+
+Spawn = Callable[[JobRecord], Call]
+
+
+class Dispatcher:
+    """Runs the store's jobs as remote calls, one `sweep` at a time, from the store's only writer.
+
+    `spawn(job)` starts a call and returns a `Call`; the outcome it returns is the
+    job handler's result, or `{"error": text}` when the job failed.
+    """
+
+    def __init__(self, store: Store, spawn: Spawn, *, limit: int = 32,
+                 on_exhausted: Callable[[JobRecord], None] | None = None) -> None:
+        self.store = store
+        self.spawn = spawn
+        self.limit = limit
+        self.on_exhausted = on_exhausted
+        self.running: dict[int, tuple[str, Call]] = {}  # job id -> (lease owner, call)
+
+    def sweep(self) -> bool:
+        """Record ended calls, renew the leases of running ones, report exhausted jobs, start runnable ones.
+
+        Returns True when the store changed. A job claimed by a dispatcher that died
+        since (or whose call died) is claimed again here once its lease has expired.
+        """
+        changed = False
+        for job_id, (worker, call) in list(self.running.items()):
+            ids = {"job_id": job_id}
+            try:
+                outcome = call.poll()
+            except CallLost as e:
+                del self.running[job_id]  # its lease expires and the job is claimed again
+                log.error("job %d: its call died (%s); it runs again when its lease expires", job_id, e, extra=ids)
+                continue
+            if outcome is None:
+                self.store.heartbeat(job_id, worker)
+                continue
+            del self.running[job_id]
+            error = outcome.get("error")
+            self.store.finish(job_id, worker, "failed" if error else "done",
+                              result=None if error else outcome, error=error)
+            log.info("job %d %s", job_id, "failed: " + error if error else "done", extra=ids)
+            changed = True
+        for job in self.store.take_exhausted(worker_id()):
+            changed = True
+            log.error("job %d (%s) failed: %s", job.id, job.key, job.error, extra={"job_id": job.id})
+            if self.on_exhausted is not None:
+                try:
+                    self.on_exhausted(job)
+                except Exception:
+                    log.exception("job %d: reporting its failure failed", job.id, extra={"job_id": job.id})
+        while len(self.running) < self.limit:
+            worker = worker_id()
+            job = self.store.claim(worker)
+            if job is None:
+                break
+            changed = True
+            try:
+                call = self.spawn(job)
+            except Exception as e:  # noqa: BLE001 - Modal unreachable: the job waits for the next sweep
+                self.store.release(job.id, worker)
+                log.error("job %d: could not start its call (%s); trying again", job.id, e, extra={"job_id": job.id})
+                break
+            self.running[job.id] = (worker, call)
+            log.info("job %d (%s) started, attempt %d", job.id, job.key, job.attempts, extra={"job_id": job.id})
+        return changed
+
+    def run_forever(self, every_s: float = 2.0) -> None:
+        """Sweep every `every_s` seconds, committing the store's image after a sweep that changed it."""
+        while True:
+            try:
+                if self.sweep() and isinstance(self.store, SnapshotStore):
+                    self.store.persist()
+            except Exception:
+                log.exception("dispatcher sweep failed; trying again")
+            time.sleep(every_s)
+
+
+def control(settings: Settings, *, state_dir: Path, commit: Callable[[], None], spawn: Spawn,
+            start: bool = True) -> Flask:
+    """The webhook app over a `SnapshotStore` in `state_dir`, with its dispatcher thread when `start`."""
+    from bot.github.auth import credentials_from
+    from bot.github.forge import GitHubForge
+    from bot.server import create_app
+    from bot.server.run import exhausted_reporter
+
+    store = SnapshotStore(settings.data_dir / "jobs.sqlite3", state_dir / "jobs.sqlite3", commit,
+                          lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+    app = create_app(settings, store)
+
+    def report(job: JobRecord) -> None:
+        exhausted_reporter(GitHubForge(credentials_from(settings)))(job)
+
+    dispatcher = Dispatcher(store, spawn, limit=settings.workers, on_exhausted=report)
+    app.extensions["decode"]["dispatcher"] = dispatcher
+    if start:
+        threading.Thread(target=dispatcher.run_forever, name="dispatcher", daemon=True).start()
+    return app
+
+
+# -- the Modal app ------------------------------------------------------------
+# Building these objects talks to no server: Modal resolves names and builds the
+# image when `modal deploy` runs.
+
+app = modal.App(APP_NAME)
+image = (
+    modal.Image.debian_slim(python_version="3.11")
+    .apt_install("git")
+    .pip_install_from_pyproject(str(ROOT / "pyproject.toml"))
+    .add_local_python_source("bot")  # this checkout's code, mounted at /root/bot
+)
+secret = modal.Secret.from_name(SECRET_NAME, required_keys=["GITHUB_WEBHOOK_SECRET", "ANTHROPIC_API_KEY"])
+volume = modal.Volume.from_name(VOLUME_NAME, create_if_missing=True)
+
+
+class ModalCall:
+    """A `Call` over a spawned `modal.FunctionCall`."""
+
+    def __init__(self, call: modal.FunctionCall) -> None:
+        self.call = call
+
+    def poll(self) -> dict | None:
+        try:
+            return self.call.get(timeout=0)
+        except TimeoutError:  # the builtin one: no output yet
+            return None
+        except modal.exception.ConnectionError:  # could not ask; ask again next sweep
+            return None
+        except Exception as e:  # noqa: BLE001 - run_job returns every job error, so this is the call dying
+            raise CallLost(f"{type(e).__name__}: {e}") from e
+
+
+@app.function(image=image, secrets=[secret], timeout=JOB_TIMEOUT_S, cpu=1.0, memory=2048)
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    """One job, as `decode worker` runs it; the outcome, or `{"error": text}` (already told on the issue)."""
+    from bot.github.auth import credentials_from
+    from bot.github.forge import GitHubForge
+    from bot.server.logs import configure_logging
+    from bot.server.run import job_handler
+
+    settings = settings_from(os.environ)
+    redactor = Redactor(settings.secrets())
+    configure_logging(redactor)
+    try:
+        return job_handler(settings, GitHubForge(credentials_from(settings)))(JobRecord(**job))
+    except Exception as e:  # noqa: BLE001 - the dispatcher records it as the job's failure
+        log.exception("job %s failed", job.get("id"), extra={"job_id": job.get("id")})
+        return {"error": redactor.redact(str(e) or type(e).__name__)}
+
+
+def spawn_job(job: JobRecord) -> Call:
+    return ModalCall(run_job.spawn(dataclasses.asdict(job)))
+
+
+@app.function(image=image, secrets=[secret], volumes={str(STATE_DIR): volume},
+              min_containers=1, max_containers=1, timeout=60)
+@modal.concurrent(max_inputs=64)
+@modal.wsgi_app()
+def web() -> Flask:
+    """POST /webhook, GET /healthz, GET /metrics; the only writer of the job store."""
+    from bot.server.logs import configure_logging
+
+    settings = settings_from(os.environ)
+    configure_logging(Redactor(settings.secrets()))
+    return control(settings, state_dir=STATE_DIR, commit=volume.commit, spawn=spawn_job)
