@@ -82,9 +82,15 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         config = load_repo_config(ws.clean)
         transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                           model=model.name, sandbox=settings.sandbox_mode, budget=vars(settings.budget))
+        if (config.gpu or config.allow_cidrs) and settings.sandbox_mode != "modal":
+            note = (f".github/decode.yml asks for {'a GPU' if config.gpu else 'allow_cidrs'}, which only "
+                    f"SANDBOX_MODE=modal provides; the {settings.sandbox_mode} sandbox runs without it "
+                    "(and with the network off)")
+            transcript.record("note", text=note)
+            progress(note)
         progress(f"starting the {settings.sandbox_mode} sandbox")
         spec = SandboxSpec(workspace=ws.path, image=settings.sandbox_image, name=f"decode-{job.run_id}",
-                           hide=(settings.data_dir,))
+                           hide=(settings.data_dir,), gpu=config.gpu, cidr_allowlist=config.allow_cidrs)
         sandbox = open_sandbox(settings.sandbox_mode, spec, network=bool(config.setup) or config.network)
         try:
             run_setup(sandbox, config, transcript, progress)

@@ -3,6 +3,9 @@
     setup:            # commands run in the sandbox before the agent, with network
       - pip install -e .[test]
     network: false    # whether the agent itself gets the network (default false)
+    allow_cidrs:      # SANDBOX_MODE=modal: what the agent may reach while the network is off
+      - 10.0.0.0/8
+    gpu: "H200:4"     # SANDBOX_MODE=modal: a GPU for the agent's commands
 
 The file is read from the base branch on the host, never from the agent's
 working tree. An invalid file is an error naming the key, before any work.
@@ -10,6 +13,7 @@ working tree. An invalid file is an error naming the key, before any work.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +22,7 @@ import yaml
 from bot.errors import ConfigError
 
 PATH = ".github/decode.yml"
-KEYS = ("setup", "network", "setup_timeout")
+KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "gpu")
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,8 @@ class RepoConfig:
     setup: tuple[str, ...] = ()
     network: bool = False
     setup_timeout: float = 900.0
+    allow_cidrs: tuple[str, ...] = ()
+    gpu: str | None = None
 
 
 def load_repo_config(checkout: Path) -> RepoConfig:
@@ -60,4 +66,15 @@ def parse_repo_config(data: object) -> RepoConfig:
     timeout = data.get("setup_timeout", RepoConfig.setup_timeout)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ConfigError(f"{PATH}: 'setup_timeout' must be a positive number of seconds, not {timeout!r}")
-    return RepoConfig(tuple(setup), network, float(timeout))
+    cidrs = data.get("allow_cidrs") or []
+    if not isinstance(cidrs, list):
+        raise ConfigError(f"{PATH}: 'allow_cidrs' must be a list of CIDRs like 10.0.0.0/8")
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(str(cidr), strict=False)
+        except ValueError:
+            raise ConfigError(f"{PATH}: 'allow_cidrs' has {cidr!r}, which is not a CIDR like 10.0.0.0/8") from None
+    gpu = data.get("gpu")
+    if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
+        raise ConfigError(f"{PATH}: 'gpu' must be a Modal GPU spec like \"H200:4\", not {gpu!r}")
+    return RepoConfig(tuple(setup), network, float(timeout), tuple(str(c) for c in cidrs), gpu)

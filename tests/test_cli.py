@@ -36,6 +36,9 @@ def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local",
         "SANDBOX_MODE": mode,
         "DECODE_DATA_DIR": str(tmp_path / "data"),
         "GITHUB_TOKEN": GITHUB_TOKEN,
+        # SANDBOX_MODE=modal talks to the double of the modal client (tests/fakes/modal_double.py)
+        "DECODE_MODAL_CLIENT": "tests.fakes.modal_double",
+        "PYTHONPATH": str(EXAMPLE.parents[1]),
         **env,
     }
     return subprocess.run([DECODE, "run", "--repo", str(repo), task], env=full_env,

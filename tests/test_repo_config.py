@@ -39,3 +39,12 @@ def test_invalid_yaml_is_a_clear_error(tmp_path):
     (tmp_path / ".github/decode.yml").write_text("setup: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_repo_config(tmp_path)
+
+
+def test_modal_keys_are_validated():
+    config = parse_repo_config({"allow_cidrs": ["10.0.0.0/8", "192.168.1.7"], "gpu": "H200:4"})
+    assert config.allow_cidrs == ("10.0.0.0/8", "192.168.1.7") and config.gpu == "H200:4"
+    with pytest.raises(ConfigError, match="'allow_cidrs' has 'intranet'"):
+        parse_repo_config({"allow_cidrs": ["intranet"]})
+    with pytest.raises(ConfigError, match="'gpu'"):
+        parse_repo_config({"gpu": 4})

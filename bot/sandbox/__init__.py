@@ -38,6 +38,9 @@ class SandboxSpec:
     pids: int = 1024
     name: str = "decode"
     hide: tuple[Path, ...] = ()  # host paths an isolating backend must not show (the data dir)
+    gpu: str | None = None  # e.g. "H200:4"; only the modal backend offers GPUs
+    cidr_allowlist: tuple[str, ...] = ()  # modal: CIDRs reachable while the network is otherwise off
+    lifetime_s: int = 3 * 3600  # modal: the sandbox is terminated after this long, whatever happens
 
 
 class Transport(Protocol):

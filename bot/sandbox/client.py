@@ -94,6 +94,8 @@ class AgentdSandbox:
         self._ids = itertools.count(1)
         self._network = network
         self._transport: Transport | None = None
+        self._recovering = False
+        self._notice = ""  # set when the sandbox was replaced; shown once, with the next command's output
         try:
             self._connect()
         except BaseException:
@@ -104,17 +106,22 @@ class AgentdSandbox:
         self._transport = self._launcher.start(self._network)
         self._call("ping", _timeout=60.0)
 
-    def _call(self, op: str, _timeout: float = 120.0, **fields: object) -> dict:
+    def _call(self, op: str, _timeout: float = 120.0, _retried: bool = False, **fields: object) -> dict:
         if self._transport is None:
             raise SandboxError("the sandbox is closed")
         request_id = next(self._ids)
-        self._transport.send(json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n")
         try:
+            self._transport.send(json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n")
             line = self._transport.recv(_timeout)
         except TimeoutError:
             raise SandboxError(f"the sandbox stopped answering ({op} after {_timeout:.0f}s)") from None
+        except SandboxError as e:
+            self._recover(op, e, _retried)
+            return self._call(op, _timeout, True, **fields)
         if line is None:
-            raise SandboxError(f"the sandbox process has exited: {self._transport.diagnostics()}")
+            error = SandboxError(f"the sandbox process has exited: {self._transport.diagnostics()}")
+            self._recover(op, error, _retried)
+            return self._call(op, _timeout, True, **fields)
         answer = json.loads(line)
         if answer.get("id") != request_id:
             raise SandboxError(f"the sandbox answered out of order ({answer.get('id')} for {request_id})")
@@ -122,10 +129,35 @@ class AgentdSandbox:
             raise Refused(answer.get("error") or "refused")
         return answer
 
+    def _recover(self, op: str, error: SandboxError, retried: bool) -> None:
+        """After the transport died: let a launcher with `recover()` replace the sandbox, once per call.
+
+        Raises `error` when it cannot. For `exec` the call is then retried and the
+        launcher's notice leads its output; any other tool call is refused with
+        the notice, so the model learns of the restart on the call that hit it.
+        """
+        recover = getattr(self._launcher, "recover", None)
+        if recover is None or retried or op in ("ping", "export") or self._recovering:
+            raise error
+        self._recovering = True
+        try:
+            if self._transport is not None:
+                self._transport.close()
+                self._transport = None
+            notice = recover()
+            self._connect()
+        finally:
+            self._recovering = False
+        if op != "exec":
+            raise Refused(f"{notice} The {op} call was not carried out: make it again.")
+        self._notice = notice
+
     def run(self, command: str, *, timeout: float = 120.0) -> CommandResult:
         """Run `command` with bash in the workspace; kill its process group at `timeout`."""
         a = self._call("exec", _timeout=timeout + GRACE_S, command=command, timeout=timeout, cap=OUTPUT_CAP)
-        return CommandResult(a["exit_code"], a["output"], a["timed_out"], a["duration"], a["dropped_bytes"])
+        notice, self._notice = self._notice, ""
+        output = f"{notice}\n{a['output']}" if notice else a["output"]
+        return CommandResult(a["exit_code"], output, a["timed_out"], a["duration"], a["dropped_bytes"])
 
     def read_file(self, path: str) -> bytes:
         return base64.b64decode(self._call("read", path=path)["data"])

@@ -87,6 +87,12 @@ def start_pool(settings: Settings, store: Store, metrics: Metrics | None, size: 
 
         if removed := remove_leftovers():
             log.info("removed %d sandbox containers left by dead processes", len(removed))
+    if settings.sandbox_mode == "modal":  # fill DECODE_POOL_SIZE warm sandboxes before the first job
+        from bot.sandbox import SandboxSpec
+        from bot.sandbox.modal import pool_size, prewarm
+
+        if pool_size():
+            prewarm(SandboxSpec(workspace=settings.data_dir, image=settings.sandbox_image))
     pool = WorkerPool(store, job_handler(settings, forge, metrics), size=size,
                       on_exhausted=exhausted_reporter(forge))
     pool.start()

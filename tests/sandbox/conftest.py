@@ -1,13 +1,17 @@
 """Fixtures for the sandbox tests: every backend this machine can run, as one parameter.
 
 `local` always runs. `bwrap` runs when bubblewrap can create namespaces here and
-`docker` when the engine answers and the sandbox image exists. Locally a missing
+`docker` when the engine answers and the sandbox image exists. `modal` runs
+against tests/fakes/modal_double.py (Modal's servers are out of reach here), which
+needs bubblewrap like `bwrap`; it shares the host workspace with the sandbox
+(`share_workspace`) because the suite inspects it mid-run. Locally a missing
 backend is skipped; with `CI` set it fails instead, so CI never goes green on a
 backend it silently did not test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -19,13 +23,19 @@ import pytest
 
 from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
 from tests.conftest import make_repo
+from tests.fakes import modal_double
 
 IMAGE = os.environ.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest"
 MODES = [
     pytest.param("local"),
     pytest.param("bwrap", marks=pytest.mark.bwrap),
     pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("modal", marks=pytest.mark.bwrap),
 ]
+MODAL_DOUBLE = "tests.fakes.modal_double"
+# No test reaches Modal's servers: every SANDBOX_MODE=modal run in the test session (this suite, the
+# end-to-end job tests importing MODES) talks to the local double.
+os.environ.setdefault("DECODE_MODAL_CLIENT", MODAL_DOUBLE)
 ISOLATED = [p for p in MODES if p.values[0] != "local"]
 REPO_FILES = {
     "README.md": "# demo\n",
@@ -38,7 +48,7 @@ REPO_FILES = {
 @functools.cache
 def unavailable(mode: str) -> str | None:
     """Why `mode` cannot run on this machine, or None when it can."""
-    if mode == "bwrap":
+    if mode in ("bwrap", "modal"):
         if shutil.which("bwrap") is None:
             return "bubblewrap is not installed"
         res = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
@@ -84,15 +94,18 @@ def workspace(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def open_box() -> Iterator[Callable[..., Sandbox]]:
+def open_box(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Sandbox]]:
     """Call with (mode, workspace, **spec fields) to open a sandbox closed at teardown."""
     opened: list[Sandbox] = []
+    monkeypatch.setenv("DECODE_MODAL_CLIENT", MODAL_DOUBLE)
+    monkeypatch.setenv("DECODE_POOL_SIZE", "0")
 
     def factory(mode: str, workspace: Path, **spec: object) -> Sandbox:
         fields: dict[str, object] = {"image": IMAGE, "memory_mb": 512, "pids": 256, "cpus": 1.0,
                                      "name": "test"}
         fields.update(spec)
-        box = open_sandbox(mode, SandboxSpec(workspace=workspace, **fields))  # type: ignore[arg-type]
+        with modal_double.share_workspace(workspace) if mode == "modal" else contextlib.nullcontext():
+            box = open_sandbox(mode, SandboxSpec(workspace=workspace, **fields))  # type: ignore[arg-type]
         opened.append(box)
         return box
 

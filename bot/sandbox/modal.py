@@ -1,0 +1,315 @@
+"""`SANDBOX_MODE=modal`: agentd in a Modal sandbox (gVisor), one persistent `Sandbox.exec`.
+
+The sandbox is created in the app `decode-bot` (looked up, created if missing)
+from `spec.image` (`DECODE_SANDBOX_IMAGE`, a registry image that brings python3,
+as for docker) with git installed by `apt_install`, running `sleep infinity`.
+It gets `spec.cpus`, `spec.memory_mb`, `spec.gpu` (e.g. "H200:4") and a lifetime
+timeout (`spec.lifetime_s`), and no secret and no variable of the host: only
+the fixed environment below. Network: off (`block_network=True`), or when
+`spec.cidr_allowlist` is set, only those CIDRs (`outbound_cidr_allowlist`).
+
+At start the workspace (with its .git) and agentd.py are streamed in as one tar
+into `tar -x` in the sandbox; then agentd runs as one `Sandbox.exec` whose
+stdin/stdout carry the same JSON lines as every backend. The host workspace
+is not synced back: the changes come out as a patch (agentd's export).
+
+Modal cannot switch a live sandbox's network, so `start(network)` with the
+other setting snapshots the filesystem (`snapshot_filesystem`), creates a new
+sandbox from that image with the new setting, and terminates the old one. If
+the sandbox dies mid-run, `recover()` creates a new one - from the last
+snapshot when there is one, else from the image with the workspace uploaded
+again - and returns the notice the client shows the model once.
+
+With `DECODE_POOL_SIZE` > 0 sandboxes come from a warm pool (modal_pool.py).
+
+The client is the `modal` package, or the module named by
+`DECODE_MODAL_CLIENT` (tests: `tests.fakes.modal_double`, a double on local
+bubblewrap processes), or any object of the same shape passed as `client=`:
+that is the one place to run this backend against a double.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import queue
+import tarfile
+import threading
+import time
+from typing import Any
+
+from bot.errors import ConfigError, SandboxError
+from bot.sandbox import SandboxSpec
+from bot.sandbox import modal_pool
+from bot.sandbox.client import AGENTD_PATH
+from bot.sandbox.local import SAFE_PATH, clean_env
+
+APP_NAME = "decode-bot"
+WORKSPACE = "/workspace"
+AGENTD_INSIDE = "/opt/decode/agentd.py"
+ADD_PYTHON = None  # the image brings python3 (3.8+) for agentd, as for docker; "3.12" would make Modal add one
+SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
+ENV = clean_env("/root", "modal") | {"PATH": SAFE_PATH} | SAFE_DIRECTORY
+CHUNK = 1024 * 1024  # below modal.io_streams.MAX_BUFFER_SIZE (2 MiB), which a stdin write must not pass
+RESTARTED = ("[decode] the sandbox died and was restarted: {lost}. Check the state of the workspace "
+             "before you continue.")
+
+
+def load_client() -> Any:
+    """The modal client module: `DECODE_MODAL_CLIENT` if set, else `modal`."""
+    name = os.environ.get("DECODE_MODAL_CLIENT") or "modal"
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        raise ConfigError(f"SANDBOX_MODE=modal needs the modal client ({e}): pip install modal, "
+                          f"or set DECODE_MODAL_CLIENT to a module of the same shape") from None
+
+
+def pool_size(env: Any = None) -> int:
+    """`DECODE_POOL_SIZE` as a count (0 = no pool)."""
+    raw = (os.environ if env is None else env).get("DECODE_POOL_SIZE", "").strip() or "0"
+    if not raw.isdigit():
+        raise ConfigError(f"DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)")
+    return int(raw)
+
+
+class ModalTransport:
+    """agentd's stdin/stdout over a Modal `ContainerProcess`, read by a thread like ProcessTransport."""
+
+    def __init__(self, process: Any) -> None:
+        self._proc = process
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._stderr = bytearray()
+        self._error = ""
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_stderr, daemon=True).start()
+
+    def _pump(self) -> None:
+        pending = b""
+        try:
+            for chunk in self._proc.stdout:
+                pending += chunk.encode() if isinstance(chunk, str) else bytes(chunk)
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    self._lines.put(line + b"\n")
+        except Exception as e:  # the stream broke: the sandbox is gone
+            self._error = f"{type(e).__name__}: {e}"
+        finally:
+            if pending:
+                self._lines.put(pending)
+            self._lines.put(None)
+
+    def _pump_stderr(self) -> None:
+        try:
+            for chunk in self._proc.stderr:
+                self._stderr += chunk.encode() if isinstance(chunk, str) else bytes(chunk)
+                del self._stderr[:-4000]
+        except Exception:
+            pass
+
+    def send(self, line: bytes) -> None:
+        try:
+            _write_all(self._proc.stdin, line)
+        except Exception as e:
+            raise SandboxError(f"the sandbox process has exited ({type(e).__name__}: {e}): "
+                               f"{self.diagnostics()}") from None
+
+    def recv(self, timeout: float) -> bytes | None:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+
+    def diagnostics(self) -> str:
+        text = bytes(self._stderr[-2000:]).decode("utf-8", "replace").strip()
+        if text or self._error:
+            return " ".join(p for p in (text, self._error) if p)
+        try:
+            return f"exit status {self._proc.poll()}"
+        except Exception as e:
+            return f"exit status unknown ({e})"
+
+    def close(self) -> None:
+        try:
+            self._proc.stdin.write_eof()
+            self._proc.stdin.drain()
+        except Exception:
+            pass
+
+
+class ModalLauncher:
+    """One Modal sandbox per run; agentd in it through one persistent exec."""
+
+    root = WORKSPACE
+
+    def __init__(self, spec: SandboxSpec, *, client: Any = None, pool: int | None = None) -> None:
+        """Look up the app and describe the image; the sandbox itself is created by the first `start`."""
+        self._spec = spec
+        self._workspace = spec.workspace.resolve()
+        self._modal = client if client is not None else load_client()
+        self._pool_size = pool_size() if pool is None else pool
+        self.sandbox: Any = None
+        self._network = False
+        self._snapshot: Any = None  # the image the current sandbox came from, when it is a snapshot
+        self.acquired_from = ""
+        self.acquire_s = 0.0
+        self._closed = False
+        try:
+            self._app = self._modal.App.lookup(APP_NAME, create_if_missing=True)
+            image = self._modal.Image.from_registry(spec.image, add_python=ADD_PYTHON)
+            self._image = image.apt_install("git")
+        except Exception as e:
+            self.close()
+            raise SandboxError(f"could not reach Modal for the app {APP_NAME} and image {spec.image} ({e}): "
+                               f"check `modal token` and DECODE_SANDBOX_IMAGE") from None
+
+    def _create(self, image: Any, network: bool, app: Any = None, idle_s: float = 0.0) -> Any:
+        spec = self._spec
+        options: dict[str, Any] = {"app": app or self._app, "image": image, "env": dict(ENV),
+                                   "timeout": spec.lifetime_s + int(idle_s), "cpu": spec.cpus,
+                                   "memory": spec.memory_mb}
+        if spec.gpu:
+            options["gpu"] = spec.gpu
+        if not network:
+            if spec.cidr_allowlist:
+                options["outbound_cidr_allowlist"] = list(spec.cidr_allowlist)
+            else:
+                options["block_network"] = True
+        try:
+            return self._modal.Sandbox.create("sleep", "infinity", **options)
+        except Exception as e:
+            raise SandboxError(f"could not create a Modal sandbox from {spec.image}: {e}") from None
+
+    def pool(self, network: bool) -> modal_pool.WarmPool | None:
+        """The process-wide warm pool for sandboxes like this one's (None with DECODE_POOL_SIZE=0).
+
+        Calling it starts filling the pool: a server calls it once at startup
+        (see `prewarm`) so that even its first job claims a warm sandbox.
+        """
+        if self._pool_size <= 0:
+            return None
+        spec = self._spec
+        key = (id(self._modal), spec.image, network, spec.cpus, spec.memory_mb, spec.gpu, spec.cidr_allowlist,
+               spec.lifetime_s + int(modal_pool.IDLE_S))
+        image, app, create = self._image, self._app, self._create
+        return modal_pool.pool_for(key, self._pool_size, lambda: create(image, network, app, modal_pool.IDLE_S))
+
+    def _acquire(self, network: bool) -> Any:
+        """A fresh sandbox from the image: claimed from the warm pool when there is one, else created."""
+        started = time.monotonic()
+        pool = self.pool(network)
+        sandbox = pool.claim() if pool is not None else None
+        self.acquired_from = "pool" if sandbox is not None else "cold"
+        if sandbox is None:
+            sandbox = self._create(self._image, network)
+        self.acquire_s = time.monotonic() - started
+        return sandbox
+
+    def _upload(self) -> None:
+        """Stream the workspace and agentd into the sandbox as one tar."""
+        data = _upload_tar(self._workspace)
+        try:
+            proc = self.sandbox.exec("tar", "-x", "--no-same-owner", "-f", "-", "-C", "/", text=False)
+            _write_all(proc.stdin, data)
+            proc.stdin.write_eof()
+            proc.stdin.drain()
+            code = proc.wait()
+            err = b"" if code == 0 else proc.stderr.read()
+        except Exception as e:
+            raise SandboxError(f"could not upload the workspace to the Modal sandbox: {e}") from None
+        if code != 0:
+            text = err.decode(errors="replace") if isinstance(err, bytes) else str(err)
+            raise SandboxError(f"could not unpack the workspace in the Modal sandbox (tar exit {code}): "
+                               f"{text.strip()[-500:]}: the image needs tar", stderr=text)
+
+    def start(self, network: bool) -> ModalTransport:
+        """Create the sandbox (first call) or move to one with the asked network; then exec agentd."""
+        if self._closed:
+            raise SandboxError("the Modal sandbox has been terminated")
+        if self.sandbox is None:
+            if not self._workspace.is_dir():
+                raise ConfigError(f"the workspace {self._workspace} does not exist")
+            self.sandbox = self._acquire(network)
+            self._network = network
+            self._upload()
+        elif network != self._network:
+            self._switch(network)
+        try:
+            proc = self.sandbox.exec("python3", "-I", AGENTD_INSIDE, WORKSPACE, workdir=WORKSPACE, text=False)
+        except Exception as e:
+            raise SandboxError(f"could not start agentd in the Modal sandbox: {e}") from None
+        return ModalTransport(proc)
+
+    def _switch(self, network: bool) -> None:
+        try:
+            image = self.sandbox.snapshot_filesystem()
+        except Exception as e:
+            raise SandboxError(f"could not snapshot the Modal sandbox to switch its network: {e}") from None
+        new = self._create(image, network)
+        old, self.sandbox = self.sandbox, new
+        self._network, self._snapshot = network, image
+        _terminate(old)
+
+    def recover(self) -> str:
+        """Replace a dead sandbox; returns the notice to show the model (once)."""
+        old, self.sandbox = self.sandbox, None
+        if old is not None:
+            _terminate(old)
+        if self._snapshot is not None:
+            self.sandbox = self._create(self._snapshot, self._network)
+            lost = "the changes made since the network was last switched were lost"
+        else:
+            self.sandbox = self._acquire(self._network)
+            self._upload()
+            lost = "the workspace was restored to its state at the start; all changes made since were lost"
+        return RESTARTED.format(lost=lost)
+
+    def close(self) -> None:
+        """Terminate the sandbox. Safe to call twice, and after any failure."""
+        self._closed = True
+        sandbox, self.sandbox = self.sandbox, None
+        if sandbox is not None:
+            _terminate(sandbox)
+
+
+def prewarm(spec: SandboxSpec, *, network: bool = False, client: Any = None,
+            size: int | None = None) -> modal_pool.WarmPool | None:
+    """Start filling the warm pool for sandboxes like `spec`'s (the workspace does not matter)."""
+    return ModalLauncher(spec, client=client, pool=size).pool(network)
+
+
+def _upload_tar(workspace: Any) -> bytes:
+    """workspace/... and opt/decode/agentd.py as one tar for `tar -x -C /`, owned by root."""
+    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(str(workspace), arcname=WORKSPACE.strip("/"), filter=owned_by_root)
+        parts = AGENTD_INSIDE.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            info = tarfile.TarInfo("/".join(parts[:depth]))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        data = AGENTD_PATH.read_bytes()
+        info = tarfile.TarInfo("/".join(parts))
+        info.size, info.mode = len(data), 0o444
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _write_all(stdin: Any, data: bytes) -> None:
+    """Write and drain in chunks: Modal's stdin takes at most 2 MiB between drains (MAX_BUFFER_SIZE)."""
+    for offset in range(0, len(data), CHUNK):
+        stdin.write(data[offset:offset + CHUNK])
+        stdin.drain()
+
+
+def _terminate(sandbox: Any) -> None:
+    try:
+        sandbox.terminate()
+    except Exception:
+        pass

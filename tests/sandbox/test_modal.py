@@ -1,0 +1,236 @@
+"""What only the modal backend does, against tests/fakes/modal_double.py.
+
+Here the sandbox's /workspace is private (no `share_workspace`): the workspace
+really travels as a tar and the changes come back as a patch.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.errors import ConfigError, SandboxError
+from bot.sandbox import SandboxSpec, open_sandbox
+from bot.sandbox import modal_pool
+from bot.sandbox.client import AgentdSandbox, Refused
+from bot.sandbox.modal import ENV, ModalLauncher, load_client, pool_size, prewarm
+from tests.conftest import git
+from tests.fakes import modal_double
+from tests.sandbox.conftest import require
+
+
+@pytest.fixture(autouse=True)
+def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    require("modal")
+    monkeypatch.setenv("DECODE_MODAL_CLIENT", "tests.fakes.modal_double")
+    monkeypatch.setenv("DECODE_POOL_SIZE", "0")
+    before = len(modal_double.created)
+    yield
+    modal_pool.close_all()
+    leaked = [s.object_id for s in modal_double.created[before:] if s.poll() is None]
+    assert leaked == [], "every sandbox is terminated at the end"
+
+
+def spec(workspace: Path, **fields: Any) -> SandboxSpec:
+    return SandboxSpec(workspace=workspace, memory_mb=512, cpus=1.0, name="test-modal", **fields)
+
+
+@pytest.fixture
+def box(workspace: Path) -> Iterator[AgentdSandbox]:
+    sandbox = open_sandbox("modal", spec(workspace))
+    assert isinstance(sandbox, AgentdSandbox)
+    yield sandbox
+    sandbox.close()
+
+
+def launcher_of(box: AgentdSandbox) -> ModalLauncher:
+    launcher = box._launcher
+    assert isinstance(launcher, ModalLauncher)
+    return launcher
+
+
+def test_the_workspace_is_uploaded_and_changes_come_back_as_a_patch(
+    box: AgentdSandbox, workspace: Path, tmp_path: Path
+) -> None:
+    base = git(workspace, "rev-parse", "HEAD")
+    assert box.run("git rev-parse HEAD").output.strip() == base, "the .git came along"
+    assert box.read_file("src/app.py") == b"def main():\n    return 1\n"
+    box.write_file("src/app.py", b"def main():\n    return 42\n")
+    box.run("echo new > added.txt && rm docs/old.txt")
+    assert (workspace / "src/app.py").read_text() == "def main():\n    return 1\n", "the host copy is untouched"
+    assert not (workspace / "added.txt").exists()
+    patch = box.export_patch(base)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(workspace), str(clone)], check=True)
+    subprocess.run(["git", "apply", "--index", "-"], input=patch, cwd=clone, check=True)
+    assert (clone / "src/app.py").read_text() == "def main():\n    return 42\n"
+    assert (clone / "added.txt").read_text() == "new\n" and not (clone / "docs/old.txt").exists()
+
+
+def test_requests_larger_than_modals_stdin_buffer_get_through(box: AgentdSandbox) -> None:
+    big = bytes(range(256)) * (5 * 4096)  # 5 MiB, 6.7 MiB as base64 in one JSON line
+    box.write_file("big.bin", big)
+    assert box.read_file("big.bin") == big
+
+
+def test_network_switch_goes_through_a_snapshot_and_keeps_setup_files(workspace: Path) -> None:
+    box = open_sandbox("modal", spec(workspace), network=True)
+    try:
+        launcher = launcher_of(box)
+        first = launcher.sandbox
+        assert not first.block_network
+        box.run("mkdir -p /root/.cache/tool && echo installed > /root/.cache/tool/x && echo built > build.txt")
+        box.set_network(False)
+        second = launcher.sandbox
+        assert second is not first and second.block_network
+        assert first.poll() is not None, "the old sandbox is terminated"
+        assert box.run("cat /root/.cache/tool/x build.txt").output == "installed\nbuilt\n"
+        assert box.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").output.split() == ["lo"]
+    finally:
+        box.close()
+
+
+def test_a_dead_sandbox_is_recreated_and_the_model_told_once(box: AgentdSandbox) -> None:
+    launcher = launcher_of(box)
+    box.write_file("scratch.txt", b"lost\n")
+    dead = launcher.sandbox
+    modal_double.kill(dead)
+    result = box.run("ls scratch.txt README.md")
+    assert launcher.sandbox is not dead and launcher.sandbox.poll() is None
+    assert result.output.startswith("[decode] the sandbox died and was restarted")
+    assert "README.md" in result.output and result.exit_code != 0, "the workspace is back, the change is not"
+    again = box.run("echo fine")
+    assert again.output == "fine\n", "the notice is shown once"
+    modal_double.kill(launcher.sandbox)
+    with pytest.raises(Refused, match="restarted.*read call was not carried out"):
+        box.read_file("README.md")
+    assert box.read_file("README.md") == b"# demo\n"
+
+
+def test_recovery_after_a_network_switch_restores_the_snapshot(workspace: Path) -> None:
+    box = open_sandbox("modal", spec(workspace), network=True)
+    try:
+        box.run("echo setup > installed.txt")
+        box.set_network(False)
+        modal_double.kill(launcher_of(box).sandbox)
+        result = box.run("cat installed.txt")
+        assert "since the network was last switched" in result.output and result.output.endswith("setup\n")
+        assert launcher_of(box).sandbox.block_network
+    finally:
+        box.close()
+
+
+class _NoAgentd(modal_double.Sandbox):
+    """A sandbox whose image cannot run python3: agentd's exec fails after the sandbox exists."""
+
+    @staticmethod
+    def create(*args: str, **options: Any) -> "modal_double.Sandbox":
+        sandbox = modal_double.Sandbox.create(*args, **options)
+        sandbox.__class__ = _NoAgentd
+        return sandbox
+
+    def exec(self, *args: str, **options: Any) -> Any:
+        if args[0] == "python3":
+            raise RuntimeError("python3: not found")
+        return super().exec(*args, **options)
+
+
+def test_close_terminates_even_when_start_fails(workspace: Path) -> None:
+    client = types.SimpleNamespace(App=modal_double.App, Image=modal_double.Image, Sandbox=_NoAgentd)
+    before = len(modal_double.created)
+    with pytest.raises(SandboxError, match="could not start agentd"):
+        AgentdSandbox(ModalLauncher(spec(workspace), client=client), mode="modal")
+    made = modal_double.created[before:]
+    assert made and all(s.poll() is not None for s in made)
+
+
+def test_close_terminates_after_failed_commands(box: AgentdSandbox) -> None:
+    sandbox = launcher_of(box).sandbox
+    assert box.run("exit 7").exit_code == 7
+    with pytest.raises(Refused):
+        box.read_file("missing")
+    box.close()
+    box.close()
+    assert sandbox.poll() is not None
+
+
+def test_init_failure_is_an_error_that_says_what_to_fix(workspace: Path) -> None:
+    class Down:
+        @staticmethod
+        def lookup(name: str, *, create_if_missing: bool = False) -> Any:
+            raise ConnectionError("modal.com unreachable")
+
+    client = types.SimpleNamespace(App=Down, Image=modal_double.Image, Sandbox=modal_double.Sandbox)
+    with pytest.raises(SandboxError, match="modal token"):
+        ModalLauncher(spec(workspace), client=client)
+
+
+def test_resources_gpu_and_allowlist_reach_sandbox_create(workspace: Path) -> None:
+    box = open_sandbox("modal", spec(workspace, gpu="H200:4", cidr_allowlist=("10.1.0.0/16",), lifetime_s=600))
+    try:
+        sandbox = launcher_of(box).sandbox
+        assert (sandbox.gpu, sandbox.cpu, sandbox.memory) == ("H200:4", 1.0, 512)
+        assert sandbox.outbound_cidr_allowlist == ["10.1.0.0/16"]
+        assert sandbox.image.packages == ("git",)
+    finally:
+        box.close()
+
+
+def test_no_host_variable_is_given_to_modal(box: AgentdSandbox) -> None:
+    sandbox = launcher_of(box).sandbox
+    assert sandbox.env == ENV
+    assert sandbox.env["DECODE_SANDBOX"] == "modal"
+    assert "ANTHROPIC_API_KEY" not in box.run("env").output
+
+
+def test_client_and_pool_size_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DECODE_MODAL_CLIENT", "no_such_modal_client")
+    with pytest.raises(ConfigError, match="DECODE_MODAL_CLIENT"):
+        load_client()
+    assert pool_size({"DECODE_POOL_SIZE": "3"}) == 3 and pool_size({}) == 0
+    with pytest.raises(ConfigError, match="DECODE_POOL_SIZE"):
+        pool_size({"DECODE_POOL_SIZE": "many"})
+
+
+def _acquire_seconds(workspace: Path, pool: int) -> tuple[str, float]:
+    launcher = ModalLauncher(spec(workspace), client=modal_double, pool=pool)
+    try:
+        warm = prewarm(spec(workspace), client=modal_double, size=pool) if pool else None
+        if warm is not None:
+            assert warm.wait_full(30), warm.last_error
+        box = AgentdSandbox(launcher, mode="modal")
+        assert box.run("cat README.md").output == "# demo\n", "a claimed sandbox is made repo-specific"
+        box.close()
+        return launcher.acquired_from, launcher.acquire_s
+    finally:
+        launcher.close()
+
+
+def test_a_pool_claim_is_faster_than_a_cold_create(workspace: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cold = [_acquire_seconds(workspace, 0) for _ in range(5)]
+    warm = [_acquire_seconds(workspace, 2) for _ in range(5)]
+    assert {how for how, _ in cold} == {"cold"} and {how for how, _ in warm} == {"pool"}, (cold, warm)
+    cold_s = statistics.median(s for _, s in cold)
+    warm_s = statistics.median(s for _, s in warm)
+    with capsys.disabled():
+        print(f"\nmodal double: cold create {cold_s * 1000:.1f} ms, pool claim {warm_s * 1000:.2f} ms (medians of 5)")
+    assert warm_s < cold_s
+
+
+def test_pooled_sandboxes_are_terminated_at_exit(workspace: Path) -> None:
+    launcher = ModalLauncher(spec(workspace), client=modal_double, pool=2)
+    try:
+        launcher.start(False).close()
+        pool = launcher.pool(False)
+        assert pool is not None and pool.wait_full(30)
+        waiting = [s for _, s in pool._ready]
+    finally:
+        launcher.close()
+    modal_pool.close_all()
+    assert all(s.poll() is not None for s in waiting)
