@@ -30,18 +30,16 @@ differ from root.
 
 from __future__ import annotations
 
-import io
 import os
 import secrets
 import shutil
 import socket
 import subprocess
-import tarfile
 from collections.abc import Mapping
 
 from bot.errors import ConfigError, SandboxError
 from bot.sandbox import SandboxSpec
-from bot.sandbox.client import AGENTD_PATH, ProcessTransport
+from bot.sandbox.client import ProcessTransport, agentd_tar
 from bot.sandbox.local import SAFE_PATH, clean_env
 
 WORKSPACE = "/workspace"
@@ -131,7 +129,7 @@ class DockerLauncher:
         if res.returncode == 0:
             # Copied in rather than bind-mounted: when the bot itself runs in a container, its
             # files are not at the same path on the engine's host.
-            copied = subprocess.run([self._docker, "cp", "-", f"{name}:/"], env=self._env, input=_agentd_tar(),
+            copied = subprocess.run([self._docker, "cp", "-", f"{name}:/"], env=self._env, input=agentd_tar(AGENTD_INSIDE),
                                     capture_output=True, timeout=120)
             res = self._cli("start", name) if copied.returncode == 0 else \
                 subprocess.CompletedProcess(args, copied.returncode, "", copied.stderr.decode(errors="replace"))
@@ -212,22 +210,6 @@ def remove_leftovers(docker: str = "docker") -> list[str]:
             subprocess.run([docker, "rm", "-f", "-v", cid], capture_output=True)
             removed.append(cid)
     return removed
-
-
-def _agentd_tar() -> bytes:
-    """A tar stream holding agentd at AGENTD_INSIDE, its directories included, for `docker cp -`."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        parts = AGENTD_INSIDE.strip("/").split("/")
-        for depth in range(1, len(parts)):
-            info = tarfile.TarInfo("/".join(parts[:depth]))
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        data = AGENTD_PATH.read_bytes()
-        info = tarfile.TarInfo("/".join(parts))
-        info.size, info.mode = len(data), 0o444
-        tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def _mount(source: object, target: str) -> str:

@@ -31,10 +31,8 @@ that is the one place to run this backend against a double.
 from __future__ import annotations
 
 import importlib
-import io
 import os
 import queue
-import tarfile
 import threading
 import time
 from typing import Any
@@ -42,7 +40,7 @@ from typing import Any
 from bot.errors import ConfigError, SandboxError
 from bot.sandbox import SandboxSpec
 from bot.sandbox import modal_pool
-from bot.sandbox.client import AGENTD_PATH
+from bot.sandbox.client import agentd_tar
 from bot.sandbox.local import SAFE_PATH, clean_env
 
 APP_NAME = "decode-bot"
@@ -208,7 +206,7 @@ class ModalLauncher:
 
     def _upload(self) -> None:
         """Stream the workspace and agentd into the sandbox as one tar."""
-        data = _upload_tar(self._workspace)
+        data = agentd_tar(AGENTD_INSIDE, self._workspace, WORKSPACE)
         try:
             proc = self.sandbox.exec("tar", "-x", "--no-same-owner", "-f", "-", "-C", "/", text=False)
             _write_all(proc.stdin, data)
@@ -277,28 +275,6 @@ def prewarm(spec: SandboxSpec, *, network: bool = False, client: Any = None,
             size: int | None = None) -> modal_pool.WarmPool | None:
     """Start filling the warm pool for sandboxes like `spec`'s (the workspace does not matter)."""
     return ModalLauncher(spec, client=client, pool=size).pool(network)
-
-
-def _upload_tar(workspace: Any) -> bytes:
-    """workspace/... and opt/decode/agentd.py as one tar for `tar -x -C /`, owned by root."""
-    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        return info
-
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(str(workspace), arcname=WORKSPACE.strip("/"), filter=owned_by_root)
-        parts = AGENTD_INSIDE.strip("/").split("/")
-        for depth in range(1, len(parts)):
-            info = tarfile.TarInfo("/".join(parts[:depth]))
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        data = AGENTD_PATH.read_bytes()
-        info = tarfile.TarInfo("/".join(parts))
-        info.size, info.mode = len(data), 0o444
-        tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def _write_all(stdin: Any, data: bytes) -> None:
