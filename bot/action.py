@@ -23,6 +23,7 @@ from bot.github.auth import TokenCredentials
 from bot.github.body import split_markdown
 from bot.github.forge import GitHubForge
 from bot.github.job import Conclusion, run_github_job
+from bot.redact import Redactor
 from bot.transcript import figures, load_events, render_figures
 from bot.triggers import Ignore, Trigger, decide
 
@@ -70,9 +71,14 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
     server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if env.get("GITHUB_RUN_ID") else None
     forge = GitHubForge(TokenCredentials(token, settings.github_api_url))
-    conclusion = run_github_job(trigger, settings.replace(github_token=token), forge, run_id=run_id, run_url=run_url,
-                                authorize=trigger.kind != "dispatch",
-                                progress=lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        conclusion = run_github_job(
+            trigger, settings.replace(github_token=token), forge, run_id=run_id, run_url=run_url,
+            authorize=trigger.kind != "dispatch", attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
+            progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except Exception as e:  # noqa: BLE001 - already reported on the issue; the outputs must still be written
+        message = Redactor(settings.secrets() + [token]).redact(f"{type(e).__name__}: {e}")
+        conclusion = Conclusion("failed", message)
     return finish(env, conclusion)
 
 

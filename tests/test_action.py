@@ -209,3 +209,15 @@ def test_the_workflow_files_are_valid(action_validator):
     broken.parent.mkdir(exist_ok=True)
     broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    stepz: []\n")
     assert subprocess.run([*action_validator, str(broken)], capture_output=True).returncode != 0
+
+
+def test_a_github_failure_still_writes_the_outputs_and_fails_the_step(runner, fake_github, fake_anthropic):
+    number = fake_github.add_issue(OWNER, NAME, "x", "", user="alice")
+    fake_github.inject("GET", rf"^/repos/{OWNER}/{NAME}$", status=404, times=99)  # e.g. the token lost access
+    code, outputs, summary, log = runner.run("issues", rewritten("issues", "labeled", issue__number=number,
+                                                                 label__name="agent"),
+                                             {"anthropic_api_key": fake_anthropic.api_key})
+    assert code == 1 and outputs["conclusion"] == "failed"
+    assert "::error title=decode-bot::" in log and "decode-bot: failed" in summary
+    assert "could not finish" in fake_github.comments(OWNER, NAME, number)[0]["body"]
+    assert fake_github.token not in log + summary
