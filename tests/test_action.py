@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.fakes.webhook_examples import examples
+from tests.fakes.webhook_examples import example
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "fix-weekend"
@@ -111,16 +111,7 @@ def runner(fake_github, fake_anthropic, tmp_path, runner_temp):
 
 
 def rewritten(event: str, action: str | None, sender: str = "alice", sender_type: str = "User", **changes) -> dict:
-    payload = next(p for name, p in examples() if name == event and (action is None or p.get("action") == action))
-    payload["repository"].update(full_name=REPO, name=NAME, owner={**payload["repository"]["owner"], "login": OWNER})
-    payload["sender"] = {**payload["sender"], "login": sender, "type": sender_type}
-    for path, value in changes.items():
-        target = payload
-        *parents, leaf = path.split("__")
-        for key in parents:
-            target = target[key]
-        target[leaf] = value
-    return payload
+    return example(event, action, repo=REPO, sender=sender, sender_type=sender_type, **changes)
 
 
 def test_a_labeled_issue_becomes_a_pull_request(runner, fake_github, fake_anthropic):

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from bot.errors import DecodeError
-from bot.redact import Redactor
 from bot.sandbox import SandboxSpec, open_sandbox
 from bot.workspace import PatchRefused, Workspace, git_env, prepare
 from tests.conftest import git

@@ -44,6 +44,30 @@ def examples(host: str = "api.github.com") -> list[tuple[str, dict[str, Any]]]:
     return [(name, json.loads(json.dumps(p))) for name, p in _load(host)]
 
 
+def example(event: str, action: str | None = None, *, repo: str | None = None, sender: str | None = None,
+            sender_type: str | None = None, **changes: Any) -> dict[str, Any]:
+    """A copy of the first example of `event` (with `action`), rewritten for a test.
+
+    `repo` ("owner/name") replaces the repository, `sender` and `sender_type` the
+    sender, and each `a__b=value` sets payload["a"]["b"].
+    """
+    payload = next(p for name, p in examples() if name == event and (action is None or p.get("action") == action))
+    if repo is not None:
+        owner, name = repo.split("/", 1)
+        payload["repository"].update(full_name=repo, name=name, owner={**payload["repository"]["owner"], "login": owner})
+    if sender is not None:
+        payload["sender"] = {**payload["sender"], "login": sender}
+    if sender_type is not None:
+        payload["sender"] = {**payload["sender"], "type": sender_type}
+    for path, value in changes.items():
+        target = payload
+        *parents, leaf = path.split("__")
+        for key in parents:
+            target = target[key]
+        target[leaf] = value
+    return payload
+
+
 def all_examples() -> list[tuple[str, str, dict[str, Any]]]:
     """Every (host, event name, payload) example in the package, all hosts."""
     return [(host, name, payload) for host in HOSTS for name, payload in examples(host)]

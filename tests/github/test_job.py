@@ -16,7 +16,7 @@ from bot.github.job import run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
 from bot.triggers import Trigger, decide
-from tests.fakes.webhook_examples import examples
+from tests.fakes.webhook_examples import example
 from tests.sandbox.conftest import MODES, require
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fix-weekend"
@@ -46,19 +46,9 @@ def world(fake_github, fake_anthropic, tmp_path):
     return fake_github, fake_anthropic, settings, forge, sleeps
 
 
-def delivery(event: str, action: str, **changes) -> dict:
+def delivery(event: str, action: str, sender: str = "alice", sender_type: str = "User", **changes) -> dict:
     """A real @octokit/webhooks-examples payload of `event.action`, rewritten to the fake repository."""
-    payload = next(p for name, p in examples() if name == event and p.get("action") == action)
-    payload["repository"].update(full_name=REPO, name=NAME, owner={**payload["repository"]["owner"], "login": OWNER})
-    payload["sender"] = {**payload["sender"], "login": changes.pop("sender", "alice"),
-                         "type": changes.pop("sender_type", "User")}
-    for path, value in changes.items():
-        target = payload
-        *parents, leaf = path.split("__")
-        for key in parents:
-            target = target[key]
-        target[leaf] = value
-    return payload
+    return example(event, action, repo=REPO, sender=sender, sender_type=sender_type, **changes)
 
 
 def run(world, event: str, payload: dict, run_id: str = "r1", **kw):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.webhook_examples import all_examples, examples
+from tests.fakes.webhook_examples import all_examples, example
 from tests.sandbox.conftest import require
 from tests.server.conftest import SECRET, delivery
 
@@ -90,13 +90,8 @@ def env(fake_github, fake_anthropic, tmp_path):
 
 
 def labeled(number: int) -> dict:
-    payload = next(p for name, p in examples() if name == "issues" and p.get("action") == "labeled")
-    payload["repository"].update(full_name=f"{OWNER}/{NAME}", name=NAME,
-                                 owner={**payload["repository"]["owner"], "login": OWNER})
-    payload["issue"]["number"] = number
-    payload["label"]["name"] = "agent"
-    payload["sender"] = {**payload["sender"], "login": "alice", "type": "User"}
-    return payload
+    return example("issues", "labeled", repo=f"{OWNER}/{NAME}", sender="alice", sender_type="User",
+                   issue__number=number, label__name="agent")
 
 
 def wait_for(condition, timeout: float = 90.0, what: str = "condition"):

@@ -5,17 +5,12 @@ import pytest
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.server import create_app
-from tests.fakes.webhook_examples import all_examples
+from tests.fakes.webhook_examples import all_examples, example
 from tests.server.conftest import delivery
 
 
 def labeled(label="agent"):
-    from tests.fakes.webhook_examples import examples
-
-    payload = next(p for name, p in examples() if name == "issues" and p.get("action") == "labeled")
-    payload["label"]["name"] = label
-    payload["sender"]["type"] = "User"
-    return payload
+    return example("issues", "labeled", sender_type="User", label__name=label)
 
 
 def post(client, event, payload, **kw):
@@ -55,10 +50,7 @@ def test_a_redelivery_does_not_make_a_second_job(client, store):
 
 
 def test_ping_is_answered(client):
-    from tests.fakes.webhook_examples import examples
-
-    ping = next(p for name, p in examples() if name == "ping")
-    res = post(client, "ping", ping)
+    res = post(client, "ping", example("ping"))
     assert res.status_code == 200 and res.get_json()["outcome"] == "pong"
 
 
