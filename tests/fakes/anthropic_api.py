@@ -30,6 +30,7 @@ import pytest
 from bot.config import DEFAULT_MODEL, Settings
 from bot.model import Usage
 from bot.model.scripted import normalize_turn
+from tests.fakes.http import start_server, stop_server
 from tests.fakes.pause import Pause
 
 LOOKBACK = 20
@@ -99,16 +100,13 @@ class FakeAnthropic:
 
     def start(self) -> "FakeAnthropic":
         """Serve on a free port in a background thread."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.fake = self  # type: ignore[attr-defined]
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = start_server(_Handler, self)
         return self
 
     def stop(self) -> None:
         """Stop serving and close the listening socket."""
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_server(self._server)
             self._server = None
 
     def __enter__(self) -> "FakeAnthropic":

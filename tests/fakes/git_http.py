@@ -10,11 +10,12 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
-import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from tests.fakes.http import start_server, stop_server
 
 
 def http_backend(root: Path, method: str, target: str, headers: Mapping[str, str], body: bytes,
@@ -52,8 +53,7 @@ class GitHttpServer:
         self.root = Path(root)
         self.expected = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
         self.requests: list[dict[str, str]] = []  # method, path, authorization of every request
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self._server.server_port}/"
+        self._server: ThreadingHTTPServer | None = None
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -89,9 +89,10 @@ class GitHttpServer:
         return Handler
 
     def __enter__(self) -> "GitHttpServer":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = start_server(self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_port}/"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        if self._server is not None:
+            stop_server(self._server)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from tests.fakes.http import start_server, stop_server
 from tests.fakes.pause import Pause
 from tests.fakes import github_rest as rest
 from tests.fakes import github_rest_issues  # noqa: F401  (registers the issue, comment and pull routes)
@@ -79,17 +79,13 @@ class FakeGitHub(GitHubState):
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> "FakeGitHub":
         """Serve on a free port in a background thread."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
-        self._server.fake = self  # type: ignore[attr-defined]
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = start_server(_Handler, self)
         return self
 
     def stop(self) -> None:
         """Stop serving and delete the bare repositories."""
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            stop_server(self._server)
             self._server = None
         shutil.rmtree(self.root, ignore_errors=True)
 
