@@ -40,6 +40,7 @@ class Job:
     base: str | None = None
     co_author: str | None = None
     title: str | None = None
+    config_base: str | None = None  # the branch whose .github/decode.yml applies; default: `base` itself
     attempt: int = 1  # a retried job (its worker died) runs again in a fresh run directory
 
     @staticmethod
@@ -79,9 +80,11 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         progress(f"preparing {job.repo} on branch {job.branch}")
         ws = prepare(job.repo, run_dir, job.branch, job.base, settings.github_token, redactor=redactor)
         outcome.workspace = ws
-        config = load_repo_config(ws.clean)
+        config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
+        config = load_repo_config(ws.git, config_sha)
         transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
-                          model=model.name, sandbox=settings.sandbox_mode, budget=vars(settings.budget))
+                          config_sha=config_sha, model=model.name, sandbox=settings.sandbox_mode,
+                          budget=vars(settings.budget))
         if (config.gpu or config.allow_cidrs) and settings.sandbox_mode != "modal":
             note = (f".github/decode.yml asks for {'a GPU' if config.gpu else 'allow_cidrs'}, which only "
                     f"SANDBOX_MODE=modal provides; the {settings.sandbox_mode} sandbox runs without it "

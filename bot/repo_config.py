@@ -5,24 +5,32 @@
     network: false    # whether the agent itself gets the network (default false)
     allow_cidrs:      # SANDBOX_MODE=modal: what the agent may reach while the network is off
       - 10.0.0.0/8
+    allow_domains:    # the agent phase may reach only these names ("*." wildcards); blocked ones
+      - pypi.org      # are listed in the pull request
+      - "*.pythonhosted.org"
+    allow_workflow_changes: false   # true lets changes under .github/workflows/ be committed
     gpu: "H200:4"     # SANDBOX_MODE=modal: a GPU for the agent's commands
 
-The file is read from the base branch on the host, never from the agent's
-working tree. An invalid file is an error naming the key, before any work.
+The file is read as a blob from the base commit on the host (the default branch
+for an issue, the pull request's base branch for a PR; never the PR's head and
+never the agent's tree), see `bot.trusted_files`. An invalid file is an error
+naming the key, before any work.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from pathlib import Path
+import re
 
 import yaml
 
 from bot.errors import ConfigError
+from bot.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
-KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "gpu")
+KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu")
+DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -31,16 +39,18 @@ class RepoConfig:
     network: bool = False
     setup_timeout: float = 900.0
     allow_cidrs: tuple[str, ...] = ()
+    allow_domains: tuple[str, ...] = ()
+    allow_workflow_changes: bool = False
     gpu: str | None = None
 
 
-def load_repo_config(checkout: Path) -> RepoConfig:
-    """The config of the repository at `checkout`; defaults when it has no file."""
-    path = checkout / PATH
-    if not path.is_file():
+def load_repo_config(git: Git, commit: str) -> RepoConfig:
+    """The config committed at `commit` (read as a blob, see `bot.trusted_files`); defaults without a file."""
+    raw = read_trusted(git, commit, PATH)
+    if raw is None:
         return RepoConfig()
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(raw.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise ConfigError(f"{PATH} is not valid YAML: {e}") from None
     return parse_repo_config(data)
@@ -74,7 +84,16 @@ def parse_repo_config(data: object) -> RepoConfig:
             ipaddress.ip_network(str(cidr), strict=False)
         except ValueError:
             raise ConfigError(f"{PATH}: 'allow_cidrs' has {cidr!r}, which is not a CIDR like 10.0.0.0/8") from None
+    domains = data.get("allow_domains") or []
+    if not isinstance(domains, list) or not all(isinstance(d, str) and DOMAIN.fullmatch(d.lower().rstrip("."))
+                                                for d in domains):
+        raise ConfigError(f"{PATH}: 'allow_domains' must be a list of host names like pypi.org or "
+                          f"\"*.pythonhosted.org\", not {domains!r}")
+    workflows = data.get("allow_workflow_changes", False)
+    if not isinstance(workflows, bool):
+        raise ConfigError(f"{PATH}: 'allow_workflow_changes' must be true or false, not {workflows!r}")
     gpu = data.get("gpu")
     if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
         raise ConfigError(f"{PATH}: 'gpu' must be a Modal GPU spec like \"H200:4\", not {gpu!r}")
-    return RepoConfig(tuple(setup), network, float(timeout), tuple(str(c) for c in cidrs), gpu)
+    return RepoConfig(tuple(setup), network, float(timeout), tuple(str(c) for c in cidrs),
+                      tuple(d.lower().rstrip(".") for d in domains), workflows, gpu)

@@ -111,6 +111,14 @@ class Workspace:
         env = {**git_env(), **(extra_env or {})}
         return _git(args, self.clean, env, self.redactor, what=what, input=input, ok=ok)
 
+    def branch_commit(self, branch: str) -> str:
+        """The commit of the remote's `branch` as cloned (the base a pull request merges into)."""
+        out = self.git("rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{branch}^{{commit}}",
+                       what=f"resolving {branch}", ok=(0, 1)).decode().strip()
+        if not out:
+            raise DecodeError(f"the branch {branch!r} does not exist in {self.redactor.redact(self.remote)}")
+        return out
+
     def check_patch(self, patch: bytes) -> list[str]:
         """The paths `patch` changes, or `PatchRefused` if it must not be committed.
 

