@@ -60,6 +60,8 @@ class Outcome:
     workspace: Workspace | None = None
     commit: str | None = None
     changed: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # workflow files the repository does not let us commit
+    blocked: dict[str, int] = field(default_factory=dict)  # "host:port" -> attempts the agent's egress policy blocked
 
 
 def issue_branch(number: int, title: str) -> str:
@@ -108,7 +110,11 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
             patch = sandbox.export_patch(ws.base_sha)
         finally:
             sandbox.close()
-        outcome.changed = ws.apply_patch(patch)
+        applied = ws.apply_patch(patch, keep_workflows=config.allow_workflow_changes)
+        outcome.changed, outcome.left_out = applied.changed, applied.left_out
+        if applied.left_out:
+            transcript.record("note", text="left out of the commit (workflow files; allow_workflow_changes is "
+                                           "not set in .github/decode.yml): " + ", ".join(applied.left_out))
         outcome.commit = ws.commit(commit_message(job, result), job.co_author)
         return outcome
     except DecodeError as e:

@@ -27,6 +27,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from bot.errors import DecodeError
 from bot.redact import Redactor
@@ -47,6 +48,13 @@ _HARDENING = {
     "init.defaultBranch": "main",
 }
 _ALLOWED_MODES = {"100644", "100755", "120000", "000000"}
+
+
+class Applied(NamedTuple):
+    """What `Workspace.apply_patch` staged, and what it left out (workflow files)."""
+
+    changed: list[str]
+    left_out: list[str]
 
 
 class PatchRefused(DecodeError):
@@ -161,13 +169,23 @@ class Workspace:
             paths.append(path)
         return sorted(paths)
 
-    def apply_patch(self, patch: bytes) -> list[str]:
-        """Validate `patch` (see `check_patch`), apply it to the clean clone's index and tree; the changed paths."""
+    def apply_patch(self, patch: bytes, *, keep_workflows: bool = False) -> Applied:
+        """Validate `patch` (see `check_patch`) and stage it in the clean clone.
+
+        Changes to workflow files (`is_workflow_path`) are left out of the index
+        unless `keep_workflows`: a pushed workflow runs with the repository's
+        secrets, so only the base branch's decode.yml can allow them.
+        """
         paths = self.check_patch(patch)
-        if paths:
-            self.git("apply", "--index", "--binary", "--whitespace=nowarn", "-", what="applying the agent's patch",
-                     input=patch)
-        return paths
+        if not paths:
+            return Applied([], [])
+        self.git("apply", "--index", "--binary", "--whitespace=nowarn", "-", what="applying the agent's patch",
+                 input=patch)
+        left_out = [] if keep_workflows else [p for p in paths if is_workflow_path(p)]
+        if left_out:
+            self.git("reset", "--quiet", "HEAD", "--", *(f":(literal){p}" for p in left_out),
+                     what="leaving workflow changes out")
+        return Applied([p for p in paths if p not in left_out], left_out)
 
     def commit(self, message: str, co_author: str | None = None) -> str | None:
         """Commit the applied changes as the bot, crediting `co_author` ("Name <email>"); the sha, or None."""
@@ -186,12 +204,24 @@ class Workspace:
         return self.git("rev-parse", "HEAD", what="reading the new commit").decode().strip()
 
 
-    def push(self, token: str | None, *, force: bool = False) -> None:
-        """Push the run branch to the remote it was cloned from, authenticated by `token` for this command only."""
-        local = not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", self.remote) or self.remote.startswith("file://")
-        args = ["push", "--quiet", *(["--force"] if force else []), "--", self.remote,
+    def push(self, token: str | None, *, force: bool = False, remote: str | None = None) -> None:
+        """Push the run branch to `remote` (default: the one it was cloned from), authenticated by `token`
+        for this command only."""
+        remote = remote or self.remote
+        local = not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", remote) or remote.startswith("file://")
+        args = ["push", "--quiet", *(["--force"] if force else []), "--", remote,
                 f"HEAD:refs/heads/{self.branch}"]
-        self.git(*args, what=f"pushing {self.branch}", extra_env=git_env(token, local=local))
+        try:
+            self.git(*args, what=f"pushing {self.branch}", extra_env=git_env(token, local=local))
+        except DecodeError as e:
+            refusal = next((line for line in (e.stderr or "").splitlines() if "workflow" in line.lower()), None)
+            if refusal is None:
+                raise
+            refusal = refusal.removeprefix("remote:").strip()
+            raise DecodeError(f"pushing {self.branch} failed: GitHub said: {refusal}. The token needs the right to "
+                              "write workflows: give the GitHub App the 'Workflows: write' permission (or a personal "
+                              "token the workflow scope), or remove allow_workflow_changes from .github/decode.yml",
+                              exit_code=e.exit_code, stderr=e.stderr) from None
 
 
 def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, token: str | None = None, *,
@@ -248,6 +278,12 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
     _git(["remote", "remove", "origin"], copy, env, redactor, what="detaching the workspace")
     return Workspace(clean=clean, path=copy, remote=repo, branch=branch, base=base, base_sha=base_sha,
                      redactor=redactor)
+
+
+def is_workflow_path(path: str) -> bool:
+    """Whether committing `path` could add or change a GitHub Actions workflow (any case, or via a link)."""
+    lowered = path.lower()
+    return lowered in (".github", ".github/workflows") or lowered.startswith(".github/workflows/")
 
 
 def _header_paths(patch: bytes) -> list[str]:

@@ -99,7 +99,7 @@ def test_agent_changes_are_committed_and_planted_traps_never_fire(ws: Workspace,
     patch = export(ws, "echo more >> README.md && rm old.txt && mkdir -p pkg && echo 'x = 1' > pkg/new.py"
                        " && printf '\\000\\001\\377' > pkg/blob.bin && printf '#!/bin/sh\\n' > run.sh"
                        " && chmod +x run.sh && ln -s ../README.md pkg/readme-link")
-    assert ws.apply_patch(patch) == ["README.md", "old.txt", "pkg/blob.bin", "pkg/new.py", "pkg/readme-link",
+    assert ws.apply_patch(patch).changed == ["README.md", "old.txt", "pkg/blob.bin", "pkg/new.py", "pkg/readme-link",
                                      "run.sh"]
     sha = ws.commit("Fix the thing\n\nLonger body.", co_author="Alice <alice@example.com>")
     assert not marker.exists()
@@ -116,7 +116,7 @@ def test_agent_changes_are_committed_and_planted_traps_never_fire(ws: Workspace,
 
 def test_no_changes_means_no_commit(ws: Workspace) -> None:
     assert export(ws, "true") == b""
-    assert ws.apply_patch(b"") == []
+    assert ws.apply_patch(b"").changed == []
     assert ws.commit("nothing") is None
     assert git(ws.clean, "rev-parse", "HEAD") == ws.base_sha
 
@@ -143,7 +143,7 @@ def test_absolute_paths_are_refused(ws: Workspace) -> None:
 
 def test_hunk_lines_that_look_like_headers_are_content(ws: Workspace) -> None:
     body = "-- ../../etc/passwd\n++ /.git/config\n"
-    assert ws.apply_patch(patch_for("notes.sql", body=body)) == ["notes.sql"]
+    assert ws.apply_patch(patch_for("notes.sql", body=body)).changed == ["notes.sql"]
     assert (ws.clean / "notes.sql").read_text() == body
 
 
@@ -176,7 +176,7 @@ def test_secrets_are_neither_committed_nor_written_in_messages(repo_factory: Rep
     ws = prepare(str(repo_factory(FILES)), tmp_path / "run", "b", token=TOKEN)
     with pytest.raises(PatchRefused, match="configured secret"):
         ws.apply_patch(export(ws, f"echo 'TOKEN = \"{TOKEN}\"' > leak.py"))
-    assert ws.apply_patch(export(ws, "rm leak.py && echo fine > fine.txt")) == ["fine.txt"]
+    assert ws.apply_patch(export(ws, "rm leak.py && echo fine > fine.txt")).changed == ["fine.txt"]
     ws.commit(f"Used {TOKEN}")
     assert TOKEN not in git(ws.clean, "log", "-1", "--format=%B")
     with pytest.raises(DecodeError, match="co-author"):
@@ -220,3 +220,16 @@ def test_cloning_over_http_sends_the_token_as_a_header_and_stores_it_nowhere(
             if file.is_file():
                 data = file.read_bytes()
                 assert TOKEN.encode() not in data and encoded not in data, file
+
+
+def test_workflow_changes_are_left_out_unless_allowed(ws: Workspace) -> None:
+    patch = export(ws, "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/x.yml && echo ok > fix.txt")
+    applied = ws.apply_patch(patch)
+    assert applied.changed == ["fix.txt"] and applied.left_out == [".github/workflows/x.yml"]
+    sha = ws.commit("fix")
+    assert git(ws.clean, "show", "--name-only", "--format=", sha).splitlines() == ["fix.txt"]
+
+
+def test_workflow_changes_are_kept_when_the_repository_allows_them(ws: Workspace) -> None:
+    patch = export(ws, "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/x.yml")
+    assert ws.apply_patch(patch, keep_workflows=True) == ([".github/workflows/x.yml"], [])

@@ -62,12 +62,15 @@ def _details(summary: str, content: str) -> str:
 
 
 def pull_request_texts(*, summary: str, issue_number: int | None, figures: str, transcript: str,
-                       limit: int = BODY_LIMIT) -> tuple[str, list[str]]:
-    """(PR body, follow-up comments): the contract's body and the transcript, split to fit `limit`."""
+                       notes: str = "", limit: int = BODY_LIMIT) -> tuple[str, list[str]]:
+    """(PR body, follow-up comments): the contract's body, the harness's `notes` and the transcript,
+    split to fit `limit`."""
     head = summary.strip() + "\n\n"
     if issue_number is not None:
         head += f"Fixes #{issue_number}\n\n"
     head += figures.strip() + "\n\n"
+    if notes.strip():
+        head += notes.strip() + "\n\n"
     first_room = limit - len(head) - _WRAPPER_ROOM
     if first_room < 1000:  # an enormous summary: keep the contract parts, move the transcript out entirely
         head = head[: limit - _WRAPPER_ROOM - 200] + "\n\n(summary truncated)\n\n"

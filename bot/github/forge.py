@@ -45,6 +45,8 @@ class PullInfo:
     head_repo: str | None  # None when the fork was deleted
     base_ref: str
     html_url: str
+    head_clone_url: str | None = None
+    maintainer_can_modify: bool = False  # "Allow edits by maintainers" on a fork's pull request
 
     def same_repo(self, repo: str) -> bool:
         return self.head_repo == repo
@@ -116,8 +118,9 @@ class GitHubForge:
         def fetch() -> PullInfo:
             p = self._gh(repo).get_repo(repo).get_pull(number)
             head_repo = p.head.repo.full_name if p.head.repo is not None else None
+            clone_url = p.head.repo.clone_url if p.head.repo is not None else None
             return PullInfo(p.number, p.title or "", p.body or "", p.head.ref, p.head.sha, head_repo,
-                            p.base.ref, p.html_url)
+                            p.base.ref, p.html_url, clone_url, bool(p.maintainer_can_modify))
         return self.retry.call(fetch)
 
     def permission(self, repo: str, login: str) -> str:

@@ -15,9 +15,11 @@ from bot.config import Settings
 from bot.errors import DecodeError
 from bot.github.body import BODY_LIMIT, pull_request_texts
 from bot.github.forge import Forge, IssueInfo, PullInfo
+from bot.github.notes import harness_notes, patch_parts
 from bot.model import Model
 from bot.pipeline import Job, Outcome, execute, issue_branch
 from bot.redact import Redactor
+from bot.sandbox import ISOLATING
 from bot.task_text import build_task
 from bot.transcript import figures, load_events, render_figures, safe_prose
 from bot.triggers import Trigger, may_trigger, refusal_text
@@ -108,51 +110,99 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, at
     info = forge.repository(repo)
     issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
+    fork = pull is not None and not pull.same_repo(repo)
+    if fork and settings.sandbox_mode not in ISOLATING:
+        return Conclusion("skipped", f"🔒 decode-bot did not run: this pull request comes from a fork, and a "
+                          f"fork's code runs only in an isolating sandbox ({', '.join(ISOLATING)}). This "
+                          f"installation runs SANDBOX_MODE={settings.sandbox_mode}, which would give the "
+                          "fork's code the bot's own access; ask its operator to switch, or push the branch to "
+                          "this repository.")
+    config_base = None  # the branch whose .github/decode.yml applies: the workspace's base unless a PR's
     if issue is None:
         task = build_task(trigger, issue_title="", issue_body=None)
         branch, base, pr_base = f"decode/run-{run_id}", trigger.base_ref, trigger.base_ref or info.default_branch
     else:
         task = build_task(trigger, issue_title=issue.title, issue_body=issue.body,
                           pr_body=pull.body if pull else None)
-        if pull and pull.same_repo(repo):
-            branch, base, pr_base = pull.head_ref, pull.head_ref, None
-        elif pull:  # a fork: we cannot push there, so the work becomes a new PR against its base
-            branch, base, pr_base = issue_branch(issue.number, issue.title), f"refs/pull/{number}/head", pull.base_ref
+        if pull and not fork:
+            branch, base, pr_base, config_base = pull.head_ref, pull.head_ref, None, pull.base_ref
+        elif pull:  # a fork's head, fetched from the base repository; the result never lands in a base branch
+            branch, base, pr_base, config_base = pull.head_ref, f"refs/pull/{number}/head", None, pull.base_ref
         else:
             branch, base, pr_base = issue_branch(issue.number, issue.title), None, info.default_branch
     login = trigger.sender_login
     co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
     job = Job(repo=info.clone_url, task=task, branch=branch, run_id=run_id, base=base, co_author=co_author,
-              title=issue.title if issue else trigger.instructions, attempt=attempt)
+              title=issue.title if issue else trigger.instructions, config_base=config_base, attempt=attempt)
     outcome = execute(job, settings.replace(github_token=forge.token_for(repo)), model=model, progress=progress)
     result = outcome.result
     events = load_events(outcome.transcript_jsonl)
     figs = render_figures(figures(events))
     transcript = outcome.transcript_md.read_text()
     summary = safe_prose(result.summary)
+    notes = harness_notes(left_out=outcome.left_out, blocked=outcome.blocked)
     if outcome.commit is None or outcome.workspace is None:
-        return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}",
-                          branch=branch, outcome=outcome)
-    outcome.workspace.push(forge.token_for(repo), force=pr_base is not None)
+        return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
+                          branch=None if fork else branch, outcome=outcome)
     state = "success" if result.completed else "incomplete"
+    if fork:
+        assert pull is not None
+        return _publish_to_fork(forge, repo, pull, outcome, run_id, state=state, summary=summary, figs=figs,
+                                notes=notes, transcript=transcript)
+    outcome.workspace.push(forge.token_for(repo), force=pr_base is not None)
     if pr_base is None:  # new commits on the PR's own branch; the reply carries summary and transcript
         body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs, transcript=transcript,
-                                        limit=BODY_LIMIT - 1000)
+                                        notes=notes, limit=BODY_LIMIT - 1000)
         _post_parts(forge, repo, number or 0, rest, run_id)
         head = f"✅ Pushed {outcome.commit[:12]} to `{branch}`." if result.completed else \
             f"⚠️ Pushed partial work ({outcome.commit[:12]}) to `{branch}`: {result.stop_reason}."
         return Conclusion(state, f"{head}\n\n{body}", branch=branch, outcome=outcome)
     title = (issue.title if issue else trigger.instructions.splitlines()[0] if trigger.instructions else "decode run")
-    body, rest = pull_request_texts(summary=summary, issue_number=issue.number if issue and not pull else None,
-                                    figures=figs, transcript=transcript)
+    body, rest = pull_request_texts(summary=summary, issue_number=issue.number if issue else None,
+                                    figures=figs, transcript=transcript, notes=notes)
     pr = forge.open_or_update_pull(repo, head=branch, base=pr_base, title=title[:250], body=body,
                                    draft=not result.completed)
     _post_parts(forge, repo, pr.number, rest, run_id)
     verb = "Opened" if pr.created else "Updated"
     note = "" if result.completed else f" as a draft: the run {result.stop_reason.replace('_', ' ')}"
-    fork = " (the pull request comes from a fork, so the changes are in a new pull request)" if pull else ""
-    message = f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}{fork}.\n\n{figs}"
+    message = f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}.\n\n{figs}"
     return Conclusion(state, message, pr_url=pr.html_url, branch=branch, outcome=outcome)
+
+
+def _publish_to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, run_id: str, *, state: str,
+                     summary: str, figs: str, notes: str, transcript: str) -> Conclusion:
+    """A fork's pull request: push to its head branch when maintainers may edit it, else reply with a patch.
+
+    The fork's commits are never pushed into the base repository, where its workflows would run with
+    the base repository's secrets; only the agent's one commit goes to the fork's own branch.
+    """
+    ws, commit = outcome.workspace, outcome.commit
+    assert ws is not None and commit is not None
+    started = ws.base_sha
+    where = f"`{pull.head_repo}:{pull.head_ref}`"
+    why = "the pull request does not allow edits by maintainers"
+    if pull.maintainer_can_modify and pull.head_clone_url:
+        try:
+            ws.push(forge.token_for(repo), remote=pull.head_clone_url)
+        except DecodeError as e:
+            why = f"GitHub refused the push ({ws.redactor.redact(str(e))[:300]})"
+        else:
+            body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs,
+                                            transcript=transcript, notes=notes, limit=BODY_LIMIT - 1000)
+            _post_parts(forge, repo, pull.number, rest, run_id)
+            verb = "Pushed" if state == "success" else "Pushed partial work"
+            head = f"{'✅' if state == 'success' else '⚠️'} {verb} {commit[:12]} to the fork's branch {where}, " \
+                   f"on top of {started[:12]} (the head this run started from)."
+            return Conclusion(state, f"{head}\n\n{body}", branch=pull.head_ref, outcome=outcome)
+    patch = ws.git("format-patch", "-1", "--stdout", "--binary", commit, what="writing the patch")
+    parts = patch_parts(patch.decode("utf-8", "replace"), started_from=started, limit=BODY_LIMIT - 1000)
+    body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs, transcript=transcript,
+                                    notes=notes, limit=BODY_LIMIT - 1000 - len(parts[0]))
+    _post_parts(forge, repo, pull.number, parts[1:] + rest, run_id)
+    head = (f"📎 decode-bot could not push to {where}: {why}. The change, made on top of {started[:12]} (the "
+            "head this run started from), is in the patch below" + (" and the comments that follow" if
+                                                                   len(parts) > 1 else "") + ".")
+    return Conclusion(state, f"{head}\n\n{parts[0]}\n{body}", outcome=outcome)
 
 
 def _post_parts(forge: Forge, repo: str, number: int, parts: list[str], run_id: str) -> None:

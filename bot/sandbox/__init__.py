@@ -94,6 +94,9 @@ BACKENDS: dict[str, str] = {
     "docker": "bot.sandbox.docker:DockerLauncher",
     "modal": "bot.sandbox.modal:ModalLauncher",
 }
+# The backends whose commands cannot reach the host's processes, files or secrets: the only ones
+# that may run untrusted code such as a fork's (`local` is for trusted input only).
+ISOLATING = ("bwrap", "docker", "modal")
 
 
 def open_sandbox(mode: str, spec: SandboxSpec, *, network: bool = False) -> Sandbox:

@@ -8,6 +8,7 @@ succeeds only when the client sends the token.
 from __future__ import annotations
 
 import base64
+import gzip
 import os
 import subprocess
 from collections.abc import Mapping
@@ -18,8 +19,27 @@ from urllib.parse import urlsplit
 from tests.fakes.http import start_server, stop_server
 
 
+def pushed_refs(body: bytes) -> list[str]:
+    """The refs a `git-receive-pack` request updates: its pkt-line commands before the flush.
+
+    See https://git-scm.com/docs/pack-protocol#_reference_update_request_and_packfile_transfer
+    """
+    if body[:2] == b"\x1f\x8b":
+        body = gzip.decompress(body)
+    refs, pos = [], 0
+    while pos + 4 <= len(body):
+        size = int(body[pos:pos + 4], 16)
+        if size == 0:
+            break
+        line = body[pos + 4:pos + size].split(b"\0")[0].strip()
+        refs.append(line.split(b" ")[2].decode())
+        pos += size
+    return refs
+
+
 def http_backend(root: Path, method: str, target: str, headers: Mapping[str, str], body: bytes,
-                 user: str = "x-access-token") -> tuple[int, list[tuple[str, str]], bytes]:
+                 user: str = "x-access-token", extra_env: Mapping[str, str] | None = None,
+                 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """Run `git http-backend` (CGI) for one request on the bare repositories under `root`.
 
     `target` is the request path with its query; returns (status, headers, payload).
@@ -35,7 +55,7 @@ def http_backend(root: Path, method: str, target: str, headers: Mapping[str, str
         "CONTENT_TYPE": headers.get("content-type", ""), "CONTENT_LENGTH": str(len(body)),
         "HTTP_CONTENT_ENCODING": headers.get("content-encoding", ""),
         "GIT_PROTOCOL": headers.get("git-protocol", ""),
-        "REMOTE_USER": user, "REMOTE_ADDR": "127.0.0.1",
+        "REMOTE_USER": user, "REMOTE_ADDR": "127.0.0.1", **(extra_env or {}),
     }
     out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
     head, sep, payload = out.partition(b"\r\n\r\n")

@@ -26,7 +26,7 @@ from tests.fakes.http import start_server, stop_server
 from tests.fakes.pause import Pause
 from tests.fakes import github_rest as rest
 from tests.fakes import github_rest_issues  # noqa: F401  (registers the issue, comment and pull routes)
-from tests.fakes.git_http import http_backend
+from tests.fakes.git_http import http_backend, pushed_refs
 from tests.fakes.github_auth import ApiError
 from tests.fakes.github_state import GitHubState
 from tests.fakes.openapi import OpenApiRoutes, OpenApiUnavailable, load_routes
@@ -230,9 +230,12 @@ class FakeGitHub(GitHubState):
         if repo is None or not token.reaches(repo.full_name) or (repo.private and self.role(repo, token.login) == "none"
                                                                  and not token.bot):
             return 404, {"content-type": "text/plain"}, b"Repository not found.\n"
-        if writing and not token.bot and self.role(repo, token.login) not in ("write", "maintain", "admin"):
-            return 403, {"content-type": "text/plain"}, f"Permission to {repo.full_name}.git denied.\n".encode()
-        status, headers, payload = http_backend(self.root, request.method, target, request.headers, raw)
+        if writing and not self.may_push(repo, token, pushed_refs(raw) if request.method == "POST" else None):
+            return 403, {"content-type": "text/plain"}, \
+                f"Permission to {repo.full_name}.git denied to {token.login}.\n".encode()
+        workflows = "1" if token.permissions.get("workflows") == "write" or not token.bot else "0"
+        status, headers, payload = http_backend(self.root, request.method, target, request.headers, raw,
+                                                extra_env={"FAKE_GITHUB_WORKFLOWS": workflows})
         if writing and request.method == "POST":
             with self.lock:
                 self.sync_pull_refs(repo)

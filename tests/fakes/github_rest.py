@@ -189,7 +189,7 @@ def render_pull(fake: FakeGitHub, repo: Repo, number: int) -> dict:
             "comments_url": issue["comments_url"], "review_comments_url": f"{api}/pulls/{number}/comments",
             "review_comment_url": f"{api}/pulls/comments{{/number}}", "commits_url": f"{api}/pulls/{number}/commits",
             "draft": pull["draft"], "merged": pull["merged"], "merged_at": None, "mergeable": None,
-            "maintainer_can_modify": False, "head": end(head_repo, pull["head_ref"]),
+            "maintainer_can_modify": pull.get("maintainer_can_modify", False), "head": end(head_repo, pull["head_ref"]),
             "base": end(repo, pull["base_ref"]), "requested_reviewers": [], "requested_teams": []}
 
 

@@ -27,6 +27,22 @@ GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/local/bin:/usr/bin:/bin",
 }
 
+# GitHub refuses pushes that add or change workflows unless the token may write them
+# (an App's `workflows` permission, a PAT's `workflow` scope; never the Actions token).
+WORKFLOW_HOOK = """#!/bin/sh
+[ "${FAKE_GITHUB_WORKFLOWS:-1}" = 1 ] && exit 0  # unset: a test arranging the repository
+while read old new ref; do
+  [ "$new" = 0000000000000000000000000000000000000000 ] && continue
+  for c in $(git rev-list "$new" --not --all); do
+    f=$(git diff-tree --no-commit-id --name-only -r --root "$c" | grep '^\\.github/workflows/' | head -n 1)
+    if [ -n "$f" ]; then
+      echo "refusing to allow a GitHub App to create or update workflow \\`$f\\` without \\`workflows\\` permission" >&2
+      exit 1
+    fi
+  done
+done
+"""
+
 
 @dataclass
 class Repo:
@@ -183,6 +199,10 @@ class GitHubState:
             shutil.rmtree(work, ignore_errors=True)
         git(bare, "symbolic-ref", "HEAD", f"refs/heads/{default_branch}")
         git(bare, "config", "http.receivepack", "true")
+        hook = bare / "hooks" / "pre-receive"
+        hook.parent.mkdir(exist_ok=True)
+        hook.write_text(WORKFLOW_HOOK)
+        hook.chmod(0o755)
         repo = Repo(owner, name, self.next_id(), private, default_branch, bare, fork_of)
         with self.lock:
             self.repos[repo.full_name.lower()] = repo
@@ -199,6 +219,28 @@ class GitHubState:
         if found is None:
             raise KeyError(f"fake GitHub has no repository {owner}/{name}")
         return found
+
+    def may_push(self, repo: Repo, token: Token, refs: list[str] | None) -> bool:
+        """Whether `token` may update `refs` of `repo` (None: any ref, for the advertisement).
+
+        A bot token writes where it reaches, except into someone else's fork; people need write
+        access. Into a fork's head branch also whoever may write to the base repository of an open
+        pull request that allows edits by maintainers (an App's installation token included, the
+        Actions token not), as GitHub allows
+        (https://docs.github.com/en/pull-requests/collaborating-with-pull-requests/working-with-forks/allowing-changes-to-a-pull-request-branch-created-from-a-fork).
+        """
+        writers = ("write", "maintain", "admin")
+        if self.role(repo, token.login) in writers or (token.bot and repo.fork_of is None):
+            return True
+        branches = set()
+        for base in self.repos.values():
+            for number, pull in base.pulls.items():
+                if ((pull["head_owner"], pull["head_name"]) == (repo.owner, repo.name)
+                        and pull.get("maintainer_can_modify") and base.issues[number]["state"] == "open"
+                        and token.reaches(base.full_name)
+                        and (token.installation_id is not None or self.role(base, token.login) in writers)):
+                    branches.add(f"refs/heads/{pull['head_ref']}")
+        return bool(branches) and (refs is None or set(refs) <= branches)
 
     def set_permission(self, owner: str, repo: str, login: str, role: str) -> None:
         """The role of `login` on owner/repo: admin, maintain, write, triage, read or none."""
@@ -227,15 +269,20 @@ class GitHubState:
 
     def add_pull(self, owner: str, repo: str, title: str, body: str = "", *, head_branch: str,
                  base_branch: str | None = None, user: str = "octocat", head_repo: tuple[str, str] | None = None,
-                 draft: bool = False) -> int:
-        """An open pull request from head_repo:head_branch (a fork or the repo itself); returns its number."""
+                 draft: bool = False, maintainer_can_modify: bool = False) -> int:
+        """An open pull request from head_repo:head_branch (a fork or the repo itself); returns its number.
+
+        `maintainer_can_modify` is the fork's "Allow edits by maintainers": people with write access to
+        the base repository (and its App's installation tokens) may then push to that head branch.
+        """
         with self.lock:
             r = self.repo(owner, repo)
             head = self.repo(*(head_repo or (owner, repo)))
             self.branch_sha(head.owner, head.name, head_branch)
             number = self.add_issue(owner, repo, title, body, user=user)
             r.pulls[number] = {"head_owner": head.owner, "head_name": head.name, "head_ref": head_branch,
-                               "base_ref": base_branch or r.default_branch, "draft": draft, "merged": False}
+                               "base_ref": base_branch or r.default_branch, "draft": draft, "merged": False,
+                               "maintainer_can_modify": maintainer_can_modify}
             self.sync_pull_refs(head)
             return number
 

@@ -117,24 +117,6 @@ def test_a_decode_comment_on_a_same_repo_pull_request_pushes_to_its_branch(world
     assert "Pushed" in reply and "`feature`" in reply and "Added from the comment." in reply
 
 
-def test_a_fork_pull_request_gets_a_new_pull_request_against_its_base(world):
-    fake, anthropic, *_ = world
-    fake.add_fork(OWNER, NAME, "forker")
-    fake.push_branch("forker", NAME, "patch-1", {"fork.txt": "from a fork\n"})
-    number = fake.add_pull(OWNER, NAME, "Fork change", "From a fork.", head_branch="patch-1", base_branch="main",
-                           user="alice", head_repo=("forker", NAME))
-    anthropic.script(edit_turns("on the fork"))
-    comment_id = fake.add_comment(OWNER, NAME, number, "/decode tidy up", user="alice")
-    payload = delivery("issue_comment", "created", issue__number=number, issue__pull_request={"url": "x"},
-                       comment__id=comment_id, comment__body="/decode tidy up")
-    conclusion = run(world, "issue_comment", payload)
-    assert conclusion.state == "success", conclusion.message
-    new = [p for p in fake.pulls(OWNER, NAME) if p["number"] != number]
-    assert len(new) == 1 and new[0]["base"]["ref"] == "main"
-    assert fake.file(OWNER, NAME, new[0]["head"]["ref"], "fork.txt") == "from a fork\n"
-    assert "fork" in fake.comments(OWNER, NAME, number)[-1]["body"]
-
-
 def test_a_review_comment_gives_the_model_its_file_and_line(world):
     fake, anthropic, *_ = world
     fake.push_branch(OWNER, NAME, "feature", {"feature.txt": "wip\n"})

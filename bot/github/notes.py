@@ -1,0 +1,54 @@
+"""What the harness itself tells people next to the agent's summary: files it left out of the
+commit, connections it blocked, and a change handed back as a patch when it could not be pushed.
+
+Paths and host names come from the sandbox, so they are untrusted: each is shown in a code span
+that it cannot close, and nothing in them can mention anyone or link anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.github.body import split_markdown
+
+_HOST = re.compile(r"[^A-Za-z0-9.\-_:\[\]*]")
+
+
+def code(text: str) -> str:
+    """`text` as an inline code span that no backtick inside it can close."""
+    text = " ".join(text.split())
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def harness_notes(*, left_out: list[str], blocked: dict[str, int]) -> str:
+    """Markdown for the PR body and replies: workflow files left out and connections blocked."""
+    parts = []
+    if left_out:
+        files = "\n".join(f"- {code(p)}" for p in left_out[:50])
+        more = f"\n- and {len(left_out) - 50} more" if len(left_out) > 50 else ""
+        parts.append("**Left out of the commit:** changes to workflow files, which would run with this "
+                     f"repository's secrets:\n{files}{more}\n\nTo let decode-bot commit them, set "
+                     "`allow_workflow_changes: true` in `.github/decode.yml` on the base branch.")
+    if blocked:
+        rows = sorted(blocked.items(), key=lambda kv: (-kv[1], kv[0]))
+        lines = "\n".join(f"- blocked: {code(_HOST.sub('', dest)[:120])} x{count}" for dest, count in rows[:30])
+        more = f"\n- and {len(rows) - 30} more destinations" if len(rows) > 30 else ""
+        parts.append("**Network:** the egress policy blocked these connections of the agent:\n"
+                     f"{lines}{more}\n\nTo allow them, list the names under `allow_domains:` (or set "
+                     "`network: true`) in `.github/decode.yml` on the base branch.")
+    return "\n\n".join(parts)
+
+
+def patch_parts(patch: str, *, started_from: str, limit: int) -> list[str]:
+    """The change as `git am`-able patch text in `<details>` blocks of at most `limit` characters."""
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", patch)), default=0) + 1)
+    text = f"{fence}diff\n{patch.rstrip()}\n{fence}\n"
+    chunks = split_markdown(text, limit - 600)
+    how = (f"Made on {code(started_from[:12])}. To apply it: save the text inside the block as "
+           "`decode.patch`, then run `git am decode.patch` on the pull request's branch"
+           + (" (join the parts in order first)" if len(chunks) > 1 else "") + ".")
+    label = "The change as a patch" if len(chunks) == 1 else "The change as a patch (part {i} of {n})"
+    return [f"<details><summary>{label.format(i=i, n=len(chunks))}</summary>\n\n{how}\n\n{chunk}\n</details>\n"
+            for i, chunk in enumerate(chunks, 1)]
