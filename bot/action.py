@@ -29,6 +29,7 @@ from bot.triggers import Ignore, Trigger, decide
 
 SUMMARY_LIMIT = 900_000  # GitHub allows 1 MiB of step summary per step
 EXIT = {"success": 0, "no_changes": 0, "skipped": 0, "incomplete": 3, "failed": 1}
+RUNNER_PRIVATE = ("GITHUB_WORKSPACE", "RUNNER_TEMP", "HOME")  # what the sandbox must not see on a runner
 
 
 def require(env: Mapping[str, str], name: str, what: str) -> str:
@@ -51,10 +52,23 @@ def decide_action(event: str, payload: dict, settings: Settings, prompt: str, re
     return decide(event, payload, settings)
 
 
+def runner_sandbox(env: Mapping[str, str]) -> dict[str, tuple]:
+    """Settings that keep the runner's credentials out of the sandbox and its toolchains in.
+
+    Hidden: the checkout (actions/checkout persists the token in its .git/config,
+    https://github.com/actions/checkout#usage `persist-credentials`), RUNNER_TEMP (this
+    action's venv and data dir) and the runner user's HOME (~/.git-credentials). The
+    step's PATH holds what `actions/setup-*` installed; bwrap shows the entries it can see.
+    """
+    hide = tuple(Path(env[name]) for name in RUNNER_PRIVATE if env.get(name))
+    path = tuple(p for p in env.get("PATH", "").split(os.pathsep) if p)
+    return {"sandbox_hide": hide, "sandbox_path": path}
+
+
 def run_action(env: Mapping[str, str] | None = None) -> int:
     """Run the action for the event in `env` (default: the process environment)."""
     env = os.environ if env is None else env
-    settings = Settings.from_env(env)
+    settings = Settings.from_env(env, **runner_sandbox(env))
     event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
     repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
     event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")

@@ -54,6 +54,8 @@ class Settings:
     lease_s: float = 120.0
     max_attempts: int = 3
     shutdown_grace_s: float = 30.0
+    sandbox_hide: tuple[Path, ...] = ()  # more host paths the sandbox must not see (the Action: checkout, temp, HOME)
+    sandbox_path: tuple[str, ...] = ()  # host PATH entries the sandbox puts first when it can see them (bwrap)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":

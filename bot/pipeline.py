@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.agent.loop import AgentResult, run_agent
-from bot.agent.prompt import RepoFacts, system_prompt, task_message
+from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
 from bot.config import Settings
 from bot.errors import DecodeError
 from bot.model import Model, make_model
 from bot.redact import Redactor
 from bot.repo_config import RepoConfig, load_repo_config
 from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
+from bot.sandbox.egress_policy import EgressPolicy
 from bot.transcript import Transcript
 from bot.workspace import Workspace, prepare
 
@@ -87,25 +88,33 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                           config_sha=config_sha, model=model.name, sandbox=settings.sandbox_mode,
                           budget=vars(settings.budget))
-        if (config.gpu or config.allow_cidrs) and settings.sandbox_mode != "modal":
-            note = (f".github/decode.yml asks for {'a GPU' if config.gpu else 'allow_cidrs'}, which only "
-                    f"SANDBOX_MODE=modal provides; the {settings.sandbox_mode} sandbox runs without it "
-                    "(and with the network off)")
+        if config.gpu and settings.sandbox_mode != "modal":
+            note = (f".github/decode.yml asks for a GPU, which only SANDBOX_MODE=modal provides; the "
+                    f"{settings.sandbox_mode} sandbox runs without it")
             transcript.record("note", text=note)
             progress(note)
         progress(f"starting the {settings.sandbox_mode} sandbox")
         spec = SandboxSpec(workspace=ws.path, image=settings.sandbox_image, name=f"decode-{job.run_id}",
-                           hide=(settings.data_dir,), gpu=config.gpu, cidr_allowlist=config.allow_cidrs)
-        sandbox = open_sandbox(settings.sandbox_mode, spec, network=bool(config.setup) or config.network)
+                           hide=(settings.data_dir, *settings.sandbox_hide), path=settings.sandbox_path,
+                           gpu=config.gpu)
+        setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
+        agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
+                                    allow_domains=config.allow_domains)
+        sandbox = open_sandbox(settings.sandbox_mode, spec, network=setup_policy)
         try:
             run_setup(sandbox, config, transcript, progress)
-            sandbox.set_network(config.network)
+            sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
             facts = repo_facts(ws, sandbox.root, job.branch)
+            network = network_rule(internet=config.network, allow_domains=config.allow_domains,
+                                   allow_cidrs=config.allow_cidrs)
             result = run_agent(
-                model=model, sandbox=sandbox, system=system_prompt(facts, network=config.network),
+                model=model, sandbox=sandbox, system=system_prompt(facts, network=network),
                 task=task_message(job.task), budget=settings.budget, recorder=transcript,
                 prices=dict(settings.prices), progress=progress, redact=redactor.redact,
             )
+            outcome.blocked = sandbox.blocked()
+            if outcome.blocked:
+                transcript.record("egress_blocked", destinations=outcome.blocked)
             outcome.result = result
             patch = sandbox.export_patch(ws.base_sha)
         finally:

@@ -1,10 +1,10 @@
 """`.github/decode.yml`: what a repository asks of its runs.
 
-    setup:            # commands run in the sandbox before the agent, with network
+    setup:            # commands run in the sandbox before the agent, with the public internet
       - pip install -e .[test]
-    network: false    # whether the agent itself gets the network (default false)
-    allow_cidrs:      # SANDBOX_MODE=modal: what the agent may reach while the network is off
-      - 10.0.0.0/8
+    network: false    # whether the agent reaches the public internet too (default false)
+    allow_cidrs:      # private ranges setup and the agent may reach anyway (never loopback,
+      - 10.0.0.0/8    # link-local or the host's own addresses; see bot.sandbox.egress_policy)
     allow_domains:    # the agent phase may reach only these names ("*." wildcards); blocked ones
       - pypi.org      # are listed in the pull request
       - "*.pythonhosted.org"
@@ -20,8 +20,8 @@ naming the key, before any work.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 import re
+from dataclasses import dataclass
 
 import yaml
 

@@ -177,8 +177,9 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     results = {e.get("id"): e for e in events if e["type"] == "tool_result"}
     called = {e.get("id") for e in events if e["type"] == "tool_call"}
     out = ["# decode-bot transcript", ""]
-    if start.get("base_sha"):
-        start["base_sha"] = str(start["base_sha"])[:12]
+    for key in ("base_sha", "config_sha"):
+        if start.get(key):
+            start[key] = str(start[key])[:12]
     where = [f"{label} {_code(str(start[k]))}" for k, label in _HEADER_FIELDS if start.get(k)]
     if where:
         out += [" · ".join(where), ""]
@@ -209,6 +210,9 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += [f"**{e.get('name', 'tool')}** result", "", *_result(e, cap)]
         elif kind == "note":
             out += [f"> **note:** {safe_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
+        elif kind == "egress_blocked":
+            rows = [f"{dest} x{count}" for dest, count in (e.get("destinations") or {}).items()]
+            out += ["**network:** the egress policy blocked", "", _fence("\n".join(rows), "text", cap), ""]
         elif kind == "setup":
             status = "timed out" if e.get("timed_out") else f"exit {e.get('exit_code')}"
             out += [f"**setup** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
@@ -223,7 +227,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
 
 
 _HEADER_FIELDS = (("repo", "repo"), ("branch", "branch"), ("base", "base"), ("base_sha", "base"),
-                  ("model", "model"), ("sandbox", "sandbox"))
+                  ("config_sha", "decode.yml from"), ("model", "model"), ("sandbox", "sandbox"))
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
 _LANGS = {"py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "jsx": "jsx", "json": "json",
           "yml": "yaml", "yaml": "yaml", "toml": "toml", "md": "markdown", "sh": "bash", "go": "go", "rs": "rust",

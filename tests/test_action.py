@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bot.action import runner_sandbox
 from tests.fakes.webhook_examples import example
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,8 +91,11 @@ def action_validator() -> list[str]:
 
 @pytest.fixture(scope="session")
 def runner_temp(tmp_path_factory) -> Path:
-    """Shared across tests, so the action's install step reuses its virtualenv after the first test."""
-    return tmp_path_factory.mktemp("runner-temp")
+    """Shared across tests (and the modules that import this fixture: one fixed directory), so the
+    action's install step reuses its virtualenv after the first test."""
+    path = tmp_path_factory.getbasetemp() / "runner-temp"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture
@@ -212,3 +216,10 @@ def test_a_github_failure_still_writes_the_outputs_and_fails_the_step(runner, fa
     assert "::error title=decode-bot::" in log and "decode-bot: failed" in summary
     assert "could not finish" in fake_github.comments(OWNER, NAME, number)[0]["body"]
     assert fake_github.token not in log + summary
+
+
+def test_the_sandbox_hides_the_checkout_temp_and_home_and_gets_the_runners_path():
+    env = {"GITHUB_WORKSPACE": "/home/runner/work/r/r", "RUNNER_TEMP": "/home/runner/work/_temp", "HOME": "",
+           "PATH": "/opt/hostedtoolcache/node/20.11.0/x64/bin::/usr/bin"}
+    assert runner_sandbox(env) == {"sandbox_hide": (Path("/home/runner/work/r/r"), Path("/home/runner/work/_temp")),
+                                   "sandbox_path": ("/opt/hostedtoolcache/node/20.11.0/x64/bin", "/usr/bin")}

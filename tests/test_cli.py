@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo
+from tests.fakes.internet import internet  # noqa: F401 (fixture)
 from tests.sandbox.conftest import MODES, require
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fix-weekend"
@@ -113,23 +114,46 @@ def test_a_budget_cap_keeps_the_work_and_says_why(fake_anthropic, tmp_path, bugg
     assert "incomplete: max_turns" in git(buggy_repo, "log", "-1", "--format=%s", branch)
 
 
+FETCH = """import urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen("http://198.51.100.10:8080/who", timeout=20).read().decode().strip())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+except Exception as e:
+    print("error", e)
+"""
+
+
 @pytest.mark.parametrize("mode", [m for m in MODES if m.values[0] != "local"])
-def test_setup_runs_with_network_and_the_agent_without(fake_anthropic, tmp_path, mode):
+def test_setup_runs_with_network_and_the_agent_without(fake_anthropic, tmp_path, mode, internet):  # noqa: F811
+    """Setup reaches the (fake) internet and the agent does not; bwrap and docker have only loopback
+    in both phases and get out through the egress proxy (the modal double shares the host's network
+    where Modal's would be open)."""
     require(mode)
     repo = make_repo(tmp_path / "r", {
         "README.md": "x\n",
-        ".github/decode.yml": "setup:\n  - cat /proc/net/dev > $HOME/setup-net\n",
+        "fetch.py": FETCH,
+        ".github/decode.yml": "setup:\n  - cat /proc/net/dev > $HOME/setup-net; python3 fetch.py > $HOME/setup-fetch\n",
     })
+    command = ("cat $HOME/setup-net; echo ===; cat /proc/net/dev; echo ===; cat $HOME/setup-fetch; echo ===; "
+               "python3 fetch.py")
     fake_anthropic.script([
-        [{"type": "tool_use", "name": "bash", "input": {"command": "cat $HOME/setup-net; echo ===; cat /proc/net/dev"}}],
+        [{"type": "tool_use", "name": "bash", "input": {"command": command}}],
         [{"type": "text", "text": "Checked."}],
     ])
     res = decode_run(fake_anthropic, tmp_path, repo, "Check the network", mode)
     assert res.returncode == 0, res.stderr
     result = next(b for b in fake_anthropic.requests[-1].body["messages"][-1]["content"] if b["type"] == "tool_result")
-    during_setup, during_agent = (interfaces(part) for part in result["content"].split("==="))
-    assert during_setup - {"lo"}, "setup had no network interface"
-    assert during_agent == {"lo"}, "the agent had a network interface"
+    setup_net, agent_net, setup_fetch, agent_fetch = result["content"].split("===")
+    agent_fetch = agent_fetch.strip().splitlines()[0]  # then the harness's "[exit code 0]"
+    assert setup_fetch.strip() == "internet", "setup reached the internet"
+    assert interfaces(agent_net) == {"lo"}, "the agent had a network interface"
+    if mode == "modal":
+        assert agent_fetch.startswith("error"), agent_fetch
+    else:
+        assert interfaces(setup_net) == {"lo"}, "setup had a network interface: its way out is the proxy"
+        assert agent_fetch == ("403 decode-bot's egress proxy blocked 198.51.100.10:8080: network is off "
+                                       "for the agent: set network: true or allow_domains in .github/decode.yml")
 
 
 def interfaces(proc_net_dev: str) -> set[str]:

@@ -47,15 +47,22 @@ class RepoFacts:
     last_commit: str
 
 
-def system_prompt(facts: RepoFacts, *, network: bool) -> str:
-    """The stable system prompt for one run."""
-    net = (
-        "The network is available."
-        if network
-        else "The network is off: you cannot install packages or fetch anything; work with what is installed."
-    )
+def network_rule(*, internet: bool, allow_domains: tuple[str, ...] = (), allow_cidrs: tuple[str, ...] = ()) -> str:
+    """What the agent phase's egress policy lets the agent reach, in one sentence for the rules."""
+    proxy = "over HTTP(S) through the sandbox's proxy (already set in the environment)"
+    extra = f" Private addresses reachable anyway: {', '.join(allow_cidrs)}." if allow_cidrs else ""
+    if allow_domains:
+        return f"The network reaches only these hosts, {proxy}: {', '.join(allow_domains)}. Anything else is blocked." \
+            + extra
+    if internet:
+        return f"The public internet is reachable {proxy}; the host, local and private addresses are not." + extra
+    return "The network is off: you cannot install packages or fetch anything; work with what is installed." + extra
+
+
+def system_prompt(facts: RepoFacts, *, network: str) -> str:
+    """The stable system prompt for one run; `network` is the `network_rule` sentence."""
     return (
-        RULES.format(root=facts.root, network=net)
+        RULES.format(root=facts.root, network=network)
         + f"\nRepository facts:\n- branch: {facts.branch}\n- last commit: {facts.last_commit}\n"
         + f"- top level:\n{facts.top_level}\n"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bot.errors import ConfigError
+from bot.sandbox.egress_policy import EgressPolicy
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,8 @@ class SandboxSpec:
     pids: int = 1024
     name: str = "decode"
     hide: tuple[Path, ...] = ()  # host paths an isolating backend must not show (the data dir)
+    path: tuple[str, ...] = ()  # bwrap: host PATH entries (a runner's toolchains) to put first on the sandbox's PATH
     gpu: str | None = None  # e.g. "H200:4"; only the modal backend offers GPUs
-    cidr_allowlist: tuple[str, ...] = ()  # modal: CIDRs reachable while the network is otherwise off
     lifetime_s: int = 3 * 3600  # modal: the sandbox is terminated after this long, whatever happens
 
 
@@ -56,11 +57,13 @@ class Transport(Protocol):
 
 
 class Launcher(Protocol):
-    """One backend: starts agentd for a workspace with or without network."""
+    """One backend: starts agentd for a workspace, reaching what an `EgressPolicy` allows."""
 
     root: str  # the workspace's path as seen inside the sandbox
 
-    def start(self, network: bool) -> Transport: ...
+    def start(self, policy: EgressPolicy) -> Transport: ...
+
+    def blocked(self) -> dict[str, int]: ...
 
     def close(self) -> None: ...
 
@@ -83,7 +86,9 @@ class Sandbox(Protocol):
 
     def export_patch(self, base: str) -> bytes: ...
 
-    def set_network(self, enabled: bool) -> None: ...
+    def set_network(self, policy: EgressPolicy) -> None: ...
+
+    def blocked(self) -> dict[str, int]: ...
 
     def close(self) -> None: ...
 
@@ -99,8 +104,8 @@ BACKENDS: dict[str, str] = {
 ISOLATING = ("bwrap", "docker", "modal")
 
 
-def open_sandbox(mode: str, spec: SandboxSpec, *, network: bool = False) -> Sandbox:
-    """Start the `mode` backend on `spec` and return a connected sandbox."""
+def open_sandbox(mode: str, spec: SandboxSpec, *, network: EgressPolicy = EgressPolicy()) -> Sandbox:
+    """Start the `mode` backend on `spec`, reaching what `network` allows, and return a connected sandbox."""
     from bot.sandbox.client import AgentdSandbox
 
     if mode not in BACKENDS:

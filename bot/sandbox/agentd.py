@@ -10,6 +10,11 @@ Requests: {"id", "op", ...}; answers: {"id", "ok": true, ...} or
 {"id", "ok": false, "error": "..."}. Ops: ping, exec, read, write, glob, grep,
 export. Every path is resolved inside the sandbox and refused when it lands
 outside the workspace (through "..", an absolute path or a symlink).
+
+Egress: bwrap and docker sandboxes have no network interface but loopback.
+When `DECODE_EGRESS_SOCKET` names the harness's egress proxy (a unix socket
+bound in from the host, see bot/sandbox/egress.py), agentd relays
+127.0.0.1:PORT to it and sets the proxy variables every command inherits.
 """
 
 import base64
@@ -20,9 +25,11 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 MAX_LIST = 1000
@@ -126,6 +133,7 @@ def op_exec(ws, req):
     kill_group(proc.pid)
     proc.wait()
     kill_group(proc.pid, until_gone=True)
+    kill_descendants()
     drain(fd, out)
     proc.stdout.close()
     return {
@@ -183,14 +191,66 @@ def kill_group(pgid, until_gone=False):
 
 
 def reap():
-    """Collect every exited orphan that was re-parented to agentd."""
+    """Collect every exited orphan that was re-parented to agentd; True while children remain."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return False
         if pid == 0:
+            return True
+
+
+def kill_descendants(timeout=2.0):
+    """SIGKILL every process agentd's commands left behind, until none is left, and reap them.
+
+    A process group is not enough: a command can leave its group (`setsid`,
+    a double fork) and outlive its call. agentd is a child subreaper, so every
+    living descendant has an ancestor chain that ends at one of agentd's
+    children; when agentd has no child left, it has no descendant left, and a
+    command that left nothing behind costs one `waitpid`. Otherwise the ppid
+    chains under /proc name them all; killing repeats, since a process can fork
+    between the scan and its signal, and its orphans come back to agentd.
+    """
+    deadline = time.monotonic() + timeout
+    me = os.getpid()
+    while reap():
+        delivered = False
+        for pid in descendants(me):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                delivered = True
+            except OSError:  # gone already, or not ours to kill (a setuid program)
+                pass
+        if not delivered or time.monotonic() > deadline:
             return
+        time.sleep(0.001)
+
+
+def descendants(root):
+    """The pids whose parent chain under /proc leads to `root` (processes only, not threads)."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open("/proc/%s/stat" % name, os.O_RDONLY)
+            try:
+                stat = os.read(fd, 1024)
+            finally:
+                os.close(fd)
+            parents[int(name)] = int(stat[stat.rindex(b")") + 2:].split(None, 2)[1])
+        except (OSError, ValueError):
+            continue  # exited while we looked
+    children = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, ()))
+    return found
 
 
 def become_subreaper():
@@ -396,13 +456,101 @@ def serve(root, stdin, stdout):
         stdout.flush()
 
 
+EGRESS_SOCKET = "DECODE_EGRESS_SOCKET"
+PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
+NO_PROXY = "localhost,127.0.0.1,::1"
+NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # SIGPIPE keeps its default action here: a send must not raise it
+HALF_CLOSED_S = 30.0
+
+
+def start_egress():
+    """Relay 127.0.0.1:PORT to the egress proxy named by DECODE_EGRESS_SOCKET and point every command
+    at it (http_proxy, https_proxy and their upper-case forms; no_proxy for loopback). Returns the
+    port, or None when there is no proxy (the local and modal backends)."""
+    path = os.environ.get(EGRESS_SOCKET)
+    if not path:
+        return None
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(128)
+    port = server.getsockname()[1]
+    spawn(accept_egress, server, path)
+    for name in PROXY_VARS:
+        os.environ[name] = "http://127.0.0.1:%d" % port
+    os.environ["no_proxy"] = os.environ["NO_PROXY"] = NO_PROXY
+    return port
+
+
+def spawn(target, *args):
+    thread = threading.Thread(target=target, args=args)
+    thread.daemon = True
+    thread.start()
+
+
+def accept_egress(server, path):
+    while True:
+        try:
+            client, _ = server.accept()
+        except OSError:  # out of descriptors: let connections finish
+            time.sleep(0.05)
+            continue
+        spawn(forward_egress, client, path)
+
+
+def forward_egress(client, path):
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            upstream.connect(path)
+        except OSError as e:
+            body = ("decode-bot's egress proxy is not reachable at %s: %s\n" % (path, e)).encode()
+            head = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+            client.sendall(head + body, NOSIGNAL)
+            return
+        relay(client, upstream)
+    except OSError:
+        pass
+    finally:
+        client.close()
+        upstream.close()
+
+
+def relay(a, b):
+    """Copy bytes both ways until both sides have finished sending (the other gets HALF_CLOSED_S more)."""
+    peer = {a.fileno(): (a, b), b.fileno(): (b, a)}
+    poller = select.poll()
+    for fd in peer:
+        poller.register(fd, select.POLLIN)
+    open_ends = 2
+    while open_ends:
+        events = poller.poll(None if open_ends == 2 else HALF_CLOSED_S * 1000)
+        if not events:
+            return
+        for fd, _ in events:
+            source, target = peer[fd]
+            data = source.recv(65536)
+            if data:
+                target.sendall(data, NOSIGNAL)
+                continue
+            poller.unregister(fd)
+            open_ends -= 1
+            try:
+                target.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+
 def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: agentd.py WORKSPACE\n")
         return 2
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     become_subreaper()
-    serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
+    start_egress()
+    try:
+        serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
+    finally:
+        kill_descendants()
     return 0
 
 

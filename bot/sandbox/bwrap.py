@@ -14,10 +14,14 @@ What the sandboxed process sees:
   dir); /etc/shadow and /etc/gshadow cannot be opened. The host Python's prefix is
   bound back read-only when it lives under one of them, so agentd runs with the
   host's `sys.executable`;
-- no network namespace of the host unless `network` is on, no variable of the
+- a network namespace of its own with loopback only, in every phase: what it may
+  reach goes through the egress proxy (egress.py), whose socket is bound in
+  read-only at /run/decode-egress; no variable of the
   host's environment (`--clearenv`, and bwrap itself starts with the clean env so
   /proc/1/environ is clean too), no capabilities (`--cap-drop ALL`: root on the
-  host is uid 0 without capabilities inside).
+  host is uid 0 without capabilities inside); the host PATH entries in
+  `spec.path` that the sandbox can see come first on its PATH (an Actions
+  runner's toolchains under /opt/hostedtoolcache).
 
 Limits: the bwrap process is put into a fresh cgroup (v1 pids+memory+cpu, or v2)
 created per sandbox and removed on close. When the host offers no writable
@@ -41,14 +45,16 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bot.errors import ConfigError
-from bot.sandbox import SandboxSpec
+from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.cgroup import SandboxCgroup
 from bot.sandbox.client import AGENTD_PATH, ProcessTransport
+from bot.sandbox.egress import EgressProxy
 from bot.sandbox.local import clean_env
 
 WORKSPACE = "/workspace"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 AGENTD_INSIDE = "/run/decode/agentd.py"
+EGRESS_INSIDE = "/run/decode-egress"
 SECRET_DIRS = (
     "/root", "/home", "/run", "/var/run", "/var/tmp", "/var/lib/docker", "/var/lib/containerd",
     "/etc/ssh", "/mnt", "/media", "/srv",
@@ -83,20 +89,27 @@ class BwrapLauncher:
         extra = [*hide, *spec.hide]
         self._hidden = hidden_paths(self._workspace, [Path(p) for p in extra])
         self._tmp = Path(tempfile.mkdtemp(prefix="decode-bwrap-"))
-        self.cgroup = (
-            SandboxCgroup.create(spec.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus)
-            if cgroups
-            else None
-        )
+        self.egress = EgressProxy.in_private_dir()
+        try:
+            self.cgroup = (
+                SandboxCgroup.create(spec.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus)
+                if cgroups
+                else None
+            )
+        except BaseException:
+            self.egress.close()
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            raise
         self.limits = f"cgroup v{self.cgroup.version}" if self.cgroup else "rlimits"
 
-    def argv(self, network: bool) -> list[str]:
+    def argv(self) -> list[str]:
         """The full command line that starts agentd in this sandbox."""
-        env = clean_env("/tmp", "bwrap") | SAFE_DIRECTORY
+        egress_socket = f"{EGRESS_INSIDE}/{self.egress.path.name}"
+        env = clean_env("/tmp", "bwrap") | SAFE_DIRECTORY | {"DECODE_EGRESS_SOCKET": egress_socket}
+        if self._spec.path:
+            env["PATH"] = sandbox_path(self._spec.path, self._hidden, env["PATH"])
         args = [self._bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                "--unshare-uts", "--unshare-cgroup-try", "--hostname", "decode-sandbox"]
-        if not network:
-            args.append("--unshare-net")
+                "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--hostname", "decode-sandbox"]
         args += root_binds()
         args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(self._tmp), "/tmp", "--tmpfs", "/run"]
         for path in self._hidden:
@@ -104,15 +117,16 @@ class BwrapLauncher:
                 args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         for path in reexposed(self._hidden):
             args += ["--ro-bind", path, path]
-        args += ["--ro-bind", str(AGENTD_PATH), AGENTD_INSIDE, "--bind", str(self._workspace), WORKSPACE,
-                 "--chdir", WORKSPACE, "--cap-drop", "ALL", "--clearenv"]
+        args += ["--ro-bind", str(AGENTD_PATH), AGENTD_INSIDE, "--ro-bind", str(self.egress.directory), EGRESS_INSIDE,
+                 "--bind", str(self._workspace), WORKSPACE, "--chdir", WORKSPACE, "--cap-drop", "ALL", "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
         return args + ["--", sys.executable, "-I", AGENTD_INSIDE, WORKSPACE]
 
-    def start(self, network: bool) -> ProcessTransport:
-        """Start bwrap + agentd inside the sandbox's limits."""
-        argv = self.argv(network)
+    def start(self, policy: EgressPolicy) -> ProcessTransport:
+        """Start bwrap + agentd inside the sandbox's limits, its egress proxy applying `policy`."""
+        self.egress.policy = policy
+        argv = self.argv()
         if self.cgroup is not None:
             argv = self.cgroup.wrap(argv)
         else:
@@ -120,10 +134,15 @@ class BwrapLauncher:
             argv = [sys.executable, "-I", "-c", RLIMIT_EXEC, str(self._spec.pids), str(memory), *argv]
         return ProcessTransport(argv, clean_env("/tmp", "bwrap"))
 
+    def blocked(self) -> dict[str, int]:
+        """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""
+        return self.egress.blocked()
+
     def close(self) -> None:
-        """Kill whatever is left in the cgroup, remove it and the sandbox's /tmp."""
+        """Kill whatever is left in the cgroup, remove it, the sandbox's /tmp and its egress proxy."""
         if self.cgroup is not None:
             self.cgroup.close()
+        self.egress.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
 
@@ -171,6 +190,28 @@ def reexposed(hidden: list[str]) -> list[str]:
         wanted.add(resolv)
     needed = sorted(p for p in wanted if any(_within(p, h) for h in hidden))
     return [p for p in needed if not any(_within(p, q) and p != q for q in needed)]
+
+
+def sandbox_path(entries: Iterable[str], hidden: list[str], base: str) -> str:
+    """`base` with the host PATH `entries` that the sandbox can see put first (a runner's toolchains).
+
+    An entry is dropped when it is relative, missing, or under a hidden path that is not bound back
+    (`reexposed`); the decode virtualenv's own bin dir goes last, so the agent's `python3` and `pip`
+    are the runner's, not the harness's.
+    """
+    shown = reexposed(hidden)
+    own = os.path.realpath(os.path.join(sys.prefix, "bin")) if sys.prefix != sys.base_prefix else None
+    first: list[str] = []
+    for entry in entries:
+        real = os.path.realpath(entry)
+        if not os.path.isabs(entry) or not os.path.isdir(real) or real == own:
+            continue
+        if any(_within(real, h) for h in hidden) and not any(_within(real, r) for r in shown):
+            continue
+        first.append(entry)
+    rest = [p for p in base.split(os.pathsep) if p and os.path.realpath(p) != own]
+    last = [p for p in base.split(os.pathsep) if p and os.path.realpath(p) == own]
+    return os.pathsep.join(dict.fromkeys([*first, *rest, *last]))
 
 
 def _within(path: str, parent: str) -> bool:

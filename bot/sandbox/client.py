@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bot.errors import SandboxError
-from bot.sandbox import CommandResult, Launcher, Transport
+from bot.sandbox import CommandResult, EgressPolicy, Launcher, Transport
 
 AGENTD_PATH = Path(__file__).with_name("agentd.py")
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
@@ -113,7 +113,7 @@ class ProcessTransport:
 class AgentdSandbox:
     """A `Sandbox` backed by agentd over whatever transport the launcher returns."""
 
-    def __init__(self, launcher: Launcher, *, mode: str, network: bool = False) -> None:
+    def __init__(self, launcher: Launcher, *, mode: str, network: EgressPolicy = EgressPolicy()) -> None:
         self.mode = mode
         self.root = launcher.root
         self._launcher = launcher
@@ -201,14 +201,18 @@ class AgentdSandbox:
         """The workspace's changes since commit `base`, produced inside the sandbox."""
         return base64.b64decode(self._call("export", _timeout=600.0, base=base)["patch"])
 
-    def set_network(self, enabled: bool) -> None:
-        """Turn the sandbox's network on or off; restarts agentd where the backend needs it."""
-        if enabled == self._network:
-            return
-        self._network = enabled
+    def set_network(self, policy: EgressPolicy) -> None:
+        """Apply `policy` from now on. Restarts agentd, which ends whatever earlier commands left running;
+        connections made under the old policy are cut."""
+        self._network = policy
         if self._transport is not None:
             self._transport.close()
+            self._transport = None
         self._connect()
+
+    def blocked(self) -> dict[str, int]:
+        """"host:port" -> connections the current policy refused (empty where the backend cannot tell)."""
+        return self._launcher.blocked()
 
     def close(self) -> None:
         """Stop agentd and tear the sandbox down. Safe to call twice."""

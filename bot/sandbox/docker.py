@@ -2,22 +2,21 @@
 
 The container (`spec.image`, default `decode-sandbox:latest` built by
 `sandbox-image/build.sh`) runs `sleep infinity` under `--init` with:
-no network (`--network none`), memory, cpu and pids limits, every capability
-dropped except the ones package managers need inside the container (CHOWN,
-DAC_OVERRIDE, FOWNER, SETUID, SETGID for apt's `_apt` user, KILL) - in
+no network but loopback in every phase (`--network none`), memory, cpu and
+pids limits, every capability dropped except the ones package managers need
+inside the container (CHOWN, DAC_OVERRIDE, FOWNER, SETUID, SETGID for apt's `_apt` user, KILL) - in
 particular no NET_RAW, SYS_ADMIN, MKNOD or SYS_PTRACE -, `no-new-privileges`, the
 workspace bind-mounted at /workspace, agentd.py copied in at
 /opt/decode/agentd.py (not bind-mounted, so the bot can itself run in a container), and a clean environment (no variable of the host's).
 It carries the label `decode.sandbox` so leftovers can be found and removed
 (`remove_leftovers`).
 
-Network: `set_network(True)` makes the client restart agentd through `start`,
-which swaps the container from the `none` network to a user-defined bridge
-network (`decode-setup` by default, created on first use) and back. Containers
-cannot join or leave the `host` network at run time, so that is not an option.
-On an engine started with `--iptables=false --ip-forward=false` (our CI) the
-bridge reaches the host but not the internet: give such an engine NAT, or
-pass `network_name` of a network that routes out.
+Network: the only way out is the launcher's egress proxy (egress.py) on the
+host: its private directory is bind-mounted read-only at /run/decode-egress,
+agentd relays to the socket in it, and `start(policy)` sets what it lets
+through. The directory is made next to the workspace, so that when the bot
+itself runs in a container the engine finds it on the same path as the
+workspace (deploy.md: the data directory at the same path).
 
 Ownership: the container runs as root (apt needs it). When the workspace's
 owner inside the container is not root (a non-root host user with a rootful
@@ -36,16 +35,18 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 
 from bot.errors import ConfigError, SandboxError
-from bot.sandbox import SandboxSpec
+from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.client import ProcessTransport, agentd_tar
+from bot.sandbox.egress import EgressProxy
 from bot.sandbox.local import SAFE_PATH, clean_env
 
 WORKSPACE = "/workspace"
 AGENTD_INSIDE = "/opt/decode/agentd.py"
 LABEL = "decode.sandbox"
-SETUP_NETWORK = "decode-setup"
+EGRESS_INSIDE = "/run/decode-egress"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL")
 CLIENT_VARS = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
@@ -64,7 +65,6 @@ class DockerLauncher:
         self,
         spec: SandboxSpec,
         *,
-        network_name: str = SETUP_NETWORK,
         docker: str = "docker",
         client_env: Mapping[str, str] | None = None,
     ) -> None:
@@ -76,13 +76,12 @@ class DockerLauncher:
         env = os.environ if client_env is None else client_env
         self._env = {k: env[k] for k in CLIENT_VARS if k in env}
         self._spec = spec
-        self._network_name = network_name
-        self._on_network = False
         self._owner: tuple[int, int] | None = None
         self.container: str | None = None
         self._check_image(spec.image)
-        self.container = self._create(spec)
+        self.egress = _egress_near(spec.workspace.resolve())
         try:
+            self.container = self._create(spec)
             self._probe(spec.image)
         except BaseException:
             self.close()
@@ -113,6 +112,7 @@ class DockerLauncher:
         if not workspace.is_dir():
             raise ConfigError(f"the workspace {workspace} does not exist")
         env = clean_env("/root", "docker") | {"PATH": SAFE_PATH} | SAFE_DIRECTORY
+        env["DECODE_EGRESS_SOCKET"] = f"{EGRESS_INSIDE}/{self.egress.path.name}"
         name = "decode-%s-%s" % ("".join(c if c.isalnum() or c in "_.-" else "_" for c in spec.name)[:40],
                                  secrets.token_hex(4))
         args = ["create", "--init", "--name", name, "--hostname", "decode-sandbox",
@@ -122,7 +122,8 @@ class DockerLauncher:
                 "--cpus", str(min(spec.cpus, os.cpu_count() or 1)), "--pids-limit", str(spec.pids),
                 "--cap-drop", "ALL", *[a for c in CAPS for a in ("--cap-add", c)],
                 "--security-opt", "no-new-privileges",
-                "--mount", _mount(workspace, WORKSPACE), "--workdir", WORKSPACE]
+                "--mount", _mount(workspace, WORKSPACE),
+                "--mount", _mount(self.egress.directory, EGRESS_INSIDE, readonly=True), "--workdir", WORKSPACE]
         for key, value in env.items():
             args += ["--env", f"{key}={value}"]
         res = self._cli(*args, spec.image, "sleep", "infinity")
@@ -150,46 +151,27 @@ class DockerLauncher:
         uid, gid = (int(x) for x in res.stdout.split())
         self._owner = (uid, gid) if uid != 0 else None
 
-    def _set_network(self, enabled: bool) -> None:
-        assert self.container is not None
-        if enabled == self._on_network:
-            return
-        if enabled:
-            self._ensure_network()
-            steps = [("disconnect", "none"), ("connect", self._network_name)]
-        else:
-            steps = [("disconnect", self._network_name), ("connect", "none")]
-        for action, network in steps:
-            res = self._cli("network", action, network, self.container)
-            if res.returncode != 0:
-                raise SandboxError(f"docker network {action} {network} failed: {res.stderr.strip()}",
-                                   stderr=res.stderr)
-        self._on_network = enabled
-
-    def _ensure_network(self) -> None:
-        if self._cli("network", "inspect", self._network_name).returncode == 0:
-            return
-        res = self._cli("network", "create", "--label", LABEL, self._network_name)
-        if res.returncode != 0 and "already exists" not in res.stderr:
-            raise SandboxError(f"could not create the docker network {self._network_name}: {res.stderr.strip()}",
-                               stderr=res.stderr)
-
-    def start(self, network: bool) -> ProcessTransport:
-        """Attach or detach the setup network as asked, then exec agentd in the container."""
+    def start(self, policy: EgressPolicy) -> ProcessTransport:
+        """Let the egress proxy apply `policy`, then exec agentd in the container."""
         if self.container is None:
             raise SandboxError("the sandbox container has been removed")
-        self._set_network(network)
+        self.egress.policy = policy
         argv = [self._docker, "exec", "-i", self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
         return ProcessTransport(argv, self._env)
 
+    def blocked(self) -> dict[str, int]:
+        """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""
+        return self.egress.blocked()
+
     def close(self) -> None:
-        """Give the workspace back to its owner and remove the container. Safe to call twice."""
-        if self.container is None:
-            return
-        if self._owner is not None:
-            self._cli("exec", self.container, "chown", "-R", "-h", "%d:%d" % self._owner, WORKSPACE)
-        self._cli("rm", "-f", "-v", self.container)
-        self.container = None
+        """Give the workspace back to its owner, remove the container and stop the egress proxy.
+        Safe to call twice."""
+        if self.container is not None:
+            if self._owner is not None:
+                self._cli("exec", self.container, "chown", "-R", "-h", "%d:%d" % self._owner, WORKSPACE)
+            self._cli("rm", "-f", "-v", self.container)
+            self.container = None
+        self.egress.close()
 
 
 def leftovers(docker: str = "docker") -> list[str]:
@@ -212,7 +194,15 @@ def remove_leftovers(docker: str = "docker") -> list[str]:
     return removed
 
 
-def _mount(source: object, target: str) -> str:
+def _mount(source: object, target: str, readonly: bool = False) -> str:
     """A `--mount` bind value, CSV-quoted so commas in the host path survive."""
     field = f"source={source}".replace('"', '""')
-    return f'type=bind,"{field}",target={target}'
+    return f'type=bind,"{field}",target={target}' + (",readonly" if readonly else "")
+
+
+def _egress_near(workspace: Path) -> EgressProxy:
+    """An egress proxy in a private directory beside the workspace (else in the temp dir)."""
+    try:
+        return EgressProxy.in_private_dir(workspace.parent)
+    except OSError:
+        return EgressProxy.in_private_dir()

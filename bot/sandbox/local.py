@@ -1,11 +1,15 @@
 """`SANDBOX_MODE=local`: agentd as a plain child process, no isolation.
 
-For disposable machines only (an Actions runner VM). The agent can do whatever
+For trusted input only, even on a disposable machine such as an Actions runner
+(whose step holds the API key and the token). The agent can do whatever
 the bot's user can. agentd starts with a clean environment, and the harness
 marks itself non-dumpable so that a process of the same (non-root) user cannot
 read its /proc/PID/environ; a root agent still can. Tool output is redacted
 before the model sees it, so known secrets do not reach the model or the
 transcript, but only the bwrap and docker backends keep them out of reach.
+
+No egress policy can be enforced either: the agent uses the host's network as
+it is, whatever `.github/decode.yml` says, and `blocked()` is always empty.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import shutil
 import sys
 import tempfile
 
-from bot.sandbox import SandboxSpec
+from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.client import AGENTD_PATH, ProcessTransport
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -47,9 +51,13 @@ class LocalLauncher:
         make_undumpable()
         self._home = tempfile.mkdtemp(prefix="decode-home-")
 
-    def start(self, network: bool) -> ProcessTransport:
+    def start(self, policy: EgressPolicy) -> ProcessTransport:
+        """Start agentd; `policy` cannot be enforced here (the host's network is the agent's)."""
         argv = [sys.executable, "-I", str(AGENTD_PATH), self.root]
         return ProcessTransport(argv, clean_env(self._home, "local"))
+
+    def blocked(self) -> dict[str, int]:
+        return {}
 
     def close(self) -> None:
         shutil.rmtree(self._home, ignore_errors=True)

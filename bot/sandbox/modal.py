@@ -5,16 +5,29 @@ from `spec.image` (`DECODE_SANDBOX_IMAGE`, a registry image that brings python3,
 as for docker) with git installed by `apt_install`, running `sleep infinity`.
 It gets `spec.cpus`, `spec.memory_mb`, `spec.gpu` (e.g. "H200:4") and a lifetime
 timeout (`spec.lifetime_s`), and no secret and no variable of the host: only
-the fixed environment below. Network: off (`block_network=True`), or when
-`spec.cidr_allowlist` is set, only those CIDRs (`outbound_cidr_allowlist`).
+the fixed environment below.
+
+Network: the `EgressPolicy` maps onto Modal's own controls
+(https://modal.com/docs/guide/sandbox-networking), enforced by Modal outside
+the container, so there is no egress proxy and `blocked()` is empty:
+nothing allowed -> `block_network=True`; `allow_cidrs` only ->
+`outbound_cidr_allowlist` (any protocol); `allow_domains` ->
+`outbound_domain_allowlist` (Modal lets only TLS on port 443 through to those
+names), plus `outbound_cidr_allowlist` when `allow_cidrs` is set (the two add
+up); `internet` -> Modal's default, outbound to any public address. A Modal
+sandbox does not run on the harness's machine, so that machine's loopback and
+addresses are not the sandbox's; which private or metadata addresses Modal's
+own network lets a sandbox reach is Modal's business: its documentation
+promises public addresses only, and `allow_cidrs` cannot widen an open
+sandbox beyond that.
 
 At start the workspace (with its .git) and agentd.py are streamed in as one tar
 into `tar -x` in the sandbox; then agentd runs as one `Sandbox.exec` whose
 stdin/stdout carry the same JSON lines as every backend. The host workspace
 is not synced back: the changes come out as a patch (agentd's export).
 
-Modal cannot switch a live sandbox's network, so `start(network)` with the
-other setting snapshots the filesystem (`snapshot_filesystem`), creates a new
+Modal cannot switch a live sandbox's network (outside an experimental call),
+so `start(policy)` with another policy snapshots the filesystem (`snapshot_filesystem`), creates a new
 sandbox from that image with the new setting, and terminates the old one. If
 the sandbox dies mid-run, `recover()` creates a new one - from the last
 snapshot when there is one, else from the image with the workspace uploaded
@@ -38,7 +51,7 @@ import time
 from typing import Any
 
 from bot.errors import ConfigError, SandboxError
-from bot.sandbox import SandboxSpec
+from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox import modal_pool
 from bot.sandbox.client import agentd_tar
 from bot.sandbox.local import SAFE_PATH, clean_env
@@ -148,7 +161,7 @@ class ModalLauncher:
         self._modal = client if client is not None else load_client()
         self._pool_size = pool_size() if pool is None else pool
         self.sandbox: Any = None
-        self._network = False
+        self._network = EgressPolicy()
         self._snapshot: Any = None  # the image the current sandbox came from, when it is a snapshot
         self.acquired_from = ""
         self.acquire_s = 0.0
@@ -162,24 +175,19 @@ class ModalLauncher:
             raise SandboxError(f"could not reach Modal for the app {APP_NAME} and image {spec.image} ({e}): "
                                f"check `modal token` and DECODE_SANDBOX_IMAGE") from None
 
-    def _create(self, image: Any, network: bool, app: Any = None, idle_s: float = 0.0) -> Any:
+    def _create(self, image: Any, policy: EgressPolicy, app: Any = None, idle_s: float = 0.0) -> Any:
         spec = self._spec
         options: dict[str, Any] = {"app": app or self._app, "image": image, "env": dict(ENV),
                                    "timeout": spec.lifetime_s + int(idle_s), "cpu": spec.cpus,
-                                   "memory": spec.memory_mb}
+                                   "memory": spec.memory_mb, **network_options(policy)}
         if spec.gpu:
             options["gpu"] = spec.gpu
-        if not network:
-            if spec.cidr_allowlist:
-                options["outbound_cidr_allowlist"] = list(spec.cidr_allowlist)
-            else:
-                options["block_network"] = True
         try:
             return self._modal.Sandbox.create("sleep", "infinity", **options)
         except Exception as e:
             raise SandboxError(f"could not create a Modal sandbox from {spec.image}: {e}") from None
 
-    def pool(self, network: bool) -> modal_pool.WarmPool | None:
+    def pool(self, policy: EgressPolicy) -> modal_pool.WarmPool | None:
         """The process-wide warm pool for sandboxes like this one's (None with DECODE_POOL_SIZE=0).
 
         Calling it starts filling the pool: a server calls it once at startup
@@ -188,19 +196,19 @@ class ModalLauncher:
         if self._pool_size <= 0:
             return None
         spec = self._spec
-        key = (id(self._modal), spec.image, network, spec.cpus, spec.memory_mb, spec.gpu, spec.cidr_allowlist,
+        key = (id(self._modal), spec.image, policy, spec.cpus, spec.memory_mb, spec.gpu,
                spec.lifetime_s + int(modal_pool.IDLE_S))
         image, app, create = self._image, self._app, self._create
-        return modal_pool.pool_for(key, self._pool_size, lambda: create(image, network, app, modal_pool.IDLE_S))
+        return modal_pool.pool_for(key, self._pool_size, lambda: create(image, policy, app, modal_pool.IDLE_S))
 
-    def _acquire(self, network: bool) -> Any:
+    def _acquire(self, policy: EgressPolicy) -> Any:
         """A fresh sandbox from the image: claimed from the warm pool when there is one, else created."""
         started = time.monotonic()
-        pool = self.pool(network)
+        pool = self.pool(policy)
         sandbox = pool.claim() if pool is not None else None
         self.acquired_from = "pool" if sandbox is not None else "cold"
         if sandbox is None:
-            sandbox = self._create(self._image, network)
+            sandbox = self._create(self._image, policy)
         self.acquire_s = time.monotonic() - started
         return sandbox
 
@@ -221,32 +229,33 @@ class ModalLauncher:
             raise SandboxError(f"could not unpack the workspace in the Modal sandbox (tar exit {code}): "
                                f"{text.strip()[-500:]}: the image needs tar", stderr=text)
 
-    def start(self, network: bool) -> ModalTransport:
-        """Create the sandbox (first call) or move to one with the asked network; then exec agentd."""
+    def start(self, policy: EgressPolicy) -> ModalTransport:
+        """Create the sandbox (first call) or move to one with Modal's controls for `policy`; then exec agentd."""
         if self._closed:
             raise SandboxError("the Modal sandbox has been terminated")
         if self.sandbox is None:
             if not self._workspace.is_dir():
                 raise ConfigError(f"the workspace {self._workspace} does not exist")
-            self.sandbox = self._acquire(network)
-            self._network = network
+            self.sandbox = self._acquire(policy)
+            self._network = policy
             self._upload()
-        elif network != self._network:
-            self._switch(network)
+        elif network_options(policy) != network_options(self._network):
+            self._switch(policy)
+        self._network = policy
         try:
             proc = self.sandbox.exec("python3", "-I", AGENTD_INSIDE, WORKSPACE, workdir=WORKSPACE, text=False)
         except Exception as e:
             raise SandboxError(f"could not start agentd in the Modal sandbox: {e}") from None
         return ModalTransport(proc)
 
-    def _switch(self, network: bool) -> None:
+    def _switch(self, policy: EgressPolicy) -> None:
         try:
             image = self.sandbox.snapshot_filesystem()
         except Exception as e:
             raise SandboxError(f"could not snapshot the Modal sandbox to switch its network: {e}") from None
-        new = self._create(image, network)
+        new = self._create(image, policy)
         old, self.sandbox = self.sandbox, new
-        self._network, self._snapshot = network, image
+        self._network, self._snapshot = policy, image
         _terminate(old)
 
     def recover(self) -> str:
@@ -263,6 +272,10 @@ class ModalLauncher:
             lost = "the workspace was restored to its state at the start; all changes made since were lost"
         return RESTARTED.format(lost=lost)
 
+    def blocked(self) -> dict[str, int]:
+        """Always empty: Modal enforces the policy itself and reports nothing back."""
+        return {}
+
     def close(self) -> None:
         """Terminate the sandbox. Safe to call twice, and after any failure."""
         self._closed = True
@@ -271,10 +284,24 @@ class ModalLauncher:
             _terminate(sandbox)
 
 
-def prewarm(spec: SandboxSpec, *, network: bool = False, client: Any = None,
+def prewarm(spec: SandboxSpec, *, network: EgressPolicy = EgressPolicy(), client: Any = None,
             size: int | None = None) -> modal_pool.WarmPool | None:
     """Start filling the warm pool for sandboxes like `spec`'s (the workspace does not matter)."""
     return ModalLauncher(spec, client=client, pool=size).pool(network)
+
+
+def network_options(policy: EgressPolicy) -> dict[str, Any]:
+    """The `Sandbox.create` parameters that make Modal enforce `policy` (see the module docstring)."""
+    if policy.allow_domains:
+        options: dict[str, Any] = {"outbound_domain_allowlist": list(policy.allow_domains)}
+        if policy.allow_cidrs:
+            options["outbound_cidr_allowlist"] = list(policy.allow_cidrs)
+        return options
+    if policy.internet:
+        return {}
+    if policy.allow_cidrs:
+        return {"outbound_cidr_allowlist": list(policy.allow_cidrs)}
+    return {"block_network": True}
 
 
 def _write_all(stdin: Any, data: bytes) -> None:

@@ -9,7 +9,8 @@ Each sandbox is a private directory tree on the host. Its processes run under
 bubblewrap: the host's system directories (/usr, /etc, ...) read-only as the
 "image", the sandbox's own writable /workspace, /tmp, /root, /home, /opt, /var,
 fresh /proc (own pid namespace) and /dev, no host network when
-`block_network=True`, no variable of the host's environment, and a cgroup with
+`block_network=True` or an outbound allowlist is given (the double cannot enforce
+a list: it records it and keeps the network off), no variable of the host's environment, and a cgroup with
 the `memory` and `cpu` asked for. Modal has no pids parameter; the double caps
 every sandbox at `PIDS` tasks (gVisor's own task limit is not documented).
 
@@ -186,10 +187,11 @@ class Sandbox:
 
     def __init__(self, args: Sequence[str], image: Image, env: dict[str, str], block_network: bool,
                  cpu: float | None, memory: int | None, gpu: str | None, timeout: int | None,
-                 workdir: str | None, allowlist: Sequence[str] | None) -> None:
+                 workdir: str | None, allowlist: Sequence[str] | None, domains: Sequence[str] | None) -> None:
         self.object_id = f"sb-double-{next(_ids)}"
         self.image, self.block_network, self.gpu, self.cpu, self.memory = image, block_network, gpu, cpu, memory
         self.outbound_cidr_allowlist = list(allowlist or [])
+        self.outbound_domain_allowlist = list(domains or [])
         self.env = dict(env)
         self.workdir = workdir or "/"
         self.dir = Path(tempfile.mkdtemp(prefix="modal-double-"))
@@ -216,20 +218,23 @@ class Sandbox:
     def create(*args: str, app: App | None = None, image: Image | None = None, env: dict[str, str | None] | None = None,
                secrets: Any = None, timeout: int | None = 300, workdir: str | None = None, gpu: str | None = None,
                cpu: float | tuple[float, float] | None = None, memory: int | tuple[int, int] | None = None,
-               block_network: bool = False, outbound_cidr_allowlist: Sequence[str] | None = None) -> "Sandbox":
+               block_network: bool = False, outbound_cidr_allowlist: Sequence[str] | None = None,
+               outbound_domain_allowlist: Sequence[str] | None = None) -> "Sandbox":
         if app is None:
             raise ValueError("App must be provided when creating a sandbox outside a Modal container")
         if secrets:
             raise AssertionError("the backend must not pass secrets into a sandbox")
-        if block_network and outbound_cidr_allowlist:
-            raise ValueError("block_network and outbound_cidr_allowlist exclude each other")
-        # The double cannot enforce a CIDR list; it keeps the network off and records the list.
-        blocked = block_network or bool(outbound_cidr_allowlist)
+        if block_network and (outbound_cidr_allowlist is not None or outbound_domain_allowlist is not None):
+            # modal.exception.InvalidError in the real client (modal/sandbox/_common.py)
+            raise ValueError("`outbound_cidr_allowlist` and `outbound_domain_allowlist` cannot be used when "
+                             "`block_network` is enabled")
+        # The double cannot enforce an allowlist; it keeps the network off and records the lists.
+        blocked = block_network or outbound_cidr_allowlist is not None or outbound_domain_allowlist is not None
         return Sandbox(args or ("sleep", "infinity"), image or Image("debian:slim"),
                        {k: v for k, v in (env or {}).items() if v is not None}, blocked,
                        cpu if not isinstance(cpu, tuple) else cpu[1],
                        memory if not isinstance(memory, tuple) else memory[1], gpu, timeout, workdir,
-                       outbound_cidr_allowlist)
+                       outbound_cidr_allowlist, outbound_domain_allowlist)
 
     def _argv(self, args: list[str], workdir: str) -> list[str]:
         argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",

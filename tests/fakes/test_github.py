@@ -37,9 +37,10 @@ def client(fake: FakeGitHub, token: str | None = None) -> Github:
                   seconds_between_requests=None, seconds_between_writes=None)
 
 
-def push_branch(fake: FakeGitHub, tmp_path: Path, owner: str, repo: str, branch: str, change: str = "x") -> str:
+def push_branch(fake: FakeGitHub, tmp_path: Path, owner: str, repo: str, branch: str, change: str = "x",
+                token: str | None = None) -> str:
     work = tmp_path / f"work-{branch.replace('/', '-')}"
-    git(tmp_path, "clone", "-q", authed(fake.git_url(owner, repo), fake.token), str(work))
+    git(tmp_path, "clone", "-q", authed(fake.git_url(owner, repo), token or fake.token), str(work))
     git(work, "checkout", "-q", "-b", branch)
     (work / "change.txt").write_text(change)
     git(work, "add", "-A")
@@ -138,13 +139,32 @@ def test_review_comment_reply_and_reaction(fake_github: FakeGitHub, tmp_path: Pa
 def test_fork_pull_has_refs_pull_head(fake_github: FakeGitHub, tmp_path: Path) -> None:
     fake_github.add_repo("acme", "widgets")
     fake_github.add_fork("acme", "widgets", "eve")
-    sha = push_branch(fake_github, tmp_path, "eve", "widgets", "patch-1")
+    sha = push_branch(fake_github, tmp_path, "eve", "widgets", "patch-1", token=fake_github.add_token("eve"))
     number = fake_github.add_pull("acme", "widgets", "From a fork", head_branch="patch-1", user="eve",
                                   head_repo=("eve", "widgets"))
     pull = client(fake_github).get_repo("acme/widgets").get_pull(number)
     assert (pull.head.repo.full_name, pull.head.sha) == ("eve/widgets", sha)
     out = git(tmp_path, "ls-remote", authed(fake_github.git_url("acme", "widgets"), fake_github.token))
     assert f"{sha}\trefs/pull/{number}/head" in out.stdout
+
+
+def test_pushes_to_a_fork_follow_allow_edits_by_maintainers(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    fake_github.add_repo("acme", "widgets")
+    fake_github.add_fork("acme", "widgets", "eve")
+    fake_github.set_permission("acme", "widgets", "maria", "maintain")
+    push_branch(fake_github, tmp_path, "eve", "widgets", "patch-1", token=fake_github.add_token("eve"))
+    fake_github.add_pull("acme", "widgets", "Fork", head_branch="patch-1", user="eve", head_repo=("eve", "widgets"),
+                         maintainer_can_modify=True)
+    maria, actions = fake_github.add_token("maria"), fake_github.token
+    work = tmp_path / "work-patch-1"
+    git(work, "commit", "-q", "--allow-empty", "-m", "maintainer")
+    pushed = git(work, "push", "-q", authed(fake_github.git_url("eve", "widgets"), maria), "HEAD:patch-1", check=False)
+    assert pushed.returncode == 0, pushed.stderr
+    other = git(work, "push", "-q", authed(fake_github.git_url("eve", "widgets"), maria), "HEAD:main", check=False)
+    assert other.returncode != 0 and "403" in other.stderr  # only the pull request's head branch
+    workflow = git(work, "push", "-q", authed(fake_github.git_url("eve", "widgets"), actions), "HEAD:patch-1",
+                   check=False)
+    assert workflow.returncode != 0  # the Actions token never pushes to forks
 
 
 def test_bad_or_missing_token_is_401(fake_github: FakeGitHub) -> None:

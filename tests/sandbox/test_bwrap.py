@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import secrets
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from bot.sandbox import SandboxSpec
+from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.bwrap import BwrapLauncher
 from bot.sandbox.client import AgentdSandbox, Refused
 from tests.conftest import make_repo
@@ -74,19 +78,46 @@ def test_tmp_is_private_survives_set_network_and_is_removed(workspace: Path) -> 
     with open_bwrap(workspace) as box:
         host_tmp = box._launcher._tmp  # type: ignore[attr-defined]
         box.run("echo kept > /tmp/setup.txt; mkdir -p ~/.local && echo x > ~/.local/pkg")
-        box.set_network(True)
+        box.set_network(EgressPolicy(internet=True))
         assert box.run("cat /tmp/setup.txt ~/.local/pkg").output == "kept\nx\n"
-        box.set_network(False)
+        box.set_network(EgressPolicy())
         assert box.run("cat /tmp/setup.txt").output == "kept\n"
         assert "decode-bwrap-" not in box.run("ls -A /tmp").output
     assert not host_tmp.exists()
 
 
-def test_network_namespace_follows_the_flag(workspace: Path) -> None:
+def test_the_network_namespace_is_always_its_own_with_loopback_up(workspace: Path) -> None:
     launcher = BwrapLauncher(SandboxSpec(workspace=workspace), cgroups=False)
+    egress = launcher.egress.directory
+    with AgentdSandbox(launcher, mode="bwrap", network=EgressPolicy(internet=True)) as box:
+        argv = launcher.argv()
+        assert "--unshare-net" in argv and "--clearenv" in argv and "--cap-drop" in argv
+        assert argv[argv.index(str(egress)) - 1] == "--ro-bind", "the proxy's directory is bound read-only"
+        assert box.run("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").output.split() == ["lo"]
+        up = "python3 -c \"import socket; s = socket.create_server(('127.0.0.1', 0)); " \
+             "socket.create_connection(s.getsockname()).close(); print('lo is up')\""
+        assert box.run(up).output == "lo is up\n"
+        assert box.run("touch /run/decode-egress/x").exit_code != 0
+        assert egress.stat().st_mode & 0o777 == 0o700
+    assert not egress.exists(), "the proxy and its directory go with the sandbox"
+
+
+def test_visible_host_path_entries_come_first_and_hidden_ones_are_dropped(tmp_path: Path, workspace: Path) -> None:
+    tools = Path(__file__).resolve().parents[2] / "build" / f"toolchain-{secrets.token_hex(4)}" / "bin"
+    tools.mkdir(parents=True)  # outside /tmp, like a runner's /opt/hostedtoolcache/<tool>/<version>/x64/bin
     try:
-        assert "--unshare-net" in launcher.argv(False)
-        assert "--unshare-net" not in launcher.argv(True)
-        assert "--clearenv" in launcher.argv(False) and "--cap-drop" in launcher.argv(False)
+        (tools / "decode-fake-tool").write_text("#!/bin/sh\necho tool\n")
+        (tools / "decode-fake-tool").chmod(0o755)
+        hidden = tmp_path / "home" / ".cargo" / "bin"
+        hidden.mkdir(parents=True)
+        entries = (str(tools), str(hidden), "relative/bin", "/nonexistent/bin")
+        spec = SandboxSpec(workspace=workspace, name="bwrap-test", path=entries, hide=(tmp_path / "home",))
+        with AgentdSandbox(BwrapLauncher(spec, cgroups=False), mode="bwrap") as box:
+            path = box.run("echo $PATH").output.strip().split(":")
+            assert path[0] == str(tools) and "/usr/bin" in path
+            assert not {str(hidden), "relative/bin", "/nonexistent/bin"} & set(path)
+            assert box.run("decode-fake-tool").output == "tool\n"
+            if sys.prefix != sys.base_prefix:  # the harness's own virtualenv is not the agent's first choice
+                assert path[-1] == os.path.join(sys.prefix, "bin")
     finally:
-        launcher.close()
+        shutil.rmtree(tools.parent)

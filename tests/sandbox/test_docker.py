@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import ConfigError, SandboxError
-from bot.sandbox import SandboxSpec
+from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.docker import LABEL, DockerLauncher, leftovers
 from tests.sandbox.conftest import IMAGE, require
@@ -83,10 +84,18 @@ def test_one_labelled_container_hardened_and_removed_on_close(workspace: Path) -
         agentds = box.run("grep -l 'agentd[.]py' /proc/[0-9]*/cmdline 2>/dev/null | wc -l").output.strip()
         assert agentds == "1", "one persistent agentd, not one exec per call"
         box.run("echo kept > /root/setup.txt")
-        box.set_network(True)
-        box.set_network(False)
+        box.set_network(EgressPolicy(internet=True))
+        assert box.run("ls /sys/class/net").output.split() == ["lo"], "no network but loopback, in every phase"
+        box.set_network(EgressPolicy())
         assert box.run("cat /root/setup.txt").output == "kept\n", "the container survives set_network"
+        egress = launcher.egress.directory
+        assert egress.parent == workspace.parent, "beside the workspace, for an engine that sees only the data dir"
+        mounts = subprocess.run(["docker", "inspect", "--format", "{{json .Mounts}}", cid],
+                                check=True, capture_output=True, text=True).stdout
+        assert {"Source": str(egress), "Destination": "/run/decode-egress", "RW": False}.items() <= next(
+            m for m in json.loads(mounts) if m["Destination"] == "/run/decode-egress").items()
     assert cid not in leftovers()
+    assert not egress.exists()
 
 
 def test_files_stay_owned_by_the_workspace_owner(workspace: Path) -> None:

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from bot.errors import ConfigError, SandboxError
-from bot.sandbox import SandboxSpec, open_sandbox
+from bot.sandbox import EgressPolicy, SandboxSpec, open_sandbox
 from bot.sandbox import modal_pool
 from bot.sandbox.client import AgentdSandbox, Refused
-from bot.sandbox.modal import ENV, ModalLauncher, load_client, pool_size, prewarm
+from bot.sandbox.modal import ENV, ModalLauncher, load_client, network_options, pool_size, prewarm
 from tests.conftest import git
 from tests.fakes import modal_double
 from tests.sandbox.conftest import require
@@ -80,13 +80,13 @@ def test_requests_larger_than_modals_stdin_buffer_get_through(box: AgentdSandbox
 
 
 def test_network_switch_goes_through_a_snapshot_and_keeps_setup_files(workspace: Path) -> None:
-    box = open_sandbox("modal", spec(workspace), network=True)
+    box = open_sandbox("modal", spec(workspace), network=EgressPolicy(internet=True))
     try:
         launcher = launcher_of(box)
         first = launcher.sandbox
         assert not first.block_network
         box.run("mkdir -p /root/.cache/tool && echo installed > /root/.cache/tool/x && echo built > build.txt")
-        box.set_network(False)
+        box.set_network(EgressPolicy())
         second = launcher.sandbox
         assert second is not first and second.block_network
         assert first.poll() is not None, "the old sandbox is terminated"
@@ -114,10 +114,10 @@ def test_a_dead_sandbox_is_recreated_and_the_model_told_once(box: AgentdSandbox)
 
 
 def test_recovery_after_a_network_switch_restores_the_snapshot(workspace: Path) -> None:
-    box = open_sandbox("modal", spec(workspace), network=True)
+    box = open_sandbox("modal", spec(workspace), network=EgressPolicy(internet=True))
     try:
         box.run("echo setup > installed.txt")
-        box.set_network(False)
+        box.set_network(EgressPolicy())
         modal_double.kill(launcher_of(box).sandbox)
         result = box.run("cat installed.txt")
         assert "since the network was last switched" in result.output and result.output.endswith("setup\n")
@@ -172,12 +172,42 @@ def test_init_failure_is_an_error_that_says_what_to_fix(workspace: Path) -> None
 
 
 def test_resources_gpu_and_allowlist_reach_sandbox_create(workspace: Path) -> None:
-    box = open_sandbox("modal", spec(workspace, gpu="H200:4", cidr_allowlist=("10.1.0.0/16",), lifetime_s=600))
+    box = open_sandbox("modal", spec(workspace, gpu="H200:4", lifetime_s=600),
+                       network=EgressPolicy(allow_cidrs=("10.1.0.0/16",)))
     try:
         sandbox = launcher_of(box).sandbox
         assert (sandbox.gpu, sandbox.cpu, sandbox.memory) == ("H200:4", 1.0, 512)
         assert sandbox.outbound_cidr_allowlist == ["10.1.0.0/16"]
         assert sandbox.image.packages == ("git",)
+    finally:
+        box.close()
+
+
+@pytest.mark.parametrize("policy, options", [
+    (EgressPolicy(), {"block_network": True}),
+    (EgressPolicy(internet=True), {}),  # Modal's default: any public address
+    (EgressPolicy(internet=True, allow_cidrs=("10.1.0.0/16",)), {}),
+    (EgressPolicy(allow_cidrs=("10.1.0.0/16",)), {"outbound_cidr_allowlist": ["10.1.0.0/16"]}),
+    (EgressPolicy(allow_domains=("*.pypi.org",)), {"outbound_domain_allowlist": ["*.pypi.org"]}),
+    (EgressPolicy(internet=True, allow_domains=("pypi.org",), allow_cidrs=("10.1.0.0/16",)),
+     {"outbound_domain_allowlist": ["pypi.org"], "outbound_cidr_allowlist": ["10.1.0.0/16"]}),
+])
+def test_each_policy_maps_to_modals_own_controls(policy: EgressPolicy, options: dict[str, Any]) -> None:
+    assert network_options(policy) == options
+
+
+def test_the_agent_policy_reaches_sandbox_create_and_nothing_is_reported_blocked(workspace: Path) -> None:
+    box = open_sandbox("modal", spec(workspace), network=EgressPolicy(internet=True))
+    try:
+        first = launcher_of(box).sandbox
+        box.set_network(EgressPolicy(internet=True, allow_cidrs=("10.1.0.0/16",)))
+        assert launcher_of(box).sandbox is first, "the same controls on Modal: no snapshot, no new sandbox"
+        box.set_network(EgressPolicy(allow_domains=("*.pypi.org",), allow_cidrs=("10.1.0.0/16",)))
+        sandbox = launcher_of(box).sandbox
+        assert sandbox is not first and first.poll() is not None
+        assert sandbox.outbound_domain_allowlist == ["*.pypi.org"]
+        assert sandbox.outbound_cidr_allowlist == ["10.1.0.0/16"]
+        assert box.blocked() == {}, "Modal enforces the policy itself and reports nothing back"
     finally:
         box.close()
 
@@ -226,8 +256,8 @@ def test_a_pool_claim_is_faster_than_a_cold_create(workspace: Path, capsys: pyte
 def test_pooled_sandboxes_are_terminated_at_exit(workspace: Path) -> None:
     launcher = ModalLauncher(spec(workspace), client=modal_double, pool=2)
     try:
-        launcher.start(False).close()
-        pool = launcher.pool(False)
+        launcher.start(EgressPolicy()).close()
+        pool = launcher.pool(EgressPolicy())
         assert pool is not None and pool.wait_full(30)
         waiting = [s for _, s in pool._ready]
     finally:

@@ -28,7 +28,7 @@ USED: dict[str, tuple[Callable[..., Any], Callable[..., Any], set[str]]] = {
     "Image.apt_install": (modal.Image.apt_install, modal_double.Image.apt_install, {"packages"}),
     "Sandbox.create": (modal.Sandbox.create, modal_double.Sandbox.create,
                        {"args", "app", "image", "env", "timeout", "cpu", "memory", "gpu", "block_network",
-                        "outbound_cidr_allowlist"}),
+                        "outbound_cidr_allowlist", "outbound_domain_allowlist"}),
     "Sandbox.exec": (modal.Sandbox.exec, modal_double.Sandbox.exec, {"args", "workdir", "text"}),
     "Sandbox.terminate": (modal.Sandbox.terminate, modal_double.Sandbox.terminate, set()),
     "Sandbox.snapshot_filesystem": (modal.Sandbox.snapshot_filesystem, modal_double.Sandbox.snapshot_filesystem,

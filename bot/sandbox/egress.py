@@ -1,0 +1,258 @@
+"""The only way out of a bwrap or docker sandbox: an HTTP(S) egress proxy on the host.
+
+Those sandboxes have no network interface but loopback, in every phase. agentd
+relays 127.0.0.1:PORT inside to the unix socket of an `EgressProxy` that the
+launcher runs on the host, and points every command at it through
+`http_proxy`/`https_proxy`. The proxy takes `CONNECT host:port` (HTTPS, or any
+TCP protocol a client tunnels) and absolute-form plain HTTP requests, and lets
+each through or answers 403 according to an `EgressPolicy`.
+
+Why a proxy rather than network rules: one mechanism serves bwrap and docker
+alike; it sees the name a client asks for before anything is resolved, so
+`allow_domains` can be enforced (a packet filter sees only addresses); it needs
+no iptables, no privileges and no per-engine network setup; and the host's
+network namespace is never shared with a sandbox. It resolves names on the
+host, checks every address, and connects to the address it checked, so a DNS
+answer cannot change between the check and the connection.
+
+The limit: only clients that honour the proxy variables (curl, pip, git, npm,
+apt, Python's urllib and requests...) get out. Raw TCP or UDP, DNS lookups and
+ICMP from inside the sandbox reach nothing at all.
+
+The decisions are in egress_policy.py (pure), the HTTP and socket plumbing in
+egress_wire.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import select
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bot.sandbox.egress_policy import NEVER, EgressPolicy, IPAddress, own_addresses
+from bot.sandbox.egress_wire import Reply, answer, bind_unix, cut, parse_request, relay
+
+__all__ = ["EgressPolicy", "EgressProxy"]
+
+
+class EgressProxy:
+    """An HTTP(S) forward proxy on a unix socket that lets through what `policy` allows.
+
+    Threads, standard library only. `policy` may be replaced at any time;
+    `blocked()` counts what it refused since then. `close()` stops the
+    listener and every open connection.
+    """
+
+    MAX_CONNECTIONS = 256
+    MAX_REJECTING = 16  # threads answering 503 to connections beyond the cap
+    CONNECT_TIMEOUT_S = 10.0
+    HEAD_MAX = 64 * 1024
+    HEAD_TIMEOUT_S = 30.0
+    IDLE_TIMEOUT_S = 900.0
+
+    def __init__(self, path: str | Path, policy: EgressPolicy = EgressPolicy(), *, guard_host: bool = True) -> None:
+        """Serve on the unix socket `path`. `guard_host=False` drops the refusals no policy can lift
+        (the host's own addresses, loopback, link-local): only for testing this plumbing against an
+        origin on the test machine's loopback."""
+        self.path = Path(path)
+        self._guard_host = guard_host
+        self._policy = policy
+        self._blocked: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
+        self._rejecting = threading.BoundedSemaphore(self.MAX_REJECTING)
+        self._open: set[socket.socket] = set()
+        self._closed = False
+        self._directory: Path | None = None
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            bind_unix(self._listener, self.path)
+            self._listener.listen(128)
+            self._listener.setblocking(False)
+        except OSError:
+            self._listener.close()
+            raise
+        self._wake_r, self._wake_w = os.pipe()  # close() writes here to end the accept loop at once
+        self._thread = threading.Thread(target=self._accept, name="egress-proxy", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def in_private_dir(cls, parent: Path | None = None, policy: EgressPolicy = EgressPolicy(), *,
+                       guard_host: bool = True) -> EgressProxy:
+        """A proxy on `proxy.sock` in a fresh 0700 directory (under `parent`), removed by `close()`."""
+        directory = Path(tempfile.mkdtemp(prefix=".decode-egress-", dir=parent))
+        try:
+            proxy = cls(directory / "proxy.sock", policy, guard_host=guard_host)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        proxy._directory = directory
+        return proxy
+
+    @property
+    def directory(self) -> Path:
+        return self._directory or self.path.parent
+
+    @property
+    def policy(self) -> EgressPolicy:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: EgressPolicy) -> None:
+        """Apply `policy` to new connections, reset `blocked()`, and cut the connections made before."""
+        with self._lock:
+            self._policy, self._blocked = policy, {}
+            live = list(self._open)
+        cut(live)
+
+    def blocked(self) -> dict[str, int]:
+        """"host:port" -> how many connections the policy refused since it was last set."""
+        with self._lock:
+            return dict(self._blocked)
+
+    def close(self) -> None:
+        """Stop accepting, cut every open connection, remove the socket (and its private directory)."""
+        with self._lock:
+            already, self._closed = self._closed, True
+            live = list(self._open)
+        cut(live)
+        if already:
+            return
+        os.write(self._wake_w, b"x")
+        self._thread.join(timeout=5)
+        self._listener.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        self.path.unlink(missing_ok=True)
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+
+    def _accept(self) -> None:
+        poller = select.poll()
+        poller.register(self._listener.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while True:
+            if any(fd == self._wake_r for fd, _ in poller.poll()):
+                return
+            try:
+                client, _ = self._listener.accept()
+            except BlockingIOError:
+                continue
+            except OSError:
+                time.sleep(0.05)  # out of descriptors: let connections finish
+                continue
+            if self._slots.acquire(blocking=False):
+                threading.Thread(target=self._serve, args=(client,), name="egress-conn", daemon=True).start()
+            elif self._rejecting.acquire(blocking=False):
+                threading.Thread(target=self._reject, args=(client,), name="egress-503", daemon=True).start()
+            else:
+                client.close()
+
+    def _reject(self, client: socket.socket) -> None:
+        try:
+            answer(client, "503 Service Unavailable",
+                   f"decode-bot's egress proxy has {self.MAX_CONNECTIONS} connections open: try again later")
+        finally:
+            client.close()
+            self._rejecting.release()
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream: socket.socket | None = None
+        try:
+            self._track(client)
+            head, rest = self._read_head(client)
+            method, host, port, forward = parse_request(head)
+            key = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            policy = self.policy
+            reason = policy.refuse_name(host)
+            addresses: list[IPAddress] = []
+            if reason is None:
+                addresses = resolve(host, port)
+                try:
+                    own = own_addresses() if self._guard_host else frozenset()
+                except OSError as e:
+                    raise Reply("502 Bad Gateway", f"cannot tell this machine's own addresses ({e})") from None
+                never = NEVER if self._guard_host else ()
+                for address in addresses:
+                    reason = reason or policy.refuse_address(address, own, never)
+            if reason is not None:
+                with self._lock:
+                    if self._policy is policy:
+                        self._blocked[key] = self._blocked.get(key, 0) + 1
+                raise Reply("403 Forbidden", f"decode-bot's egress proxy blocked {key}: {reason}")
+            upstream = connect(addresses, port, self.CONNECT_TIMEOUT_S)
+            self._track(upstream, policy)
+            client.settimeout(None)
+            if method == "CONNECT":
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            else:
+                upstream.sendall(forward)
+            if rest:
+                upstream.sendall(rest)
+            relay(client, upstream, self.IDLE_TIMEOUT_S)
+        except Reply as reply:
+            answer(client, reply.status, reply.body)
+        except OSError:
+            pass  # a side went away
+        except Exception as e:  # noqa: BLE001 - a request we did not foresee ends its connection, not the proxy
+            answer(client, "502 Bad Gateway", f"decode-bot's egress proxy failed: {type(e).__name__}: {e}")
+        finally:
+            for sock in (client, upstream):
+                if sock is not None:
+                    with self._lock:
+                        self._open.discard(sock)
+                    sock.close()
+            self._slots.release()
+
+    def _track(self, sock: socket.socket, decided_under: EgressPolicy | None = None) -> None:
+        with self._lock:
+            if self._closed or (decided_under is not None and decided_under is not self._policy):
+                sock.close()
+                raise OSError("the egress proxy is closed, or its policy changed during the decision")
+            self._open.add(sock)
+
+    def _read_head(self, client: socket.socket) -> tuple[bytes, bytes]:
+        client.settimeout(self.HEAD_TIMEOUT_S)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            if len(data) > self.HEAD_MAX:
+                raise Reply("431 Request Header Fields Too Large", f"the request head passed {self.HEAD_MAX} bytes")
+            chunk = client.recv(65536)
+            if not chunk:
+                raise OSError("the client left before its request was complete")
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        if len(head) > self.HEAD_MAX:
+            raise Reply("431 Request Header Fields Too Large", f"the request head passed {self.HEAD_MAX} bytes")
+        return head, rest
+
+
+def resolve(host: str, port: int) -> list[IPAddress]:
+    """Every address `host` resolves to on this machine (a 502 when it does not resolve)."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError) as e:
+        raise Reply("502 Bad Gateway", f"could not resolve {host}: {e}") from None
+    found = dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos)
+    if not found:
+        raise Reply("502 Bad Gateway", f"{host} has no address")
+    return list(found)
+
+
+def connect(addresses: list[IPAddress], port: int, timeout: float) -> socket.socket:
+    """A connection to the first of the checked `addresses` that answers (a 502 when none does)."""
+    error: OSError | None = None
+    for address in addresses:
+        try:
+            sock = socket.create_connection((str(address), port), timeout=timeout)
+            sock.settimeout(None)
+            return sock
+        except OSError as e:
+            error = e
+    raise Reply("502 Bad Gateway", f"could not connect to port {port} of {', '.join(map(str, addresses))}: {error}")

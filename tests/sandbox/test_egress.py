@@ -1,0 +1,309 @@
+"""The egress policy's decisions (pure) and the egress proxy over a real unix socket."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from bot.sandbox import EgressPolicy
+from bot.sandbox.egress import EgressProxy
+from bot.sandbox.egress_policy import domain_matches, own_addresses
+from tests.fakes.http import stop_server
+
+OFF = EgressPolicy()
+INTERNET = EgressPolicy(internet=True)
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+
+
+def refusal(policy: EgressPolicy, host: str, *addresses: str, own: tuple[str, ...] = ()) -> str | None:
+    """What the proxy decides for `host` resolving to `addresses`: None (allowed) or the reason."""
+    reason = policy.refuse_name(host)
+    owned = frozenset(ipaddress.ip_address(a) for a in own)
+    for address in addresses:
+        reason = reason or policy.refuse_address(ipaddress.ip_address(address), owned)
+    return reason
+
+
+# --- the policy ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("address, why", [
+    ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("172.31.255.255", "private"), ("192.168.1.1", "private"),
+    ("100.64.0.1", "carrier-grade NAT"), ("fd12:3456::1", "unique local"), ("fc00::1", "unique local"),
+    ("224.0.0.251", "multicast"), ("ff02::1", "multicast"), ("240.0.0.1", "reserved"),
+    ("255.255.255.255", "reserved"), ("::ffff:10.0.0.1", "private"), ("64:ff9b::a00:1", "private"),
+    ("::7f00:1", "IPv4-compatible"),
+])
+def test_the_internet_never_includes_the_deny_list(address: str, why: str) -> None:
+    reason = refusal(INTERNET, address, address)
+    assert reason is not None and why in reason and "allow_cidrs" in reason
+
+
+@pytest.mark.parametrize("address", [
+    "127.0.0.1", "127.1.2.3", "::1", "0.0.0.0", "::", "169.254.169.254", "fe80::1", "::ffff:127.0.0.1",
+    "::ffff:169.254.169.254", "2002:a9fe:a9fe::1",
+])
+def test_loopback_and_link_local_are_refused_even_when_allow_cidrs_lists_everything(address: str) -> None:
+    everything = EgressPolicy(internet=True, allow_cidrs=("0.0.0.0/0", "::/0"))
+    reason = refusal(everything, address, address)
+    assert reason is not None and "never reachable" in reason
+    assert "never reachable" in refusal(everything, "me", "198.51.100.1", own=("198.51.100.1",))
+
+
+@pytest.mark.parametrize("address", [
+    "198.51.100.10", "192.0.2.1", "203.0.113.7",  # documentation ranges: `is_private` would call them private
+    "8.8.8.8", "140.82.112.3", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:8.8.8.8",
+])
+def test_the_internet_is_every_other_address(address: str) -> None:
+    assert refusal(INTERNET, address, address) is None
+
+
+def test_the_hosts_own_addresses_are_refused_even_when_public() -> None:
+    reason = refusal(INTERNET, "myhost.example", "198.51.100.1", own=("198.51.100.1",))
+    assert reason is not None and "an address of the machine running the sandbox" in reason
+    assert refusal(INTERNET, "::ffff:198.51.100.1", "::ffff:198.51.100.1", own=("198.51.100.1",)) is not None
+
+
+def test_every_address_a_name_resolves_to_must_pass() -> None:
+    reason = refusal(INTERNET, "rebind.example", "198.51.100.10", "10.0.0.1")
+    assert reason is not None and "private" in reason
+
+
+def test_the_default_policy_reaches_nothing() -> None:
+    reason = refusal(OFF, "pypi.org", "151.101.0.223")
+    assert reason == "network is off for the agent: set network: true or allow_domains in .github/decode.yml"
+    assert refusal(OFF, "198.51.100.10", "198.51.100.10") is not None
+
+
+def test_allow_cidrs_opens_exactly_those_ranges() -> None:
+    private = EgressPolicy(allow_cidrs=("10.77.0.0/24",))
+    assert refusal(private, "10.77.0.10", "10.77.0.10") is None
+    assert refusal(private, "build-cache.internal", "10.77.0.5") is None, "a name resolving into the range"
+    assert refusal(private, "::ffff:10.77.0.10", "::ffff:10.77.0.10") is None
+    assert "network is off" in (refusal(private, "10.78.0.1", "10.78.0.1") or "")
+    assert "network is off" in (refusal(private, "198.51.100.10", "198.51.100.10") or "")
+    both = EgressPolicy(internet=True, allow_cidrs=("10.77.0.0/24",))
+    assert refusal(both, "10.77.0.10", "10.77.0.10") is None and refusal(both, "8.8.8.8", "8.8.8.8") is None
+    assert "private" in (refusal(both, "10.78.0.1", "10.78.0.1") or "")
+
+
+def test_allow_domains_limits_names_and_ip_literals() -> None:
+    policy = EgressPolicy(internet=True, allow_domains=("*.github.com", "pypi.org"))
+    assert refusal(policy, "api.github.com", "140.82.112.6") is None
+    assert refusal(policy, "PyPI.org.", "151.101.0.223") is None
+    assert "not in allow_domains: add it to allow_domains" in (refusal(policy, "github.com") or "")
+    assert "not in allow_domains" in (refusal(policy, "evilgithub.com") or "")
+    assert "allow_domains lets only names through" in (refusal(policy, "140.82.112.6") or "")
+    assert "loopback" in (refusal(policy, "api.github.com", "127.0.0.1") or ""), "the addresses still count"
+    with_cidrs = EgressPolicy(allow_domains=("pypi.org",), allow_cidrs=("10.0.0.0/8",))
+    assert refusal(with_cidrs, "10.1.2.3", "10.1.2.3") is None
+    assert refusal(with_cidrs, "pypi.org", "151.101.0.223") is None, "a listed name needs no `internet`"
+
+
+@pytest.mark.parametrize("pattern, host, matches", [
+    ("*.example.com", "a.example.com", True), ("*.example.com", "a.b.example.com", True),
+    ("*.example.com", "example.com", False), ("*.example.com", "badexample.com", False),
+    ("example.com", "example.com", True), ("example.com", "www.example.com", False),
+    ("*", "anything.at.all", True), ("Example.COM", "example.com.", True),
+])
+def test_domain_patterns(pattern: str, host: str, matches: bool) -> None:
+    assert domain_matches(pattern, host) is matches
+
+
+def test_a_cidr_that_does_not_parse_is_an_error_at_once() -> None:
+    with pytest.raises(ValueError, match="10.0.0.0/33"):
+        EgressPolicy(allow_cidrs=("10.0.0.0/33",))
+
+
+def test_own_addresses_come_from_proc() -> None:
+    own = own_addresses()
+    assert ipaddress.ip_address("127.0.0.1") in own
+    host = socket.gethostbyname(socket.gethostname())
+    assert ipaddress.ip_address(host) in own or host.startswith("127.")
+
+
+# --- the proxy -------------------------------------------------------------------------------
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Answers "origin" and records each request line and headers on the server."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.server.seen.append((self.requestline, dict(self.headers)))  # type: ignore[attr-defined]
+        body = b"origin\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def origin() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.daemon_threads = True
+    server.seen = []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture
+def proxy(tmp_path: Path) -> Iterator[EgressProxy]:
+    egress = EgressProxy(tmp_path / "proxy.sock", EgressPolicy(internet=True, allow_cidrs=LOOPBACK), guard_host=False)
+    yield egress
+    egress.close()
+
+
+def ask(proxy: EgressProxy, request: bytes) -> socket.socket:
+    """Connect to the proxy's socket (through /proc/self/fd when its path is too long) and send `request`."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    directory = os.open(proxy.path.parent, os.O_RDONLY)
+    try:
+        sock.connect(f"/proc/self/fd/{directory}/{proxy.path.name}")
+    finally:
+        os.close(directory)
+    sock.sendall(request)
+    return sock
+
+
+def read_all(sock: socket.socket) -> bytes:
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    sock.close()
+    return data
+
+
+def read_head(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_connect_opens_a_tunnel_to_an_allowed_address(proxy: EgressProxy, origin: ThreadingHTTPServer) -> None:
+    port = origin.server_address[1]
+    sock = ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    assert read_head(sock) == b"HTTP/1.1 200 Connection established\r\n\r\n"
+    sock.sendall(b"GET /through HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert read_all(sock).endswith(b"\r\n\r\norigin\n")
+    assert origin.seen[0][0] == "GET /through HTTP/1.1"  # type: ignore[attr-defined]
+    assert proxy.blocked() == {}
+
+
+def test_plain_http_is_forwarded_in_origin_form(proxy: EgressProxy, origin: ThreadingHTTPServer) -> None:
+    port = origin.server_address[1]
+    sock = ask(proxy, (f"GET http://127.0.0.1:{port}/path?q=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                       "Proxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\n"
+                       "X-Kept: yes\r\n\r\n").encode())
+    reply = read_all(sock)
+    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"origin\n")
+    line, headers = origin.seen[0]  # type: ignore[attr-defined]
+    assert line == "GET /path?q=1 HTTP/1.1"
+    assert headers["X-Kept"] == "yes" and headers["Connection"] == "close"
+    assert "Proxy-Connection" not in headers and "Proxy-Authorization" not in headers
+
+
+def test_a_name_is_checked_before_it_is_resolved(proxy: EgressProxy, origin: ThreadingHTTPServer) -> None:
+    port = origin.server_address[1]
+    proxy.policy = EgressPolicy(allow_domains=("localhost",), allow_cidrs=LOOPBACK)
+    reply = read_all(ask(proxy, f"GET http://localhost:{port}/ HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()))
+    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"origin\n")
+    reply = read_all(ask(proxy, b"CONNECT does-not-exist.invalid:443 HTTP/1.1\r\n\r\n"))
+    assert reply.startswith(b"HTTP/1.1 403 Forbidden")
+    assert reply.endswith(b"blocked does-not-exist.invalid:443: does-not-exist.invalid is not in allow_domains: "
+                          b"add it to allow_domains in .github/decode.yml\n")
+    assert proxy.blocked() == {"does-not-exist.invalid:443": 1}
+
+
+def test_blocked_attempts_are_counted_until_the_policy_changes(
+    proxy: EgressProxy, origin: ThreadingHTTPServer
+) -> None:
+    port = origin.server_address[1]
+    proxy.policy = INTERNET
+    for _ in range(3):
+        reply = read_all(ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode()))
+        assert reply.startswith(b"HTTP/1.1 403 Forbidden\r\n")
+        assert b"127.0.0.1 is loopback (127.0.0.0/8): list it in allow_cidrs" in reply
+    read_all(ask(proxy, b"GET http://[::1]:9/ HTTP/1.1\r\n\r\n"))
+    assert proxy.blocked() == {f"127.0.0.1:{port}": 3, "[::1]:9": 1}
+    assert origin.seen == []  # type: ignore[attr-defined]
+    proxy.policy = EgressPolicy(internet=True, allow_cidrs=("127.0.0.1/32",))
+    assert proxy.blocked() == {}
+    sock = ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+    assert read_head(sock).startswith(b"HTTP/1.1 200")
+
+
+def test_a_policy_change_cuts_open_tunnels(proxy: EgressProxy, origin: ThreadingHTTPServer) -> None:
+    port = origin.server_address[1]
+    sock = ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+    assert read_head(sock).startswith(b"HTTP/1.1 200")
+    proxy.policy = OFF
+    assert sock.recv(1) == b"", "the tunnel made under the old policy is closed"
+
+
+def test_malformed_oversized_and_unreachable_requests_get_an_answer(proxy: EgressProxy) -> None:
+    assert read_all(ask(proxy, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")).startswith(b"HTTP/1.1 400")
+    assert read_all(ask(proxy, b"GET ftp://x/ HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 400")
+    assert read_all(ask(proxy, b"CONNECT x HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 400")
+    big = b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * (70 * 1024)
+    assert read_all(ask(proxy, big)).startswith(b"HTTP/1.1 431")
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    reply = read_all(ask(proxy, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode()))
+    assert reply.startswith(b"HTTP/1.1 502") and b"could not connect" in reply
+
+
+def test_connections_beyond_the_cap_are_turned_away(tmp_path: Path, origin: ThreadingHTTPServer) -> None:
+    class Small(EgressProxy):
+        MAX_CONNECTIONS = 1
+
+    egress = Small(tmp_path / "small.sock", EgressPolicy(internet=True, allow_cidrs=LOOPBACK), guard_host=False)
+    try:
+        port = origin.server_address[1]
+        held = ask(egress, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+        assert read_head(held).startswith(b"HTTP/1.1 200")
+        assert read_all(ask(egress, b"CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 503")
+        held.close()
+        deadline = time.monotonic() + 5
+        while True:
+            sock = ask(egress, f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+            if read_head(sock).startswith(b"HTTP/1.1 200") or time.monotonic() > deadline:
+                break
+        assert time.monotonic() <= deadline, "the slot came back"
+    finally:
+        egress.close()
+
+
+def test_a_private_dir_is_0700_and_close_removes_it_and_cuts_tunnels(
+    tmp_path: Path, origin: ThreadingHTTPServer
+) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)  # longer than a unix socket address may be
+    deep.mkdir(parents=True)
+    egress = EgressProxy.in_private_dir(deep, EgressPolicy(internet=True, allow_cidrs=LOOPBACK), guard_host=False)
+    assert egress.directory.parent == deep and egress.directory.stat().st_mode & 0o777 == 0o700
+    assert len(str(egress.path)) > 108 and egress.path.is_socket()
+    sock = ask(egress, f"CONNECT 127.0.0.1:{origin.server_address[1]} HTTP/1.1\r\n\r\n".encode())
+    assert read_head(sock).startswith(b"HTTP/1.1 200")
+    egress.close()
+    assert sock.recv(1) == b""
+    assert not egress.directory.exists()
+    egress.close()  # twice is fine
