@@ -42,6 +42,7 @@ class Settings:
     github_token: str | None = None
     github_app_id: str | None = None
     github_app_private_key: str | None = None
+    github_app_private_key_path: Path | None = None  # hidden from every sandbox, wherever it is
     github_webhook_secret: str | None = None
     github_api_url: str = "https://api.github.com"
     data_dir: Path = Path.home() / ".decode"
@@ -56,6 +57,9 @@ class Settings:
     shutdown_grace_s: float = 30.0
     sandbox_hide: tuple[Path, ...] = ()  # more host paths the sandbox must not see (the Action: checkout, temp, HOME)
     sandbox_path: tuple[str, ...] = ()  # host PATH entries the sandbox puts first when it can see them (bwrap)
+    cgroup_parent: Path | None = None  # bwrap: a delegated cgroup v2 directory (DECODE_CGROUP_PARENT)
+    max_disk_mb: int = 10240  # what one run's agent may write, workspace and temp (DECODE_MAX_DISK_MB)
+    max_file_mb: int = 50  # the largest file carried back from the sandbox (DECODE_MAX_FILE_MB)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -70,6 +74,8 @@ class Settings:
             "github_token": env.get("GITHUB_TOKEN") or None,
             "github_app_id": env.get("GITHUB_APP_ID") or None,
             "github_app_private_key": _private_key(env),
+            "github_app_private_key_path": Path(env["GITHUB_APP_PRIVATE_KEY_PATH"])
+            if env.get("GITHUB_APP_PRIVATE_KEY_PATH") else None,
             "github_webhook_secret": env.get("GITHUB_WEBHOOK_SECRET") or None,
             "github_api_url": (env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
             "data_dir": Path(env.get("DECODE_DATA_DIR") or Path.home() / ".decode"),
@@ -87,6 +93,9 @@ class Settings:
             "lease_s": _number(env, "DECODE_LEASE_SECONDS", float, 120.0),
             "max_attempts": _number(env, "DECODE_MAX_ATTEMPTS", int, 3),
             "shutdown_grace_s": _number(env, "DECODE_SHUTDOWN_GRACE_SECONDS", float, 30.0),
+            "cgroup_parent": Path(env["DECODE_CGROUP_PARENT"]) if env.get("DECODE_CGROUP_PARENT") else None,
+            "max_disk_mb": _number(env, "DECODE_MAX_DISK_MB", int, 10240),
+            "max_file_mb": _number(env, "DECODE_MAX_FILE_MB", int, 50),
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -94,6 +103,13 @@ class Settings:
     def replace(self, **changes: object) -> "Settings":
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def secret_paths(self) -> tuple[Path, ...]:
+        """Host paths holding a secret, which no sandbox may show: the data dir and the App key file."""
+        paths = [self.data_dir, *self.sandbox_hide]
+        if self.github_app_private_key_path is not None:
+            paths.append(self.github_app_private_key_path)
+        return tuple(paths)
 
     def secrets(self) -> list[str]:
         """Every configured secret value, for redaction."""

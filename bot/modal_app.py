@@ -86,8 +86,8 @@ class SnapshotStore(Store):
         self._snapshot_started = 0  # monotonic ns at which the last committed image began
 
     def record_delivery(self, delivery_id: str, event: str, outcome: str,
-                        job: tuple[str, dict] | None = None) -> int | None | bool:
-        value = super().record_delivery(delivery_id, event, outcome, job)
+                        job: tuple[str, dict] | None = None, *, digest: str | None = None) -> int | None | bool:
+        value = super().record_delivery(delivery_id, event, outcome, job, digest=digest)
         if value is not None and value is not False:
             self.persist()
         return value

@@ -9,7 +9,9 @@ Publishing (push, PR, comments) is the caller's business.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,10 +26,13 @@ from bot.redact import Redactor
 from bot.repo_config import RepoConfig, load_repo_config
 from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.transcript import Transcript
+from bot.task_text import one_line
+from bot.transcript import Transcript, safe_commit_text
 from bot.workspace import Workspace, prepare
 
 Progress = Callable[[str], None]
+MB = 1024 * 1024
+PATCH_CAP_FILES = 4  # a hand-back may carry at most this many times DECODE_MAX_FILE_MB
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ class Outcome:
     workspace: Workspace | None = None
     commit: str | None = None
     changed: list[str] = field(default_factory=list)
-    left_out: list[str] = field(default_factory=list)  # workflow files the repository does not let us commit
+    left_out: dict[str, str] = field(default_factory=dict)  # path -> why it was left out of the commit
     blocked: dict[str, int] = field(default_factory=dict)  # "host:port" -> attempts the agent's egress policy blocked
 
 
@@ -73,6 +78,7 @@ def issue_branch(number: int, title: str) -> str:
 
 def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print) -> Outcome:
     """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run."""
+    started = time.monotonic()  # the wall-clock cap counts from here: setup included
     run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
     redactor = Redactor(settings.secrets())
     transcript = Transcript(run_dir, redactor)
@@ -95,43 +101,69 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
             progress(note)
         progress(f"starting the {settings.sandbox_mode} sandbox")
         spec = SandboxSpec(workspace=ws.path, image=settings.sandbox_image, name=f"decode-{job.run_id}",
-                           hide=(settings.data_dir, *settings.sandbox_hide), path=settings.sandbox_path,
-                           gpu=config.gpu)
+                           hide=settings.secret_paths(), path=settings.sandbox_path, gpu=config.gpu,
+                           cgroup_parent=settings.cgroup_parent, disk_mb=settings.max_disk_mb)
         setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
         agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                                     allow_domains=config.allow_domains)
+        max_file = settings.max_file_mb * MB
         sandbox = open_sandbox(settings.sandbox_mode, spec, network=setup_policy)
         try:
-            run_setup(sandbox, config, transcript, progress)
+            run_setup(sandbox, config, transcript, progress, redactor.redact,
+                      deadline=started + settings.budget.max_wall_s)
             sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
-            facts = repo_facts(ws, sandbox.root, job.branch)
+            facts = repo_facts(ws, job.branch)
             network = network_rule(internet=config.network, allow_domains=config.allow_domains,
                                    allow_cidrs=config.allow_cidrs)
             result = run_agent(
-                model=model, sandbox=sandbox, system=system_prompt(facts, network=network),
-                task=task_message(job.task), budget=settings.budget, recorder=transcript,
-                prices=dict(settings.prices), progress=progress, redact=redactor.redact,
+                model=model, sandbox=sandbox, system=system_prompt(root=sandbox.root, network=network),
+                task=task_message(job.task, facts), budget=settings.budget, recorder=transcript,
+                prices=dict(settings.prices), progress=progress, redact=redactor.redact, started=started,
+                before_finish=lambda: review_hand_back(sandbox, ws.base_sha, max_file, transcript),
             )
             outcome.blocked = sandbox.blocked()
             if outcome.blocked:
                 transcript.record("egress_blocked", destinations=outcome.blocked)
             outcome.result = result
-            patch = sandbox.export_patch(ws.base_sha)
+            hand = sandbox.hand_back(ws.base_sha, max_file_bytes=max_file, max_bytes=max_file * PATCH_CAP_FILES)
         finally:
             sandbox.close()
-        applied = ws.apply_patch(patch, keep_workflows=config.allow_workflow_changes)
-        outcome.changed, outcome.left_out = applied.changed, applied.left_out
-        if applied.left_out:
-            transcript.record("note", text="left out of the commit (workflow files; allow_workflow_changes is "
-                                           "not set in .github/decode.yml): " + ", ".join(applied.left_out))
-        outcome.commit = ws.commit(commit_message(job, result), job.co_author)
+        applied = ws.apply_patch(hand.patch, keep_workflows=config.allow_workflow_changes, max_file_bytes=max_file)
+        outcome.changed, outcome.left_out = applied.changed, {**hand.left_out, **applied.left_out}
+        del hand  # the patch can be large
+        if outcome.left_out:
+            transcript.record("note", text="left out of the commit: " + "; ".join(
+                f"{path} ({why})" for path, why in sorted(outcome.left_out.items())))
+        outcome.commit = ws.commit(commit_message(job, result, redactor.redact), job.co_author)
         return outcome
     except DecodeError as e:
         transcript.record("run_end", stop_reason="error", summary="", error=str(e))
         raise
     finally:
+        if outcome.workspace is not None:  # the sandbox's copy; the clean clone stays for publishing
+            shutil.rmtree(outcome.workspace.path, ignore_errors=True)
         transcript.close()
         transcript.write_markdown()
+
+
+def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Transcript) -> str | None:
+    """The one extra turn before the agent's answer is accepted: what the hand-back would leave out, named,
+    with how to fix it; None when nothing would be (or the sandbox cannot tell)."""
+    try:
+        found = sandbox.check_hand_back(base, max_file_bytes=max_file)
+    except DecodeError as e:
+        transcript.record("note", text=f"the hand-back could not be checked before the answer: {e}")
+        return None
+    if not found:
+        return None
+    listed = "\n".join(f"- {path}: {why}" for path, why in sorted(found.items())[:50])
+    transcript.record("note", text="before the answer, the agent was told these entries would be left out: "
+                                   + "; ".join(f"{p} ({why})" for p, why in sorted(found.items())[:50]))
+    return ("Before your answer is accepted: these entries in the workspace would be left out of the commit, "
+            f"and the rest committed without them:\n{listed}\n\nFix them if they are part of your change: make "
+            "symlinks point to files inside the repository (or use a copy), keep files under the size limit, "
+            "and leave .git and nested repositories alone; delete what is not needed. This is your only "
+            "chance to change them. Then answer again with your summary.")
 
 
 def fresh_dir(parent: Path, name: str) -> Path:
@@ -140,35 +172,57 @@ def fresh_dir(parent: Path, name: str) -> Path:
     while candidate.exists():
         n += 1
         candidate = parent / f"{name}-{n}"
+    for d in (*reversed(candidate.parents[:2]), candidate):  # the data dir, runs/ and the run itself: 0700
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        d.chmod(0o700)
     return candidate
 
 
-def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, progress: Progress) -> None:
-    """Run the repository's setup commands, with network; the first failure stops the run."""
+def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, progress: Progress,
+              redact: Callable[[str], str] = lambda text: text, *, deadline: float = float("inf")) -> None:
+    """Run the repository's setup commands, with network; the first failure stops the run.
+
+    The output is redacted whole before its tail is kept, so no secret is cut in two. Each command gets
+    `setup_timeout`, clamped by what is left before `deadline` (the run's wall clock, `time.monotonic()`).
+    """
     for command in config.setup:
+        left = deadline - time.monotonic()
+        if left < 1:
+            raise DecodeError(f"setup command {command!r} from .github/decode.yml was not started: the run's "
+                              f"time limit (DECODE_TIMEOUT_MINUTES) is used up")
         progress(f"setup: {command}")
-        result = sandbox.run(command, timeout=config.setup_timeout)
-        transcript.record("setup", command=command, exit_code=result.exit_code, output=result.output[-20_000:],
+        timeout = min(config.setup_timeout, left)
+        result = sandbox.run(command, timeout=timeout)
+        transcript.record("setup", command=command, exit_code=result.exit_code, output=redact(result.output)[-20_000:],
                           timed_out=result.timed_out, duration_s=result.duration_s)
         if result.timed_out or result.exit_code != 0:
-            status = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+            status = f"exited with {result.exit_code}"
+            if result.timed_out:
+                status = (f"timed out after setup_timeout={config.setup_timeout:g}s" if timeout >= config.setup_timeout
+                          else "was stopped at the run's time limit (DECODE_TIMEOUT_MINUTES)")
             tail = result.output.strip().splitlines()[-5:]
             raise DecodeError(f"setup command {command!r} from .github/decode.yml {status}: " + " | ".join(tail))
 
 
-def repo_facts(ws: Workspace, root: str, branch: str) -> RepoFacts:
-    """Facts for the system prompt, read from the host's clean clone."""
-    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in ws.clean.iterdir() if p.name != ".git")
+def repo_facts(ws: Workspace, branch: str) -> RepoFacts:
+    """Facts for the task message, read from the host's clean clone and cleaned like user text (a fork's
+    author chooses the file names, the commit subject and the branch name)."""
+    entries = sorted(one_line(p.name) + ("/" if p.is_dir() else "") for p in ws.clean.iterdir() if p.name != ".git")
     last = subprocess.run(
         ["git", "-c", "core.fsmonitor=false", "log", "-1", "--format=%h %s"],
         cwd=ws.clean, capture_output=True, text=True,
     ).stdout.strip()
-    return RepoFacts(root=root, branch=branch, top_level="\n".join(f"  {e}" for e in entries[:200]), last_commit=last)
+    return RepoFacts(branch=one_line(branch), top_level="\n".join(f"  {e}" for e in entries[:200]),
+                     last_commit=one_line(last))
 
 
-def commit_message(job: Job, result: AgentResult) -> str:
-    """First line from the title or task, the summary as the body."""
-    subject = (job.title or job.task).strip().splitlines()[0] if (job.title or job.task).strip() else "changes"
+def commit_message(job: Job, result: AgentResult, redact: Callable[[str], str] = lambda text: text) -> str:
+    """First line from the title or task, the summary (redacted, then capped) as the body; both made safe for
+    a commit message (`safe_commit_text`): an issue's author or a steered model cannot close issues, ping
+    people or add trailers such as Co-authored-by through it."""
+    first = (job.title or job.task).strip().splitlines()[0] if (job.title or job.task).strip() else ""
+    subject = safe_commit_text(one_line(first), subject=True).strip() or "changes"
     subject = subject if len(subject) <= 64 else subject[:61] + "..."
     prefix = "decode" if result.completed else f"decode (incomplete: {result.stop_reason})"
-    return f"{prefix}: {subject}\n\n{result.summary.strip()[:4000]}\n"
+    body = safe_commit_text(redact(result.summary)).strip()[:4000]
+    return f"{prefix}: {subject}\n\n{body}\n"

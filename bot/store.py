@@ -17,6 +17,20 @@ Jobs move queued -> running -> done | failed. A worker claims a job with a lease
 and extends it by heartbeats; a job whose lease expired (its worker died) is
 claimed again, up to `max_attempts` claims, then `take_exhausted` fails it.
 At most one job per key runs under a live lease.
+
+Deliveries are deduplicated twice. By delivery id: GitHub's own redeliveries
+(automatic or from the App's settings page) keep the `X-GitHub-Delivery` id. By
+body: a replay by someone who captured a signed delivery reuses its exact bytes
+(any change breaks the signature) under a new id, so the SHA-256 of the raw body
+is remembered in `bodies` and a second delivery with the same digest is a
+duplicate. The body, not a payload field such as the comment id, is the
+identity: it is what the signature covers, it needs no per-event rules, and two
+genuine deliveries never share it (a label removed and added again changes
+`updated_at`). Digests are kept for `BODY_RETENTION_S`; a replay older than that
+is not recognised.
+
+The schema only ever grows by `CREATE ... IF NOT EXISTS`, so a file written by
+an older version opens unchanged and gains the new tables.
 """
 
 from __future__ import annotations
@@ -38,6 +52,7 @@ STATES = ("queued", "running", "done", "failed")
 # (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks),
 # so a week of delivery ids is enough to recognise every redelivery.
 DELIVERY_RETENTION_S = 7 * 86400
+BODY_RETENTION_S = 90 * 86400
 PRUNE_EVERY_S = 3600.0
 
 _SCHEMA = """
@@ -48,6 +63,12 @@ CREATE TABLE IF NOT EXISTS deliveries (
     received_at REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS deliveries_received ON deliveries (received_at);
+CREATE TABLE IF NOT EXISTS bodies (
+    digest TEXT PRIMARY KEY,
+    delivery_id TEXT NOT NULL,
+    received_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS bodies_received ON bodies (received_at);
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     delivery_id TEXT,
@@ -117,6 +138,7 @@ class _Delivery:
     outcome: str
     key: str | None
     payload: str | None
+    digest: str | None = None
     value: int | None | bool = None
     error: str | None = None
     done: bool = False
@@ -136,7 +158,7 @@ class Store:
         self._pending_lock = threading.Lock()
         self._last_prune = 0.0
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the data dir: private
             self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
                                        check_same_thread=False)
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -160,16 +182,17 @@ class Store:
     # -- intake -----------------------------------------------------------
 
     def record_delivery(self, delivery_id: str, event: str, outcome: str,
-                        job: tuple[str, dict] | None = None) -> int | None | bool:
-        """In ONE transaction: remember the delivery id; when `job` (key, payload) is given, enqueue it.
+                        job: tuple[str, dict] | None = None, *, digest: str | None = None) -> int | None | bool:
+        """In ONE transaction: remember the delivery id (and the body `digest`, when given); when `job`
+        (key, payload) is given, enqueue it.
 
-        Returns False if this delivery id was already recorded (nothing written: a
-        GitHub redelivery), else the new job id (or None when no job). Returns only
-        after the commit is durable.
+        Returns False if this delivery id or this digest was already recorded (nothing
+        written: a GitHub redelivery, or a replayed body), else the new job id (or None
+        when no job). Returns only after the commit is durable.
         """
         key, payload = job if job is not None else (None, None)
         request = _Delivery(delivery_id, event, outcome, key,
-                            None if job is None else json.dumps(payload, separators=(",", ":")))
+                            None if job is None else json.dumps(payload, separators=(",", ":")), digest)
         with self._pending_lock:
             self._pending.append(request)
         with self._lock:
@@ -200,11 +223,17 @@ class Store:
 
     def _insert_delivery(self, r: _Delivery) -> int | None | bool:
         now = time.time()
+        if r.digest is not None and self._db.execute("SELECT 1 FROM bodies WHERE digest = ?",
+                                                     (r.digest,)).fetchone():
+            return False
         inserted = self._db.execute(
             "INSERT INTO deliveries (id, event, outcome, received_at) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING", (r.delivery_id, r.event, r.outcome, now)).rowcount
         if not inserted:
             return False
+        if r.digest is not None:
+            self._db.execute("INSERT INTO bodies (digest, delivery_id, received_at) VALUES (?, ?, ?)",
+                             (r.digest, r.delivery_id, now))
         if r.key is None:
             return None
         return self._db.execute(
@@ -216,6 +245,7 @@ class Store:
         now = time.time()
         if now - self._last_prune >= PRUNE_EVERY_S:
             self._db.execute("DELETE FROM deliveries WHERE received_at < ?", (now - DELIVERY_RETENTION_S,))
+            self._db.execute("DELETE FROM bodies WHERE received_at < ?", (now - BODY_RETENTION_S,))
             self._last_prune = now
 
     # -- workers ----------------------------------------------------------

@@ -9,21 +9,31 @@ as data with `bot.agent.prompt.fence_untrusted`.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 from bot.agent.prompt import fence_untrusted
 from bot.triggers import Trigger
 
-# Zero-width, bidi embedding/override/isolate, word joiners, BOM, soft hyphen,
-# Arabic letter mark, Mongolian vowel separator, and Unicode tag characters.
-_INVISIBLE = re.compile(
-    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
-    "\U000e0000-\U000e007f]"
+# Every Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt,
+# https://www.unicode.org/Public/UCD/latest/ucd/DerivedCoreProperties.txt): zero-width and
+# bidi controls, variation selectors, fillers, tags... Format (Cf) characters and control
+# characters other than tab and newline go too (`_visible`), so no text hides in what renders as nothing.
+_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
 # An HTML comment, including the abrupt `<!-->` / `<!--->` forms and one left open at the end.
 _HTML_COMMENT = re.compile(r"<!--(?:-?>|.*?(?:--!?>|\Z))", re.DOTALL)
-# Markdown link reference definitions used as comments: `[//]: # (text)`, `[x]: <> "text"`.
-_MD_COMMENT = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]*(?:#|<>)(?:[ \t]+.*)?$", re.MULTILINE)
+# A Markdown link reference definition, which renders as nothing: `[label]: url "title"`, with the
+# destination in <> or bare, the title in "", '' or (), each may be on the next line
+# (https://spec.commonmark.org/0.31.2/#link-reference-definitions). Also `[//]: # (comment)`.
+_LINK_DEFINITION = re.compile(
+    r"""^ {0,3}\[(?:[^\]\\]|\\.){1,999}\]:[ \t]*\n?[ \t]*(?:<[^<>\n]*>|\S+)"""
+    r"""(?:(?:[ \t]+|[ \t]*\n[ \t]*)(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\((?:[^()\\]|\\.)*\)))?[ \t]*$""",
+    re.MULTILINE,
+)
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>")
 _HIDING_ATTR = re.compile(
     r"""(?:^|\s)hidden(?:\s|=|/|$)"""
@@ -40,12 +50,22 @@ def clean(text: str | None) -> str:
     if not text:
         return ""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
-    text = _INVISIBLE.sub("", text)
+    text = _visible(text)
     text = _HTML_COMMENT.sub("", text)
-    text = _MD_COMMENT.sub("", text)
+    text = _LINK_DEFINITION.sub("", text)
     text = _strip_hidden_elements(text)
     lines = [line.rstrip() for line in text.split("\n")]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
+
+
+def one_line(text: str | None) -> str:
+    """`clean(text)` on one line, whitespace runs collapsed: for names (files, branches, commit subjects)."""
+    return " ".join(clean(text).split())
+
+
+def _visible(text: str) -> str:
+    text = _IGNORABLE.sub("", text)
+    return "".join(c for c in text if c in "\t\n" or unicodedata.category(c) not in ("Cf", "Cc"))
 
 
 def build_task(
@@ -61,7 +81,7 @@ def build_task(
     For a pull request, `issue_title`/`issue_body` are its title and description (GitHub
     serves a PR as an issue); `pr_body` is shown too when given and different.
     `comments` are earlier (login, body) pairs of the conversation, oldest first.
-    For review comments the file, line and diff hunk are given plainly.
+    For review comments the file and diff hunk are fenced too, the line number given plainly.
     """
     number = trigger.number
     what = "pull request" if trigger.is_pull_request else "issue"
@@ -98,11 +118,16 @@ def build_task(
 
 
 def _review_context(trigger: Trigger) -> str:
-    where = f"file `{trigger.path}`" + (f", line {trigger.line}" if trigger.line is not None else "")
-    text = f"The review comment is on {where}."
+    """Where the review comment sits. The path and the hunk come from the pull request's branch (a
+    fork's author chooses them): cleaned and fenced like any other user text; the line number is GitHub's."""
+    where = "the file named below" + (f", line {trigger.line}" if trigger.line is not None else "")
+    text = f"The review comment is on {where}.\nFile:\n" + fence_untrusted(one_line(trigger.path) or "(unknown)",
+                                                                          "review comment file path")
     if trigger.diff_hunk:
-        ticks = "`" * max(3, _longest_backtick_run(trigger.diff_hunk) + 1)
-        text += f"\nDiff hunk it refers to:\n{ticks}diff\n{trigger.diff_hunk.rstrip()}\n{ticks}"
+        hunk = _visible(trigger.diff_hunk.replace("\r\n", "\n")).rstrip()
+        ticks = "`" * max(3, _longest_backtick_run(hunk) + 1)
+        text += "\nDiff hunk it refers to:\n" + fence_untrusted(f"{ticks}diff\n{hunk}\n{ticks}",
+                                                                 "review comment diff hunk")
     return text
 
 

@@ -235,6 +235,11 @@ _LANGS = {"py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", 
 _CODE_SPAN = re.compile(r"(`+)(?s:.+?)\1")
 _MENTION = re.compile(r"(?<![\w/])@(?=[A-Za-z0-9])")
 _CLOSING_REF = re.compile(r"(?i)\b((?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+[\w.\-/]*#)(?=\d)")
+# The same keywords before a full issue or pull request URL, which GitHub acts on too
+# (https://docs.github.com/en/issues/tracking-your-work-with-issues/using-issues/linking-a-pull-request-to-an-issue).
+_CLOSING_URL = re.compile(r"(?i)\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(?=:?\s+<?https?://\S+/(?:issues|pull)/\d)")
+# A line git (and GitHub) would read as a trailer, `Token: value` (Co-authored-by, Signed-off-by, Fixes...).
+_TRAILER = re.compile(r"^[ \t]*[A-Za-z0-9][A-Za-z0-9_-]*[ \t]*:(?!//)[ \t]*\S.*$\n?", re.MULTILINE)
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")
 
 
@@ -323,8 +328,19 @@ def safe_prose(text: str) -> str:
     return "".join(parts + [_neutralize(text[pos:])])
 
 
+def safe_commit_text(text: str, *, subject: bool = False) -> str:
+    """Model- or user-written text for a commit message: no trailer lines (the harness adds its own
+    co-author trailer after this; a `subject` line is never read as one, so it keeps its text), no
+    issue-closing references and no @pings, code spans included: GitHub reads a commit message as plain text."""
+    text = text if subject else _TRAILER.sub("", text)
+    text = _MENTION.sub("@\u2060", text)
+    text = _CLOSING_URL.sub(lambda m: m.group(1) + "\u2060", text)
+    return _CLOSING_REF.sub(lambda m: m.group(1) + "\u2060", text)
+
+
 def _neutralize(text: str) -> str:
     text = _MENTION.sub("@\u2060", text)
+    text = _CLOSING_URL.sub(lambda m: m.group(1) + "\u2060", text)
     text = _CLOSING_REF.sub(lambda m: m.group(1) + "\u2060", text)
     return _TAG.sub("&lt;", text)
 

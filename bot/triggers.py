@@ -40,6 +40,10 @@ class Trigger:
     head_repo: str | None = None
     base_ref: str | None = None
     installation_id: int | None = None
+    # The issue's (or pull request's) title and body as the event carried them, raw user text: the job
+    # works on what the maintainer saw when they triggered it, not on a later edit. None: not in the event.
+    title: str | None = None
+    body: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ def _issue_labeled(payload: dict[str, Any], settings: Settings) -> Decision:
     if label != settings.trigger_label:
         return Ignore(f"label {label!r} is not the trigger label {settings.trigger_label!r}")
     # Labels on pull requests arrive as pull_request.labeled, which is not a trigger.
-    return Trigger(kind="issue", number=payload["issue"]["number"], **_common(payload))
+    return Trigger(kind="issue", number=payload["issue"]["number"], **_text(payload["issue"]), **_common(payload))
 
 
 @on("issue_comment.created")
@@ -141,6 +145,7 @@ def _issue_comment(payload: dict[str, Any], settings: Settings) -> Decision:
         number=issue["number"],
         comment_id=comment["id"],
         instructions=instructions,
+        **_text(issue),
         **_common(payload),
     )
 
@@ -166,6 +171,7 @@ def _review_comment(payload: dict[str, Any], settings: Settings) -> Decision:
         head_ref=head.get("ref"),
         head_repo=(head.get("repo") or {}).get("full_name"),
         base_ref=(pr.get("base") or {}).get("ref"),
+        **_text(pr),
         **_common(payload),
     )
 
@@ -203,6 +209,14 @@ def _bot_sender(payload: dict[str, Any]) -> str | None:
     if sender.get("type") == "Bot" or login.endswith("[bot]"):
         return login or "(unnamed)"
     return None
+
+
+def _text(item: dict[str, Any]) -> dict[str, Any]:
+    """The title and body of an issue or pull request object in a payload (a null body is empty)."""
+    if not isinstance(item.get("title"), str):
+        return {}
+    body = item.get("body")
+    return {"title": item["title"], "body": body if isinstance(body, str) else ""}
 
 
 def _common(payload: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,8 @@ GIT_ENV = {
 def git(repo: Path, *args: str) -> str:
     """Run git in `repo` and return its stdout."""
     return subprocess.run(
-        ["git", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True, text=True
+        # safe.directory: a docker sandbox hands a root-owned workspace to its non-root uid while it runs
+        ["git", "-c", "safe.directory=*", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True, text=True
     ).stdout.strip()
 
 
@@ -49,3 +50,19 @@ def repo_factory(tmp_path: Path):
         return make_repo(tmp_path / f"repo{next(counter)}", files, branch)
 
     return factory
+
+
+def unhidden_dir(prefix: str) -> Path:
+    """A new directory that bwrap shows to its sandboxes: under /opt (where a runner keeps its tool cache),
+    not under /tmp, /home or /root, which it hides, wherever this checkout lives. Remove it when done."""
+    import secrets
+
+    for parent in (Path("/opt"), Path(__file__).resolve().parents[1] / "build"):
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            path = parent / f"{prefix}-{secrets.token_hex(4)}"
+            path.mkdir()
+            return path
+        except OSError:
+            continue
+    raise OSError("no directory outside bwrap's hidden paths is writable here")

@@ -53,6 +53,42 @@ def test_a_delivery_is_recorded_once(store: Store) -> None:
         "abc", "octo/hello#1", {"n": 1}, "queued", 0)
 
 
+def test_a_body_digest_already_seen_is_a_duplicate_under_any_delivery_id(store: Store) -> None:
+    first = store.record_delivery("d-1", "issues", "queued", ("octo/hello#1", {"n": 1}), digest="abc123")
+    replay = store.record_delivery("d-2", "issues", "queued", ("octo/hello#1", {"n": 1}), digest="abc123")
+    other = store.record_delivery("d-3", "issues", "queued", ("octo/hello#1", {"n": 2}), digest="def456")
+    assert isinstance(first, int) and replay is False and isinstance(other, int)
+    assert store.counts()["queued"] == 2
+
+
+def test_a_store_written_before_body_digests_opens_and_dedupes(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)  # the schema as released before the `bodies` table
+    old.executescript("""
+        CREATE TABLE deliveries (id TEXT PRIMARY KEY, event TEXT NOT NULL, outcome TEXT NOT NULL,
+                                 received_at REAL NOT NULL) WITHOUT ROWID;
+        CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, delivery_id TEXT, key TEXT NOT NULL,
+            payload TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+            attempts INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+            lease_owner TEXT, lease_expires REAL, error TEXT, result TEXT);
+        INSERT INTO deliveries VALUES ('d-old', 'issues', 'queued', 1.0);
+        INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at)
+            VALUES ('d-old', 'octo/hello#1', '{"n": 1}', 'queued', 1.0, 1.0);
+    """)
+    old.close()
+    store = Store(path)
+    try:
+        assert store.job(1).payload == {"n": 1}
+        assert store.record_delivery("d-old", "issues", "queued", ("octo/hello#1", {}), digest="x") is False
+        assert isinstance(store.record_delivery("d-new", "issues", "queued", ("octo/hello#2", {}), digest="y"), int)
+        assert store.record_delivery("d-newer", "issues", "queued", ("octo/hello#2", {}), digest="y") is False
+        assert store.counts()["queued"] == 2
+    finally:
+        store.close()
+
+
 def test_concurrent_redeliveries_make_one_job_each(store: Store) -> None:
     results: dict[str, list] = {f"d{i}": [] for i in range(40)}
     lock = threading.Lock()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from bot.errors import DecodeError
 from bot.sandbox import SandboxSpec, open_sandbox
-from bot.workspace import PatchRefused, Workspace, git_env, prepare
+from bot.workspace import WORKFLOW_REASON, PatchRefused, Workspace, git_env, link_problem, prepare
 from tests.conftest import git
 from tests.fakes.git_http import GitHttpServer
 
@@ -129,16 +130,16 @@ def patch_for(path: str, mode: str = "100644", body: str = "[core]\n\tfsmonitor 
 
 @pytest.mark.parametrize("path", [".git/config", "sub/.git/hooks/pre-commit", ".GIT/config", ".git./config",
                                   "git~1/config", "../outside.txt", "a/../../outside.txt"])
-def test_patches_into_git_or_outside_are_refused(ws: Workspace, path: str) -> None:
-    with pytest.raises(PatchRefused, match=r"refused: .*(inside \.git|'\.\.')"):
-        ws.apply_patch(patch_for(path))
-    assert git(ws.clean, "status", "--porcelain") == ""
+def test_patches_into_git_or_outside_are_left_out(ws: Workspace, path: str) -> None:
+    applied = ws.apply_patch(patch_for(path) + patch_for("fix.txt", body="fixed\n"))
+    assert applied.changed == ["fix.txt"]
+    assert list(applied.left_out) == [path] and re.search(r"inside \.git|'\.\.'", applied.left_out[path])
+    assert git(ws.clean, "status", "--porcelain") == "A  fix.txt"
 
 
-def test_absolute_paths_are_refused(ws: Workspace) -> None:
+def test_absolute_paths_are_left_out(ws: Workspace) -> None:
     patch = patch_for("x").replace(b"+++ b/x", b"+++ /etc/x")
-    with pytest.raises(PatchRefused, match="absolute"):
-        ws.apply_patch(patch)
+    assert ws.apply_patch(patch) == ([], {"/etc/x": "an absolute or empty path"})
 
 
 def test_hunk_lines_that_look_like_headers_are_content(ws: Workspace) -> None:
@@ -147,21 +148,20 @@ def test_hunk_lines_that_look_like_headers_are_content(ws: Workspace) -> None:
     assert (ws.clean / "notes.sql").read_text() == body
 
 
-def test_symlinks_leaving_the_repository_are_refused(ws: Workspace) -> None:
+def test_symlinks_leaving_the_repository_are_left_out_and_the_rest_kept(ws: Workspace) -> None:
     patch = export(ws, "ln -s /etc/passwd leak && echo ok > fine.txt")
-    with pytest.raises(PatchRefused, match="leak is a symlink to /etc/passwd"):
-        ws.apply_patch(patch)
-    assert not (ws.clean / "fine.txt").exists() and not (ws.clean / "leak").is_symlink()
-    for target in ("../../escape", "../.git/config"):
-        with pytest.raises(PatchRefused, match="symlink"):
-            ws.apply_patch(patch_for("docs/link", mode="120000", body=target))
+    applied = ws.apply_patch(patch)
+    assert applied.changed == ["fine.txt"] and "symlink to /etc/passwd" in applied.left_out["leak"]
+    assert (ws.clean / "fine.txt").exists() and not (ws.clean / "leak").is_symlink()
+    for target, why in (("../../escape", "outside the repository"), ("../.git/config", "into .git")):
+        assert why in ws.apply_patch(patch_for("docs/link", mode="120000", body=target)).left_out["docs/link"]
 
 
-def test_nested_repositories_are_refused(ws: Workspace) -> None:
+def test_nested_repositories_are_left_out(ws: Workspace) -> None:
     patch = export(ws, "git init -q vendored && cd vendored && git -c user.name=a -c user.email=a@b"
                        " commit -q --allow-empty -m x")
-    with pytest.raises(PatchRefused, match="vendored is a nested git repository"):
-        ws.apply_patch(patch)
+    assert ws.apply_patch(patch).left_out == {
+        "vendored": "a nested git repository (a gitlink); remove its .git directory or leave it out"}
 
 
 def test_a_patch_that_does_not_apply_is_refused(ws: Workspace) -> None:
@@ -225,11 +225,60 @@ def test_cloning_over_http_sends_the_token_as_a_header_and_stores_it_nowhere(
 def test_workflow_changes_are_left_out_unless_allowed(ws: Workspace) -> None:
     patch = export(ws, "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/x.yml && echo ok > fix.txt")
     applied = ws.apply_patch(patch)
-    assert applied.changed == ["fix.txt"] and applied.left_out == [".github/workflows/x.yml"]
+    assert applied.changed == ["fix.txt"] and applied.left_out == {".github/workflows/x.yml": WORKFLOW_REASON}
     sha = ws.commit("fix")
     assert git(ws.clean, "show", "--name-only", "--format=", sha).splitlines() == ["fix.txt"]
 
 
 def test_workflow_changes_are_kept_when_the_repository_allows_them(ws: Workspace) -> None:
     patch = export(ws, "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/x.yml")
-    assert ws.apply_patch(patch, keep_workflows=True) == ([".github/workflows/x.yml"], [])
+    assert ws.apply_patch(patch, keep_workflows=True) == ([".github/workflows/x.yml"], {})
+
+
+@pytest.mark.parametrize(("links", "escapes"), [
+    ({"x": "../etc/passwd"}, True),
+    ({"x": "/etc/passwd"}, True),
+    ({"x": "docs/../README.md"}, False),
+    ({"sub/up": "..", "x": "sub/up/sub/up/../../../etc/passwd"}, True),  # each link alone stays inside
+    ({"sub/up": "..", "x": "sub/up/README.md"}, False),
+    ({"d": "sub/up", "sub/up": "..", "x": "d/../../etc"}, True),  # a link to a directory that is a link
+    ({"a": "b", "b": "c", "c": "..", "x": "a/x"}, True),  # a chain of links
+    ({"Sub": "..", "x": "sub/../../etc"}, True),  # a case-insensitive checkout follows Sub for sub
+    ({"x": "y", "y": "x"}, True),  # a loop
+    ({"x": "sub/.GIT/config"}, True),
+    ({"m": "missing/..", "x": "m/README.md"}, False),  # names the tree lacks are plain directories
+])
+def test_symlinks_are_resolved_against_the_resulting_tree(links: dict[str, str], escapes: bool) -> None:
+    assert (link_problem("x", links) is not None) is escapes
+
+
+def test_a_chain_of_links_is_left_out_and_the_rest_committed(ws: Workspace) -> None:
+    patch = export(ws, "mkdir sub && ln -s .. sub/up && ln -s sub/up/sub/up/../../../etc/passwd x"
+                       " && ln -s sub/up/README.md readme && echo fixed > fix.txt")
+    applied = ws.apply_patch(patch)
+    assert applied.changed == ["fix.txt", "readme", "sub/up"]
+    assert list(applied.left_out) == ["x"] and "resolves outside the repository" in applied.left_out["x"]
+    sha = ws.commit("fix")
+    assert git(ws.clean, "show", "--name-only", "--format=", sha).splitlines() == ["fix.txt", "readme", "sub/up"]
+
+
+def test_a_link_through_a_link_already_in_the_base_is_left_out(repo_factory: RepoFactory, tmp_path: Path) -> None:
+    origin = repo_factory(FILES)
+    os.symlink("..", origin / "up")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-qm", "an upward link")
+    ws = prepare(str(origin), tmp_path / "run", "b")
+    applied = ws.apply_patch(export(ws, "ln -s up/up/etc x && echo ok > ok.txt"))
+    assert applied.changed == ["ok.txt"] and list(applied.left_out) == ["x"]
+
+
+def test_files_over_the_size_limit_are_left_out(ws: Workspace) -> None:
+    patch = export(ws, "head -c 3000000 /dev/urandom > big.bin && echo small > small.txt")
+    applied = ws.apply_patch(patch, max_file_bytes=2 * 1024 * 1024)
+    assert applied.changed == ["small.txt"] and "3 MB, over the 2 MB limit" in applied.left_out["big.bin"]
+
+
+def test_a_name_with_spaces_is_left_out_by_itself(ws: Workspace) -> None:
+    patch = export(ws, "ln -s /etc 'my link' && printf '\\000\\001' > 'my data.bin' && echo a > a.txt")
+    applied = ws.apply_patch(patch)
+    assert applied.changed == ["a.txt", "my data.bin"] and list(applied.left_out) == ["my link"]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.agent.tools import TOOL_SCHEMAS, Observation, call_tool
+from bot.agent.tools import TOOL_SCHEMAS, call_tool
 from bot.config import Budget
 from bot.errors import DecodeError
 from bot.model import Model, Usage
@@ -89,13 +89,22 @@ def run_agent(
     prices: dict[str, dict[str, float]] | None = None,
     progress: Callable[[str], None] = lambda line: None,
     redact: Callable[[str], str] = lambda text: text,
+    before_finish: Callable[[], str | None] | None = None,
+    started: float | None = None,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
 
-    Tool output passes through `redact` before the model or the transcript sees
-    it: even where the sandbox can read a secret (`local` mode), the model cannot.
+    Tool output passes through `redact` whole, before it is truncated and before the
+    model or the transcript sees it: even where the sandbox can read a secret
+    (`local` mode), the model cannot.
+
+    `before_finish` is asked once, at the model's first answer without a tool call
+    that leaves budget to spare: a message it returns goes back to the model as one
+    more user turn (the pipeline names what the hand-back would leave out). The wall
+    clock counts from `started` (a `time.monotonic()` value; the pipeline passes the
+    run's start, so setup time counts), else from now.
     """
-    meter = _Meter(budget)
+    meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     last_text = ""
     sent = 0
@@ -124,6 +133,11 @@ def run_agent(
         messages.append({"role": "assistant", "content": reply.content})
         last_text = reply.text or last_text
         if not reply.tool_uses:
+            follow_up = before_finish() if before_finish is not None and not meter.exceeded() else None
+            before_finish = None
+            if follow_up:
+                messages.append({"role": "user", "content": follow_up})
+                continue
             return _finish(meter, "completed", reply.text, recorder, progress)
         results = []
         for use in reply.tool_uses:
@@ -131,11 +145,10 @@ def run_agent(
             began = time.monotonic()
             try:
                 obs = call_tool(sandbox, use["name"], use.get("input"),
-                                time_left=budget.max_wall_s - meter.elapsed())
+                                time_left=budget.max_wall_s - meter.elapsed(), redact=redact)
             except DecodeError as e:
                 return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
             took = time.monotonic() - began
-            obs = Observation(redact(obs.text), obs.is_error)
             recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
                             output=obs.text, is_error=obs.is_error, duration_s=took)
             progress(_progress_line(meter, use, took, obs.is_error))

@@ -1,7 +1,9 @@
 """The six tools of the contract, as the model sees them and as the sandbox runs them.
 
 Each tool turns a model's `tool_use` input into sandbox calls and returns an
-`Observation`: text for the model plus whether it is an error. Nothing here
+`Observation`: text for the model plus whether it is an error. `call_tool`
+redacts the whole text first and only then truncates it, so a secret cut at the
+truncation boundary never shows a prefix the redactor could no longer recognise. Nothing here
 raises for a failed command, a missing file or a refused path; those are
 observations the model can act on. Only a dead sandbox (`SandboxError` other
 than a refusal) escapes, since the run cannot go on without one.
@@ -113,7 +115,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 def bash(sb: Sandbox, args: dict[str, Any], time_left: float) -> Observation:
     timeout = min(float(args.get("timeout") or DEFAULT_TIMEOUT_S), MAX_TIMEOUT_S, max(time_left, 1.0))
     result = sb.run(str(args["command"]), timeout=timeout)
-    output = truncate(result.output)
+    output = result.output
     if result.timed_out:
         return Observation(f"{output}\n[killed after {timeout:.0f}s timeout]", is_error=True)
     return Observation(f"{output}\n[exit code {result.exit_code}]", is_error=result.exit_code != 0)
@@ -131,7 +133,7 @@ def read(sb: Sandbox, args: dict[str, Any], time_left: float) -> Observation:
     rest = len(lines) - (offset - 1 + len(chosen))
     if rest > 0:
         body += f"[{rest} more lines; read with offset={offset + len(chosen)}]\n"
-    return Observation(truncate(body))
+    return Observation(body)
 
 
 def write(sb: Sandbox, args: dict[str, Any], time_left: float) -> Observation:
@@ -162,7 +164,7 @@ def glob(sb: Sandbox, args: dict[str, Any], time_left: float) -> Observation:
 
 def grep(sb: Sandbox, args: dict[str, Any], time_left: float) -> Observation:
     matches = sb.grep(str(args["pattern"]), str(args.get("path") or "."), args.get("glob") or None)
-    return Observation(truncate("\n".join(matches)) if matches else "no matches")
+    return Observation("\n".join(matches) if matches else "no matches")
 
 
 TOOLS: dict[str, Callable[[Sandbox, dict[str, Any], float], Observation]] = {
@@ -175,8 +177,17 @@ TOOLS: dict[str, Callable[[Sandbox, dict[str, Any], float], Observation]] = {
 }
 
 
-def call_tool(sb: Sandbox, name: str, args: Any, *, time_left: float) -> Observation:
-    """Run tool `name`; every failure the model can fix comes back as an error observation."""
+def call_tool(sb: Sandbox, name: str, args: Any, *, time_left: float,
+              redact: Callable[[str], str] = lambda text: text) -> Observation:
+    """Run tool `name`; every failure the model can fix comes back as an error observation.
+
+    The text is passed through `redact` whole, then truncated to fit the model's context.
+    """
+    obs = _call(sb, name, args, time_left)
+    return Observation(truncate(redact(obs.text)), obs.is_error)
+
+
+def _call(sb: Sandbox, name: str, args: Any, time_left: float) -> Observation:
     tool = TOOLS.get(name)
     if tool is None:
         return Observation(f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}", True)

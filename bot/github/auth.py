@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 
-from github import Auth, Github, GithubIntegration
+from github import Auth, Github, GithubException, GithubIntegration
 
 from bot.config import Settings
 from bot.errors import ConfigError
@@ -38,6 +38,9 @@ class Credentials(Protocol):
         ...
 
 
+ACTIONS_LOGIN = "github-actions[bot]"
+
+
 @dataclass
 class TokenCredentials:
     """Token mode: one token for everything."""
@@ -50,6 +53,17 @@ class TokenCredentials:
         return self.token
 
     def bot_login(self) -> str | None:
+        """The token's user (`GET /user`), looked up once. An installation token, such as Actions'
+        GITHUB_TOKEN, may not read `/user` (403): its comments appear as github-actions[bot]
+        (https://docs.github.com/en/actions/security-for-github-actions/security-guides/automatic-token-authentication)."""
+        if self.login is None:
+            gh = Github(auth=Auth.Token(self.token), base_url=self.api_url, retry=None)
+            try:
+                self.login = GitHubRetry().call(lambda: gh.get_user().login)
+            except GithubException as e:
+                if e.status != 403:
+                    raise
+                self.login = ACTIONS_LOGIN
         return self.login
 
 

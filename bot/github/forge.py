@@ -155,11 +155,17 @@ class GitHubForge:
         self.retry.call(make)  # adding the same reaction twice is harmless on GitHub
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
-        """The newest comment on issue/PR `number` whose body contains `marker`."""
+        """The newest comment on issue/PR `number` that we wrote and whose body contains `marker`.
+
+        Only our own comments count: anyone who may comment can copy a marker into theirs, to hide
+        what we would post or to have us edit their comment.
+        """
+        me = (self.bot_login() or "").lower()
+
         def fetch() -> int | None:
             found = None
             for c in self._gh(repo).get_repo(repo).get_issue(number).get_comments():
-                if marker in (c.body or ""):
+                if me and marker in (c.body or "") and c.user is not None and c.user.login.lower() == me:
                     found = c.id
             return found
         return self.retry.call(fetch)

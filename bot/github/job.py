@@ -7,6 +7,7 @@ left silent. Pushes happen from the host's clean clone, never from the sandbox.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,7 +67,10 @@ def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id
         else:
             forge.edit_comment(repo, tracking, f"{working}.\n\n{tag}")
     try:
+        edited = _edited_note(trigger, forge)
         conclusion = _work(trigger, settings, forge, run_id=run_id, attempt=attempt, model=model, progress=progress)
+        if edited:
+            conclusion.message = f"{conclusion.message}\n\n{edited}"
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue, then re-raised below
         text = redactor.redact(str(e) or type(e).__name__)
         log.error("job %s failed: %s", run_id, text)
@@ -98,6 +102,32 @@ def _refuse(trigger: Trigger, forge: Forge, settings: Settings) -> Conclusion | 
     return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
 
 
+def _as_triggered(trigger: Trigger, issue: IssueInfo) -> IssueInfo:
+    """`issue` with the title and body the event carried, when it carried them: the job works on the text
+    the maintainer saw when they triggered it, not on what its author changed it to since."""
+    if trigger.title is None:
+        return issue
+    return dataclasses.replace(issue, title=trigger.title, body=trigger.body or "")
+
+
+def _edited_note(trigger: Trigger, forge: Forge) -> str | None:
+    """A note for the report when the issue or pull request was edited after the event that started the job."""
+    if trigger.title is None or trigger.number is None:
+        return None
+    now = forge.issue(trigger.repo, trigger.number)
+
+    def same(a: str | None, b: str | None) -> bool:
+        return (a or "").replace("\r\n", "\n").strip() == (b or "").replace("\r\n", "\n").strip()
+
+    if same(now.title, trigger.title) and same(now.body, trigger.body):
+        return None
+    what = "pull request" if trigger.is_pull_request else "issue"
+    when = ("it was labeled", "as it was when labeled") if trigger.kind == "issue" else \
+        ("the command was posted", "as it was when the command was posted")
+    return (f"ℹ️ The {what} was edited after {when[0]}; decode-bot worked on the text {when[1]}. "
+            f"Run it again to work on the current text.")
+
+
 def _reaction_target(trigger: Trigger) -> tuple[str, int]:
     if trigger.comment_id is None:
         return ("issue", trigger.number or 0)
@@ -108,7 +138,7 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, at
           progress: Callable[[str], None]) -> Conclusion:
     repo, number = trigger.repo, trigger.number
     info = forge.repository(repo)
-    issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
+    issue: IssueInfo | None = _as_triggered(trigger, forge.issue(repo, number)) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
     fork = pull is not None and not pull.same_repo(repo)
     if fork and settings.sandbox_mode not in ISOLATING:
@@ -123,7 +153,7 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, at
         branch, base, pr_base = f"decode/run-{run_id}", trigger.base_ref, trigger.base_ref or info.default_branch
     else:
         task = build_task(trigger, issue_title=issue.title, issue_body=issue.body,
-                          pr_body=pull.body if pull else None)
+                          pr_body=pull.body if pull and trigger.body is None else None)
         if pull and not fork:
             branch, base, pr_base, config_base = pull.head_ref, pull.head_ref, None, pull.base_ref
         elif pull:  # a fork's head, fetched from the base repository; the result never lands in a base branch
@@ -134,12 +164,13 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, at
     co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
     job = Job(repo=info.clone_url, task=task, branch=branch, run_id=run_id, base=base, co_author=co_author,
               title=issue.title if issue else trigger.instructions, config_base=config_base, attempt=attempt)
-    outcome = execute(job, settings.replace(github_token=forge.token_for(repo)), model=model, progress=progress)
+    run_settings = settings.replace(github_token=forge.token_for(repo))
+    outcome = execute(job, run_settings, model=model, progress=progress)
     result = outcome.result
     events = load_events(outcome.transcript_jsonl)
     figs = render_figures(figures(events))
     transcript = outcome.transcript_md.read_text()
-    summary = safe_prose(result.summary)
+    summary = safe_prose(Redactor(run_settings.secrets()).redact(result.summary))  # whole, before any cap
     notes = harness_notes(left_out=outcome.left_out, blocked=outcome.blocked)
     if outcome.commit is None or outcome.workspace is None:
         return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
@@ -165,7 +196,7 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, at
     _post_parts(forge, repo, pr.number, rest, run_id)
     verb = "Opened" if pr.created else "Updated"
     note = "" if result.completed else f" as a draft: the run {result.stop_reason.replace('_', ' ')}"
-    message = f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}.\n\n{figs}"
+    message = f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}.\n\n{figs}\n\n{notes}".rstrip()
     return Conclusion(state, message, pr_url=pr.html_url, branch=branch, outcome=outcome)
 
 

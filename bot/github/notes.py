@@ -8,8 +8,10 @@ that it cannot close, and nothing in them can mention anyone or link anywhere.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from bot.github.body import split_markdown
+from bot.workspace import WORKFLOW_REASON
 
 _HOST = re.compile(r"[^A-Za-z0-9.\-_:\[\]*]")
 
@@ -22,15 +24,22 @@ def code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def harness_notes(*, left_out: list[str], blocked: dict[str, int]) -> str:
-    """Markdown for the PR body and replies: workflow files left out and connections blocked."""
+def harness_notes(*, left_out: Mapping[str, str], blocked: dict[str, int]) -> str:
+    """Markdown for the PR body and replies: what was left out of the commit and why, connections blocked."""
     parts = []
-    if left_out:
-        files = "\n".join(f"- {code(p)}" for p in left_out[:50])
-        more = f"\n- and {len(left_out) - 50} more" if len(left_out) > 50 else ""
+    workflows = [p for p, why in left_out.items() if why == WORKFLOW_REASON]
+    others = sorted((p, why) for p, why in left_out.items() if why != WORKFLOW_REASON)
+    if workflows:
+        files = "\n".join(f"- {code(p)}" for p in workflows[:50])
+        more = f"\n- and {len(workflows) - 50} more" if len(workflows) > 50 else ""
         parts.append("**Left out of the commit:** changes to workflow files, which would run with this "
                      f"repository's secrets:\n{files}{more}\n\nTo let decode-bot commit them, set "
                      "`allow_workflow_changes: true` in `.github/decode.yml` on the base branch.")
+    if others:
+        rows = "\n".join(f"- {code(p[:300])}: {code(why[:300])}" for p, why in others[:50])
+        more = f"\n- and {len(others) - 50} more" if len(others) > 50 else ""
+        parts.append("**Left out of the commit:** entries decode-bot does not carry out of the sandbox; "
+                     f"the rest of the change is committed without them:\n{rows}{more}")
     if blocked:
         rows = sorted(blocked.items(), key=lambda kv: (-kv[1], kv[0]))
         lines = "\n".join(f"- blocked: {code(_HOST.sub('', dest)[:120])} x{count}" for dest, count in rows[:30])

@@ -104,7 +104,7 @@ class AnthropicModel:
         wait = state.next_action.sleep if state.next_action else 0.0
         log.warning(
             "the Anthropic API %s; retrying in %.1fs (attempt %d of %d)",
-            self._redact(_summary(error)), wait, state.attempt_number + 1, self.max_attempts,
+            self._redact(_summary(error, self._redact)), wait, state.attempt_number + 1, self.max_attempts,
         )
 
     def _describe(self, error: anthropic.APIError, attempts: int) -> str:
@@ -112,10 +112,10 @@ class AnthropicModel:
         if isinstance(error, anthropic.APIStatusError):
             hint = ": check ANTHROPIC_API_KEY" if error.status_code in (401, 403) else ""
             request = f" (request {error.request_id})" if error.request_id else ""
-            return f"the Anthropic API at {self.base_url} {_summary(error)}{tries}{request}{hint}"
+            return f"the Anthropic API at {self.base_url} {_summary(error, self._redact)}{tries}{request}{hint}"
         if isinstance(error, anthropic.APIConnectionError):
             return (
-                f"cannot reach the Anthropic API at {self.base_url}{tries}: {_summary(error)}: "
+                f"cannot reach the Anthropic API at {self.base_url}{tries}: {_summary(error, self._redact)}: "
                 "check ANTHROPIC_BASE_URL and the network"
             )
         return f"the Anthropic API at {self.base_url} gave an unusable answer: {error.message}"
@@ -206,10 +206,11 @@ def _unmarked_message(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _summary(error: BaseException | None) -> str:
+def _summary(error: BaseException | None, redact: Callable[[str], str] = lambda text: text) -> str:
+    """One line about `error`; the API's own detail is redacted whole before it is shortened."""
     if isinstance(error, anthropic.APIStatusError):
         detail = error.api_message or (error.body if isinstance(error.body, str) else None) or error.message
-        return f"answered {error.status_code} {error.type or 'error'}: {str(detail)[:300]}"
+        return f"answered {error.status_code} {error.type or 'error'}: {redact(str(detail))[:300]}"
     if isinstance(error, anthropic.APITimeoutError):
         return "the request timed out"
     if isinstance(error, anthropic.APIConnectionError):

@@ -29,6 +29,14 @@ class CommandResult:
 
 
 @dataclass(frozen=True)
+class HandBack:
+    """The agent's changes as a binary patch, and what the sandbox left out of it (path -> why)."""
+
+    patch: bytes
+    left_out: dict[str, str]
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """What to start: the host workspace and the limits it runs under."""
 
@@ -42,6 +50,8 @@ class SandboxSpec:
     path: tuple[str, ...] = ()  # bwrap: host PATH entries (a runner's toolchains) to put first on the sandbox's PATH
     gpu: str | None = None  # e.g. "H200:4"; only the modal backend offers GPUs
     lifetime_s: int = 3 * 3600  # modal: the sandbox is terminated after this long, whatever happens
+    cgroup_parent: Path | None = None  # bwrap: a delegated cgroup v2 directory to make the sandbox's cgroup in
+    disk_mb: int = 10240  # what the agent may write: workspace plus temp (bwrap, docker; see disk.py)
 
 
 class Transport(Protocol):
@@ -85,6 +95,11 @@ class Sandbox(Protocol):
     def grep(self, pattern: str, path: str = ".", glob: str | None = None) -> list[str]: ...
 
     def export_patch(self, base: str) -> bytes: ...
+
+    def hand_back(self, base: str, *, max_file_bytes: int | None = None,
+                  max_bytes: int | None = None) -> HandBack: ...
+
+    def check_hand_back(self, base: str, *, max_file_bytes: int | None = None) -> dict[str, str]: ...
 
     def set_network(self, policy: EgressPolicy) -> None: ...
 

@@ -8,7 +8,8 @@ compatible with Python 3.8.
 
 Requests: {"id", "op", ...}; answers: {"id", "ok": true, ...} or
 {"id", "ok": false, "error": "..."}. Ops: ping, exec, read, write, glob, grep,
-export. Every path is resolved inside the sandbox and refused when it lands
+check (what the hand-back would leave out, and why), export (the changes as a
+patch, in a file read back with export_read, so no answer line is large). Every path is resolved inside the sandbox and refused when it lands
 outside the workspace (through "..", an absolute path or a symlink).
 
 Egress: bwrap and docker sandboxes have no network interface but loopback.
@@ -26,6 +27,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -47,6 +49,7 @@ class Refused(Exception):
 class Workspace:
     def __init__(self, root):
         self.root = os.path.realpath(root)
+        self.export_path = None  # the last export's patch file, until read to the end
 
     def resolve(self, path):
         """The real path of `path` (relative to the root), refused if outside it."""
@@ -373,54 +376,219 @@ def op_grep(ws, req):
     return {"matches": matches, "total": total}
 
 
-def op_export(ws, req):
-    """The workspace's changes against commit `base`, as a binary git patch.
+LINK_HOPS = 40
+READ_CHUNK = 4 * 1024 * 1024
 
-    Uses a throwaway git dir whose objects borrow the workspace's, so nothing
-    the agent planted in the workspace's .git (config, hooks, fsmonitor,
-    filters) is read or run.
+
+class Stage(object):
+    """The workspace's resulting tree in a throwaway index against commit `base`.
+
+    The git dir borrows the workspace's objects, so nothing the agent planted in
+    the workspace's .git (config, hooks, fsmonitor, filters) is read or run.
+    Files over `max_file_bytes` are never added (nor hashed): they are left out
+    of the hand-back and listed in `big`.
     """
-    base = req["base"]
-    if not re.match(r"^[0-9a-f]{40}([0-9a-f]{24})?$", base):
-        raise Refused("base must be a full commit id")
-    tmp = tempfile.mkdtemp(prefix="decode-export-")
-    try:
-        gitdir = os.path.join(tmp, "git")
-        env = {
+
+    def __init__(self, ws, base, max_file_bytes=None):
+        if not isinstance(base, str) or not re.match(r"^[0-9a-f]{40}([0-9a-f]{24})?$", base):
+            raise Refused("base must be a full commit id")
+        self.ws, self.base = ws, base
+        self.tmp = tempfile.mkdtemp(prefix="decode-export-")
+        gitdir = os.path.join(self.tmp, "git")
+        self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": tmp,
+            "HOME": self.tmp,
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_DIR": gitdir,
             "GIT_WORK_TREE": ws.root,
-            "GIT_INDEX_FILE": os.path.join(tmp, "index"),
+            "GIT_INDEX_FILE": os.path.join(self.tmp, "index"),
             "GIT_TERMINAL_PROMPT": "0",
         }
+        try:
+            init_env = dict((k, v) for k, v in self.env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE"))
+            subprocess.run(["git", "init", "-q", "--bare", gitdir], env=init_env, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            with open(os.path.join(gitdir, "objects", "info", "alternates"), "w") as f:
+                f.write(os.path.join(ws.root, ".git", "objects") + "\n")
+            with open(os.path.join(gitdir, "info", "exclude"), "w") as f:
+                f.write("\n".join(EXPORT_EXCLUDES) + "\n")
+            self.git("read-tree", base)
+            self.big = self.oversized(max_file_bytes) if max_file_bytes else {}
+            spec = [":(exclude,literal)" + p for p in sorted(self.big)]
+            self.git("add", "-A", "--", ".", *spec)
+        except BaseException:
+            self.close()
+            raise
 
-        def git(*args):
-            res = subprocess.run(
-                ["git", "-c", "core.hooksPath=" + os.devnull, "-c", "core.fsmonitor=false"] + list(args),
-                env=env, cwd=ws.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            )
-            if res.returncode != 0:
-                raise Refused("git %s failed: %s" % (args[0], res.stderr.decode("utf-8", "replace").strip()))
-            return res.stdout
+    def git(self, *args, **kw):
+        res = subprocess.run(
+            ["git", "-c", "core.hooksPath=" + os.devnull, "-c", "core.fsmonitor=false"] + list(args),
+            env=self.env, cwd=self.ws.root, stdout=kw.get("stdout", subprocess.PIPE), stderr=subprocess.PIPE,
+            input=kw.get("input"),
+        )
+        if res.returncode != 0:
+            raise Refused("git %s failed: %s" % (args[0], res.stderr.decode("utf-8", "replace").strip()))
+        return res.stdout
 
-        init_env = dict(env, GIT_DIR="", GIT_WORK_TREE="")
-        del init_env["GIT_DIR"], init_env["GIT_WORK_TREE"]
-        subprocess.run(["git", "init", "-q", "--bare", gitdir], env=init_env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        with open(os.path.join(gitdir, "objects", "info", "alternates"), "w") as f:
-            f.write(os.path.join(ws.root, ".git", "objects") + "\n")
-        with open(os.path.join(gitdir, "info", "exclude"), "w") as f:
-            f.write("\n".join(EXPORT_EXCLUDES) + "\n")
-        git("read-tree", base)
-        git("add", "-A", "--", ".")
-        patch = git("diff", "--cached", "--binary", "--full-index", "--no-ext-diff",
-                    "--no-textconv", "--no-color", "--no-renames", base)
-        return {"patch": base64.b64encode(patch).decode()}
+    def oversized(self, limit):
+        """Changed or new files over `limit` bytes -> why they are left out (tracked files are compared first)."""
+        tracked = dict((path, meta.split()[1]) for meta, path in
+                       zip_z(self.git("ls-files", "-s", "-z")))
+        untracked = split_z(self.git("ls-files", "-o", "-z", "--exclude-standard"))
+        big = {}
+        for path in list(tracked) + untracked:
+            try:
+                st = os.lstat(os.path.join(self.ws.root, path))
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_size <= limit:
+                continue
+            if path in tracked:
+                same = self.git("hash-object", "--no-filters", "--", path).strip().decode() == tracked[path]
+                if same:
+                    continue
+            big[path] = "%.0f MB, over the %.0f MB limit for one file (DECODE_MAX_FILE_MB)" % (
+                st.st_size / 1048576.0, limit / 1048576.0)
+        return big
+
+    def problems(self):
+        """[path, why] for every entry of the resulting tree the host would leave out, big files included."""
+        raw = split_z(self.git("diff-index", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", self.base))
+        links = {}
+        for meta, path in zip_z(self.git("ls-files", "-s", "-z")):
+            if meta.split()[0] == "120000":
+                try:
+                    links[path] = os.readlink(os.path.join(self.ws.root, path))
+                except OSError:
+                    links[path] = ""
+        found = [[p, why] for p, why in sorted(self.big.items())]
+        for meta, path in zip(raw[0::2], raw[1::2]):
+            new_mode = meta.lstrip(":").split(" ")[1]
+            why = path_problem(path)
+            if why is None and new_mode == "160000":
+                why = "a nested git repository (a gitlink); remove its .git directory or leave it out"
+            elif why is None and new_mode not in ("100644", "100755", "120000", "000000"):
+                why = "unsupported file mode %s" % new_mode
+            elif why is None and new_mode == "120000":
+                why = link_problem(path, links)
+            if why:
+                found.append([path, why])
+        return found
+
+    def close(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def split_z(data):
+    return [os.fsdecode(p) for p in data.split(b"\0") if p]
+
+
+def zip_z(data):
+    """`git ls-files -s -z` records as (meta, path)."""
+    out = []
+    for record in data.split(b"\0"):
+        if record:
+            meta, _, path = record.partition(b"\t")
+            out.append((meta.decode(), os.fsdecode(path)))
+    return out
+
+
+def path_problem(path):
+    """Why the host would refuse `path` whatever its content, or None (see bot/workspace.py)."""
+    if not path or path.startswith("/"):
+        return "an absolute or empty path"
+    for part in path.split("/"):
+        if part == "..":
+            return "leaves the repository through '..'"
+        if part.lower().rstrip(" .") in (".git", "git~1"):
+            return "inside .git; git's own files are never committed"
+    return None
+
+
+def link_problem(path, links):
+    """Why the symlink at `path` would not stay inside the tree, or None.
+
+    `links` maps every symlink of the resulting tree to its target. The target is
+    resolved against that tree, following links on the way (chains, directories
+    that are links, any case); a name the tree lacks counts as a plain directory.
+    The host does the same in bot/workspace.py (`link_problem`), and decides.
+    """
+    folded = dict((p.lower(), t) for p, t in links.items())
+    target = links[path]
+    at, todo, hops = path.split("/")[:-1], target.split("/"), 0
+    if target.startswith("/"):
+        return "a symlink to %s, an absolute path outside the repository" % target
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not at:
+                return "a symlink to %s, which resolves outside the repository" % target
+            at.pop()
+            continue
+        if part.lower().rstrip(" .") in (".git", "git~1"):
+            return "a symlink to %s, which resolves into .git" % target
+        here = "/".join(at + [part]).lower()
+        if here in folded:
+            hops += 1
+            if hops > LINK_HOPS:
+                return "a symlink to %s, which loops through other symlinks" % target
+            if folded[here].startswith("/"):
+                return "a symlink to %s, which resolves outside the repository" % target
+            todo = folded[here].split("/") + todo
+            continue
+        at.append(part)
+    return None
+
+
+def op_check(ws, req):
+    """What the hand-back would leave out, and why: {"left_out": [[path, why], ...]}."""
+    stage = Stage(ws, req.get("base"), req.get("max_file_bytes"))
+    try:
+        return {"left_out": stage.problems()}
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        stage.close()
+
+
+def op_export(ws, req):
+    """The workspace's changes against commit `base`, as a binary git patch kept in a file for
+    `export_read`; files over `max_file_bytes` are left out and listed. Answers {"size", "left_out"}."""
+    stage = Stage(ws, req.get("base"), req.get("max_file_bytes"))
+    try:
+        drop_export(ws)
+        fd, ws.export_path = tempfile.mkstemp(prefix="decode-patch-")
+        with os.fdopen(fd, "wb") as out:
+            stage.git("diff", "--cached", "--binary", "--full-index", "--no-ext-diff", "--no-textconv",
+                      "--no-color", "--no-renames", stage.base, stdout=out)
+        left_out = [[p, why] for p, why in sorted(stage.big.items())]
+        return {"size": os.path.getsize(ws.export_path), "left_out": left_out}
+    finally:
+        stage.close()
+
+
+def op_export_read(ws, req):
+    """Up to `length` bytes of the last export from `offset`, base64; the file goes once read to the end."""
+    path = getattr(ws, "export_path", None)
+    if not path:
+        raise Refused("no export to read: call export first")
+    offset, length = int(req.get("offset") or 0), min(int(req.get("length") or READ_CHUNK), READ_CHUNK)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(length)
+    if not data:
+        drop_export(ws)
+    return {"data": base64.b64encode(data).decode()}
+
+
+def drop_export(ws):
+    path, ws.export_path = getattr(ws, "export_path", None), None
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 OPS = {
@@ -431,6 +599,8 @@ OPS = {
     "glob": op_glob,
     "grep": op_grep,
     "export": op_export,
+    "export_read": op_export_read,
+    "check": op_check,
 }
 
 

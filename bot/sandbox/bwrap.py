@@ -24,11 +24,13 @@ What the sandboxed process sees:
   runner's toolchains under /opt/hostedtoolcache).
 
 Limits: the bwrap process is put into a fresh cgroup (v1 pids+memory+cpu, or v2)
-created per sandbox and removed on close. When the host offers no writable
-cgroup (not root, no delegation), it falls back to rlimits set before bwrap
-starts: RLIMIT_AS caps each process's address space (not the sandbox total) and
-RLIMIT_NPROC counts every process of the host user (and does not apply to root at
-all), so the fallback is weaker; run as root or give the bot a delegated cgroup.
+created per sandbox and removed on close, so memory, pids and cpu are capped for
+the whole tree. The cgroup is made in `spec.cgroup_parent` when set (a cgroup v2
+directory delegated to the bot's user, DECODE_CGROUP_PARENT; action.yml makes
+one on a runner), else under the hierarchy root (root only). Without a usable
+cgroup the launcher refuses to start: rlimits would cap each process, not the
+sandbox (three processes took 5.4 GiB under a 4 GiB RLIMIT_AS). What the agent
+writes (workspace and /tmp) is capped by `disk.DiskGuard`.
 
 Caveat for a root host: uid 0 without capabilities can still read root-owned
 files whose owner bits allow it; everything listed above is hidden, but use the
@@ -48,6 +50,7 @@ from bot.errors import ConfigError
 from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.cgroup import SandboxCgroup
 from bot.sandbox.client import AGENTD_PATH, ProcessTransport
+from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.local import clean_env
 
@@ -62,13 +65,6 @@ SECRET_DIRS = (
 SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 OWN_MOUNTS = ("/proc", "/dev", "/tmp", "/run", WORKSPACE)
 FRESH = ("/tmp", "/run")  # masked already: a per-sandbox directory and a tmpfs
-RLIMIT_EXEC = (
-    "import os, resource, sys\n"
-    "n, m = int(sys.argv[1]), int(sys.argv[2])\n"
-    "resource.setrlimit(resource.RLIMIT_NPROC, (n, n))\n"
-    "resource.setrlimit(resource.RLIMIT_AS, (m, m))\n"
-    "os.execvp(sys.argv[3], sys.argv[3:])\n"
-)
 
 
 class BwrapLauncher:
@@ -76,8 +72,8 @@ class BwrapLauncher:
 
     root = WORKSPACE
 
-    def __init__(self, spec: SandboxSpec, *, hide: Iterable[Path] = (), cgroups: bool = True) -> None:
-        """Prepare the sandbox for `spec`; `hide` adds host paths to mask, `cgroups=False` forces rlimits."""
+    def __init__(self, spec: SandboxSpec, *, hide: Iterable[Path] = ()) -> None:
+        """Prepare the sandbox for `spec`; `hide` adds host paths to mask. Refuses without a usable cgroup."""
         found = shutil.which("bwrap")
         if found is None:
             raise ConfigError("SANDBOX_MODE=bwrap needs bubblewrap: install it (apt-get install bubblewrap)")
@@ -91,16 +87,17 @@ class BwrapLauncher:
         self._tmp = Path(tempfile.mkdtemp(prefix="decode-bwrap-"))
         self.egress = EgressProxy.in_private_dir()
         try:
-            self.cgroup = (
-                SandboxCgroup.create(spec.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus)
-                if cgroups
-                else None
-            )
+            cgroup = SandboxCgroup.create(spec.name, memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus,
+                                          parent=spec.cgroup_parent)
+            if cgroup is None:
+                raise ConfigError(no_cgroup_message(spec.cgroup_parent))
+            self.cgroup = cgroup
+            self.disk = DiskGuard((self._workspace, self._tmp), spec.disk_mb, self.cgroup.kill)
         except BaseException:
             self.egress.close()
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise
-        self.limits = f"cgroup v{self.cgroup.version}" if self.cgroup else "rlimits"
+        self.limits = f"cgroup v{self.cgroup.version}"
 
     def argv(self) -> list[str]:
         """The full command line that starts agentd in this sandbox."""
@@ -126,13 +123,8 @@ class BwrapLauncher:
     def start(self, policy: EgressPolicy) -> ProcessTransport:
         """Start bwrap + agentd inside the sandbox's limits, its egress proxy applying `policy`."""
         self.egress.policy = policy
-        argv = self.argv()
-        if self.cgroup is not None:
-            argv = self.cgroup.wrap(argv)
-        else:
-            memory = self._spec.memory_mb * 1024 * 1024
-            argv = [sys.executable, "-I", "-c", RLIMIT_EXEC, str(self._spec.pids), str(memory), *argv]
-        return ProcessTransport(argv, clean_env("/tmp", "bwrap"))
+        self.disk.check()
+        return ProcessTransport(self.cgroup.wrap(self.argv()), clean_env("/tmp", "bwrap"))
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""
@@ -140,10 +132,19 @@ class BwrapLauncher:
 
     def close(self) -> None:
         """Kill whatever is left in the cgroup, remove it, the sandbox's /tmp and its egress proxy."""
-        if self.cgroup is not None:
-            self.cgroup.close()
+        self.disk.close()
+        self.cgroup.close()
         self.egress.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def no_cgroup_message(parent: Path | None) -> str:
+    """The one line that says why bwrap will not start without a cgroup, and what to do."""
+    where = (f"DECODE_CGROUP_PARENT={parent} is not a writable cgroup v2 directory offering the pids and memory "
+             f"controllers" if parent else "this user cannot create cgroups")
+    return (f"SANDBOX_MODE=bwrap needs a cgroup to cap memory, pids and cpu for the whole sandbox, and {where}: "
+            f"run as root, set DECODE_CGROUP_PARENT to a cgroup v2 directory delegated to this user "
+            f"(action.yml shows how), or use SANDBOX_MODE=docker")
 
 
 def root_binds() -> list[str]:

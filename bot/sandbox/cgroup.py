@@ -4,8 +4,11 @@ Both layouts are handled: v1 (one hierarchy per controller, `/sys/fs/cgroup/pids
 `/sys/fs/cgroup/memory`, ...) and v2 (one unified hierarchy whose root offers the
 `pids` and `memory` controllers). A hybrid host whose v2 mount carries no
 controllers is treated as v1. Creating a cgroup needs write access to the
-hierarchy, which in practice means root; `SandboxCgroup.create` returns None when
-the host offers no usable cgroup and the caller falls back to rlimits.
+hierarchy, which in practice means root. A non-root user can be given a delegated
+v2 subtree instead (`DECODE_CGROUP_PARENT`, see action.yml): the sandboxes' cgroups
+are then made directly under that directory. `SandboxCgroup.create` returns None
+when neither is usable, and the caller refuses to start (there is no per-process
+fallback: rlimits cap each process, not the sandbox).
 
 The process is put into the cgroup by a tiny `sh` wrapper that writes its own pid
 into `cgroup.procs` and then execs the real command, so nothing it starts is ever
@@ -37,11 +40,19 @@ class SandboxCgroup:
 
     @classmethod
     def create(
-        cls, name: str, *, memory_mb: int, pids: int, cpus: float | None = None, root: Path = CGROUP_ROOT
+        cls, name: str, *, memory_mb: int, pids: int, cpus: float | None = None, root: Path = CGROUP_ROOT,
+        parent: Path | None = None,
     ) -> SandboxCgroup | None:
-        """A fresh cgroup limited to `pids` tasks and `memory_mb` MiB, or None if the host has none usable."""
+        """A fresh cgroup limited to `pids` tasks and `memory_mb` MiB, or None if the host has none usable.
+
+        With `parent` (a delegated cgroup v2 directory), the cgroup is made under it and nowhere else.
+        """
         leaf = "%s%s-%d-%s" % (PREFIX, re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:40], os.getpid(), secrets.token_hex(3))
         memory = memory_mb * 1024 * 1024
+        if parent is not None:
+            if _v2_controllers(parent) >= {"pids", "memory"}:
+                return _create_v2(parent, leaf, memory, pids, cpus, delegated=True)
+            return None
         if _v2_controllers(root) >= {"pids", "memory"}:
             return _create_v2(root, leaf, memory, pids, cpus)
         if (root / "pids" / "cgroup.procs").exists() and (root / "memory" / "cgroup.procs").exists():
@@ -123,12 +134,16 @@ def _create_v1(root: Path, leaf: str, memory: int, pids: int, cpus: float | None
     return SandboxCgroup(made, 1)
 
 
-def _create_v2(root: Path, leaf: str, memory: int, pids: int, cpus: float | None) -> SandboxCgroup | None:
+def _create_v2(
+    root: Path, leaf: str, memory: int, pids: int, cpus: float | None, delegated: bool = False
+) -> SandboxCgroup | None:
+    """A leaf under `root/decode.sandboxes`, or right under `root` when it is a `delegated` subtree."""
     wanted = ["pids", "memory"] + (["cpu"] if cpus and "cpu" in _v2_controllers(root) else [])
-    parent = root / V2_PARENT
+    parent = root if delegated else root / V2_PARENT
     d = parent / leaf
     try:
-        _enable(root, wanted)
+        if not delegated:
+            _enable(root, wanted)
         parent.mkdir(exist_ok=True)
         _sweep(parent)
         _enable(parent, wanted)

@@ -19,11 +19,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bot.errors import SandboxError
-from bot.sandbox import CommandResult, EgressPolicy, Launcher, Transport
+from bot.sandbox import CommandResult, EgressPolicy, HandBack, Launcher, Transport
 
 AGENTD_PATH = Path(__file__).with_name("agentd.py")
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
 GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
+MB = 1024 * 1024
+EXPORT_CHUNK = 4 * MB  # bytes of patch per export_read answer
 
 
 def agentd_tar(inside: str, workspace: Path | None = None, workspace_inside: str = "/workspace") -> bytes:
@@ -52,6 +54,21 @@ def agentd_tar(inside: str, workspace: Path | None = None, workspace_inside: str
 
 class Refused(SandboxError):
     """agentd declined a request (a path outside the workspace, a missing file...)."""
+
+
+class PatchTooLarge(SandboxError):
+    """The agent's changes, even without the files over the per-file cap, are over the patch cap."""
+
+    def __init__(self, size: int, cap: int) -> None:
+        super().__init__(f"refused: the agent's changes come to {size / MB:.0f} MB, over the {cap / MB:.0f} MB "
+                         "a hand-back may carry (4 x DECODE_MAX_FILE_MB); leave generated or large files out of "
+                         "the repository, or raise DECODE_MAX_FILE_MB")
+
+
+def _reasons(raw: object) -> dict[str, str]:
+    """agentd's [[path, why], ...], bounded: the names are the sandbox's, so untrusted."""
+    pairs = raw if isinstance(raw, list) else []
+    return {str(p)[:500]: str(why)[:500] for p, why in (x for x in pairs[:1000] if isinstance(x, list) and len(x) == 2)}
 
 
 class ProcessTransport:
@@ -162,8 +179,11 @@ class AgentdSandbox:
         launcher's notice leads its output; any other tool call is refused with
         the notice, so the model learns of the restart on the call that hit it.
         """
+        stopped = getattr(getattr(self._launcher, "disk", None), "exceeded", None)  # the disk cap, see disk.py
+        if stopped:
+            raise SandboxError(stopped)
         recover = getattr(self._launcher, "recover", None)
-        if recover is None or retried or op in ("ping", "export") or self._recovering:
+        if recover is None or retried or op in ("ping", "export", "export_read", "check") or self._recovering:
             raise error
         self._recovering = True
         try:
@@ -199,7 +219,33 @@ class AgentdSandbox:
 
     def export_patch(self, base: str) -> bytes:
         """The workspace's changes since commit `base`, produced inside the sandbox."""
-        return base64.b64decode(self._call("export", _timeout=600.0, base=base)["patch"])
+        return self.hand_back(base).patch
+
+    def hand_back(self, base: str, *, max_file_bytes: int | None = None, max_bytes: int | None = None) -> HandBack:
+        """The changes since `base` as a patch, without files over `max_file_bytes` (named in `left_out`).
+
+        The patch comes over in chunks, so no answer line is large; past `max_bytes` the whole
+        hand-back is refused before (and while) it is read, so the host's memory stays bounded.
+        """
+        answer = self._call("export", _timeout=600.0, base=base, max_file_bytes=max_file_bytes)
+        left_out = _reasons(answer.get("left_out"))
+        size = int(answer["size"])
+        if max_bytes is not None and size > max_bytes:
+            raise PatchTooLarge(size, max_bytes)
+        patch = bytearray()
+        while len(patch) < size:
+            chunk = base64.b64decode(self._call("export_read", offset=len(patch), length=EXPORT_CHUNK)["data"])
+            if not chunk:
+                break
+            patch += chunk
+            if max_bytes is not None and len(patch) > max_bytes:
+                raise PatchTooLarge(len(patch), max_bytes)
+        return HandBack(bytes(patch), left_out)
+
+    def check_hand_back(self, base: str, *, max_file_bytes: int | None = None) -> dict[str, str]:
+        """What the hand-back of the workspace as it is now would leave out, and why (agentd's view; the
+        host decides with `Workspace.apply_patch`)."""
+        return _reasons(self._call("check", _timeout=600.0, base=base, max_file_bytes=max_file_bytes).get("left_out"))
 
     def set_network(self, policy: EgressPolicy) -> None:
         """Apply `policy` from now on. Restarts agentd, which ends whatever earlier commands left running;

@@ -3,11 +3,12 @@
 The container (`spec.image`, default `decode-sandbox:latest` built by
 `sandbox-image/build.sh`) runs `sleep infinity` under `--init` with:
 no network but loopback in every phase (`--network none`), memory, cpu and
-pids limits, every capability dropped except the ones package managers need
-inside the container (CHOWN, DAC_OVERRIDE, FOWNER, SETUID, SETGID for apt's `_apt` user, KILL) - in
-particular no NET_RAW, SYS_ADMIN, MKNOD or SYS_PTRACE -, `no-new-privileges`, the
-workspace bind-mounted at /workspace, agentd.py copied in at
-/opt/decode/agentd.py (not bind-mounted, so the bot can itself run in a container), and a clean environment (no variable of the host's).
+pids limits, every capability dropped (`--cap-drop ALL`), `no-new-privileges`,
+as a non-root user (below), the workspace bind-mounted at /workspace, /tmp
+(HOME) and /var/tmp size-limited tmpfs mounts (DECODE_MAX_DISK_MB; the workspace
+is polled by `disk.DiskGuard`), agentd.py copied in at /opt/decode/agentd.py
+(not bind-mounted, so the bot can itself run in a container), and a clean
+environment (no variable of the host's).
 It carries the label `decode.sandbox` so leftovers can be found and removed
 (`remove_leftovers`).
 
@@ -18,13 +19,21 @@ through. The directory is made next to the workspace, so that when the bot
 itself runs in a container the engine finds it on the same path as the
 workspace (deploy.md: the data directory at the same path).
 
-Ownership: the container runs as root (apt needs it). When the workspace's
-owner inside the container is not root (a non-root host user with a rootful
-engine), `close()` chowns /workspace back to that owner, so the host user can
-edit and delete everything the agent wrote. With rootless Docker container root
-already is the host user and nothing needs to be done. Git inside is told that
-/workspace is a safe directory (GIT_CONFIG_* variables), since its owner may
-differ from root.
+Ownership: every command, setup included, runs as a non-root uid without
+capabilities, so a hostile command cannot chown, setuid or read past file modes,
+and nothing it leaves in the workspace is owned by root. Setup steps that need
+root (apt-get install) fail: the image should carry the system packages
+(`DECODE_SANDBOX_IMAGE`); user-level installs (pip, npm, cargo into HOME or the
+workspace) work. Why not root for setup and a non-root `docker exec --user` for
+the agent: the capabilities are fixed when the container is created, setup as
+root could plant setuid files or root-owned state the agent phase then relies
+on, and a compromised dependency installed during setup runs with the same
+rights either way. The uid is the workspace owner's when that is not root (a
+non-root bot with a rootful engine: files stay the bot's); for a root bot it is
+`SANDBOX_UID` (1000), the workspace being chowned to it for the run and back on
+close. With rootless Docker, container root already is the unprivileged host
+user, so the container keeps uid 0 (still without capabilities). Git inside is
+told that /workspace is a safe directory (GIT_CONFIG_* variables).
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from pathlib import Path
 from bot.errors import ConfigError, SandboxError
 from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.client import ProcessTransport, agentd_tar
+from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.local import SAFE_PATH, clean_env
 
@@ -48,7 +58,7 @@ AGENTD_INSIDE = "/opt/decode/agentd.py"
 LABEL = "decode.sandbox"
 EGRESS_INSIDE = "/run/decode-egress"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
-CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL")
+SANDBOX_UID = 1000  # the agent's uid when the workspace's owner is root
 CLIENT_VARS = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
                "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR")
 PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fnmatch\n"
@@ -76,13 +86,19 @@ class DockerLauncher:
         env = os.environ if client_env is None else client_env
         self._env = {k: env[k] for k in CLIENT_VARS if k in env}
         self._spec = spec
-        self._owner: tuple[int, int] | None = None
+        self._owner: tuple[int, int] | None = None  # the workspace's owner, when chowned for the run
         self.container: str | None = None
         self._check_image(spec.image)
         self.egress = _egress_near(spec.workspace.resolve())
+        self.disk: DiskGuard | None = None
         try:
+            self.user = self._user(spec.workspace.resolve())
+            if self.user[0] != os.getuid():  # the 0700 proxy directory, for the sandbox's uid
+                for path in (self.egress.directory, self.egress.path):
+                    os.chown(path, *self.user)
             self.container = self._create(spec)
             self._probe(spec.image)
+            self.disk = DiskGuard((spec.workspace.resolve(),), spec.disk_mb, self._kill_all)
         except BaseException:
             self.close()
             raise
@@ -107,11 +123,22 @@ class DockerLauncher:
         raise SandboxError(f"the Docker engine is not answering ({err}): start dockerd or check DOCKER_HOST",
                            stderr=err)
 
-    def _create(self, spec: SandboxSpec) -> str:
-        workspace = spec.workspace.resolve()
+    def _user(self, workspace: Path) -> tuple[int, int]:
+        """The uid:gid commands run as: the workspace owner's, or `SANDBOX_UID` (the workspace chowned to it)."""
         if not workspace.is_dir():
             raise ConfigError(f"the workspace {workspace} does not exist")
-        env = clean_env("/root", "docker") | {"PATH": SAFE_PATH} | SAFE_DIRECTORY
+        st = workspace.stat()
+        if "rootless" in self._cli("info", "--format", "{{.SecurityOptions}}").stdout:
+            return (0, 0)  # container root is the unprivileged host user
+        if st.st_uid != 0:
+            return (st.st_uid, st.st_gid)
+        self._owner = (st.st_uid, st.st_gid)
+        _chown_tree(workspace, SANDBOX_UID, SANDBOX_UID)
+        return (SANDBOX_UID, SANDBOX_UID)
+
+    def _create(self, spec: SandboxSpec) -> str:
+        workspace = spec.workspace.resolve()
+        env = clean_env("/tmp", "docker") | {"PATH": SAFE_PATH} | SAFE_DIRECTORY
         env["DECODE_EGRESS_SOCKET"] = f"{EGRESS_INSIDE}/{self.egress.path.name}"
         name = "decode-%s-%s" % ("".join(c if c.isalnum() or c in "_.-" else "_" for c in spec.name)[:40],
                                  secrets.token_hex(4))
@@ -120,8 +147,9 @@ class DockerLauncher:
                 "--label", f"{LABEL}.host={socket.gethostname()}",
                 "--network", "none", "--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m",
                 "--cpus", str(min(spec.cpus, os.cpu_count() or 1)), "--pids-limit", str(spec.pids),
-                "--cap-drop", "ALL", *[a for c in CAPS for a in ("--cap-add", c)],
-                "--security-opt", "no-new-privileges",
+                "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "%d:%d" % self.user,
+                "--tmpfs", f"/tmp:rw,exec,nosuid,nodev,mode=1777,size={spec.disk_mb}m",
+                "--tmpfs", f"/var/tmp:rw,nosuid,nodev,mode=1777,size={spec.disk_mb}m",
                 "--mount", _mount(workspace, WORKSPACE),
                 "--mount", _mount(self.egress.directory, EGRESS_INSIDE, readonly=True), "--workdir", WORKSPACE]
         for key, value in env.items():
@@ -148,13 +176,18 @@ class DockerLauncher:
                 f"DECODE_SANDBOX_IMAGE={image} cannot run agentd: it needs python3 (3.8+) with its standard "
                 f"library on PATH; build the image with sandbox-image/build.sh ({res.stderr.strip()[-300:]})"
             )
-        uid, gid = (int(x) for x in res.stdout.split())
-        self._owner = (uid, gid) if uid != 0 else None
+
+    def _kill_all(self) -> None:
+        """Kill every process of the sandbox's user but the container's init (the disk cap)."""
+        if self.container is not None:
+            self._cli("exec", self.container, "kill", "-KILL", "-1")
 
     def start(self, policy: EgressPolicy) -> ProcessTransport:
         """Let the egress proxy apply `policy`, then exec agentd in the container."""
         if self.container is None:
             raise SandboxError("the sandbox container has been removed")
+        if self.disk is not None:
+            self.disk.check()
         self.egress.policy = policy
         argv = [self._docker, "exec", "-i", self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
         return ProcessTransport(argv, self._env)
@@ -166,11 +199,14 @@ class DockerLauncher:
     def close(self) -> None:
         """Give the workspace back to its owner, remove the container and stop the egress proxy.
         Safe to call twice."""
+        if self.disk is not None:
+            self.disk.close()
         if self.container is not None:
-            if self._owner is not None:
-                self._cli("exec", self.container, "chown", "-R", "-h", "%d:%d" % self._owner, WORKSPACE)
             self._cli("rm", "-f", "-v", self.container)
             self.container = None
+        if self._owner is not None:
+            _chown_tree(self._spec.workspace.resolve(), *self._owner)
+            self._owner = None
         self.egress.close()
 
 
@@ -192,6 +228,17 @@ def remove_leftovers(docker: str = "docker") -> list[str]:
             subprocess.run([docker, "rm", "-f", "-v", cid], capture_output=True)
             removed.append(cid)
     return removed
+
+
+def _chown_tree(top: Path, uid: int, gid: int) -> None:
+    """chown -R -h `top` on the host (the bot is root when it needs this)."""
+    try:
+        os.lchown(top, uid, gid)
+        for parent, dirs, files in os.walk(top):
+            for name in dirs + files:
+                os.lchown(os.path.join(parent, name), uid, gid)
+    except OSError as e:
+        raise SandboxError(f"cannot hand the workspace {top} to uid {uid} for the sandbox: {e}") from None
 
 
 def _mount(source: object, target: str, readonly: bool = False) -> str:

@@ -7,6 +7,7 @@ job when the verdict has one, and answers with the verdict's status.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ def triage(headers: Mapping[str, str], body: bytes, settings: Settings) -> Verdi
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return Verdict(400, "malformed", "the body is not JSON")
+    except RecursionError:
+        return Verdict(400, "malformed", "the body nests JSON arrays or objects too deeply to parse")
     if not isinstance(payload, dict):
         return Verdict(400, "malformed", "the body is not a JSON object")
     if event == "ping":
@@ -48,6 +51,15 @@ def triage(headers: Mapping[str, str], body: bytes, settings: Settings) -> Verdi
     if isinstance(decision, Ignore):
         return Verdict(200, "ignored", decision.reason)
     return Verdict(202, "queued", "queued", (job_key(decision), job_payload(decision, event, delivery)))
+
+
+def body_digest(body: bytes) -> str:
+    """What identifies a delivery's content: the SHA-256 of the raw signed body.
+
+    The event header is left out on purpose: it is not signed, so a replay could
+    change it freely; two genuine deliveries never share a body.
+    """
+    return hashlib.sha256(body).hexdigest()
 
 
 def job_key(trigger: Trigger) -> str:

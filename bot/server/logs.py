@@ -29,7 +29,9 @@ class JsonFormatter(logging.Formatter):
         out.update({k: getattr(record, k) for k in FIELDS if getattr(record, k, None) is not None})
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return self._redactor.redact(json.dumps(out, ensure_ascii=False))
+        # Redact the values, then encode: escaping first would hide a secret holding `"`, `\` or a
+        # control character (and a PEM key's newlines) from the redactor.
+        return json.dumps(self._redactor.redact_obj(out), ensure_ascii=False)
 
 
 def configure_logging(redactor: Redactor, level: int = logging.INFO) -> None:

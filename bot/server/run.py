@@ -111,13 +111,16 @@ def serve(settings: Settings, host: str, port: int) -> int:
     """The webhook server (waitress) with an embedded worker pool, until SIGTERM."""
     import waitress
 
-    from bot.server import create_app
+    from bot.server import MAX_BODY, create_app
 
     configure_logging(Redactor(settings.secrets()))
     store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
     app = create_app(settings, store)
     pool = start_pool(settings, store, app.extensions["decode"]["metrics"], settings.workers)
-    server = waitress.create_server(app, host=host, port=port, threads=8, ident="decode-bot")
+    # waitress answers 413 from the headers (or, chunked, as soon as the count passes the limit),
+    # before buffering the body; its check is `>=`, Flask's `>`, hence the + 1.
+    server = waitress.create_server(app, host=host, port=port, threads=8, ident="decode-bot",
+                                    max_request_body_size=MAX_BODY + 1)
     log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.workers)
 
     def interrupt(signum: int, frame: object) -> None:

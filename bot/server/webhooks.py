@@ -1,8 +1,9 @@
 """POST /webhook: verify, decide, store durably, answer.
 
 202 once the job is committed to the store, 200 for an event we ignore or a
-redelivery we already have, 401 for a bad or missing signature, 400 for a
-malformed body, 413 for a body over GitHub's 25 MB, 503 when the store cannot
+redelivery or replayed body we already have, 401 for a bad or missing signature, 400 for a
+malformed body, 413 for a body over GitHub's 25 MB (answered by waitress
+from the Content-Length before the body is read, under `decode serve`), 503 when the store cannot
 take the job (so it was not accepted).
 """
 
@@ -13,7 +14,7 @@ import logging
 from flask import Blueprint, current_app, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from bot.server.intake import triage
+from bot.server.intake import body_digest, triage
 from bot.store import StoreError
 
 log = logging.getLogger("decode.webhook")
@@ -33,13 +34,14 @@ def receive():  # type: ignore[no-untyped-def]
     outcome, status, message, job_id = verdict.outcome, verdict.status, verdict.message, None
     if verdict.job is not None:
         try:
-            stored = ctx["store"].record_delivery(delivery, request.headers["X-GitHub-Event"], outcome, verdict.job)
+            stored = ctx["store"].record_delivery(delivery, request.headers["X-GitHub-Event"], outcome, verdict.job,
+                                                  digest=body_digest(body))
         except StoreError as e:  # not stored, so not accepted: GitHub shows the 503 for a manual redelivery
             log.error("delivery not stored: %s", e, extra={"delivery_id": delivery})
             ctx["metrics"].deliveries.labels("store_error").inc()
             return jsonify(outcome="store_error", message=str(e)), 503
         if stored is False:
-            outcome, status, message = "duplicate", 200, "this delivery was already received"
+            outcome, status, message = "duplicate", 200, "this delivery (or the same body) was already received"
         else:
             job_id = stored
     ctx["metrics"].deliveries.labels(outcome).inc()

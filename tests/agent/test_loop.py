@@ -77,3 +77,24 @@ def test_a_model_error_ends_the_run_with_the_reason(env):
 def test_secrets_in_tool_output_never_reach_the_transcript(env):
     run(env, [bash("echo sk-ant-api03-secretvalue0123456789"), [{"type": "text", "text": "ok"}]])
     assert "secretvalue" not in env[1].path.read_text()
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_a_token_cut_by_truncation_never_shows_its_prefix(repo_factory, tmp_path, configured):
+    from bot.agent.truncate import MAX_BYTES
+
+    token = "ghp_" + "Q7x" * 12  # a GitHub token shape; configured as a secret or not
+    head = MAX_BYTES // 2 - 11  # the token straddles the end of the head that truncation keeps
+    command = f"printf '%{head}s' '' | tr ' ' a; printf ' {token} '; printf '%100000s' '' | tr ' ' b"
+    redactor = Redactor([token] if configured else [])
+    sb = open_sandbox("local", SandboxSpec(workspace=repo_factory({"a.txt": "one\n"})))
+    model = ScriptedModel([bash(command), [{"type": "text", "text": "ok"}]])
+    try:
+        with Transcript(tmp_path / "run", redactor) as transcript:
+            run_agent(model=model, sandbox=sb, system="sys", task="do it", budget=Budget(),
+                      recorder=transcript, redact=redactor.redact)
+    finally:
+        sb.close()
+    [result] = [e for e in load_events(transcript.path) if e["type"] == "tool_result"]
+    assert "output truncated" in result["output"] and "[REDACTED:" in result["output"]
+    assert "ghp_Q7x" not in transcript.path.read_text()

@@ -278,6 +278,14 @@ def create_access_token(fake, request, identity, iid) -> Result:
 
 
 # -- users and repositories ---------------------------------------------------------------------------------
+@route("GET", "/user")
+def get_authenticated_user(fake, request, identity) -> Result:
+    token = need_token(identity)
+    if token.installation_id is not None or token.bot:  # GitHub: installation tokens may not read /user
+        raise ApiError(403, "Resource not accessible by integration")
+    return 200, render_user(fake, token.login), {}
+
+
 @route("GET", r"/users/(?P<login>[^/]+)")
 def get_user(fake, request, identity, login) -> Result:
     if login not in fake.users:

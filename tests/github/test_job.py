@@ -51,9 +51,20 @@ def delivery(event: str, action: str, sender: str = "alice", sender_type: str = 
     return example(event, action, repo=REPO, sender=sender, sender_type=sender_type, **changes)
 
 
+def as_sent(fake, payload: dict) -> dict:
+    """`payload` with the issue's or pull request's title and body as the fake holds them now, as GitHub
+    would send them at this moment."""
+    for key in ("issue", "pull_request"):
+        item = payload.get(key)
+        if isinstance(item, dict) and item.get("number") in fake.repo(OWNER, NAME).issues:
+            current = fake.issue(OWNER, NAME, item["number"])
+            payload = {**payload, key: {**item, "title": current["title"], "body": current["body"] or None}}
+    return payload
+
+
 def run(world, event: str, payload: dict, run_id: str = "r1", **kw):
     fake, anthropic, settings, forge, _ = world
-    trigger = decide(event, payload, settings)
+    trigger = decide(event, as_sent(fake, payload), settings)
     assert isinstance(trigger, Trigger), trigger
     model = AnthropicModel(settings, sleep=lambda s: None)
     return run_github_job(trigger, settings.replace(**kw), forge, run_id=run_id, model=model,

@@ -29,3 +29,16 @@ def test_no_usable_hierarchy_means_none(tmp_path: Path) -> None:
     assert SandboxCgroup.create("x", memory_mb=256, pids=64, root=tmp_path) is None
     (tmp_path / "cgroup.controllers").write_text("")  # a hybrid host's empty v2 mount
     assert SandboxCgroup.create("x", memory_mb=256, pids=64, root=tmp_path) is None
+
+
+def test_a_delegated_parent_gets_the_cgroup_directly_and_nothing_else(tmp_path: Path) -> None:
+    delegated = tmp_path / "decode-runner" / "sandboxes"  # what action.yml makes for the runner user
+    delegated.mkdir(parents=True)
+    (delegated / "cgroup.controllers").write_text("cpu memory pids\n")
+    (delegated / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    group = SandboxCgroup.create("job", memory_mb=256, pids=64, cpus=1.0, root=tmp_path, parent=delegated)
+    assert group is not None and group.version == 2
+    [d] = group.dirs
+    assert d.parent == delegated and (d / "memory.max").read_text() == str(256 * 1024 * 1024)
+    assert not (tmp_path / V2_PARENT).exists(), "the hierarchy root is not touched"
+    assert SandboxCgroup.create("job", memory_mb=256, pids=64, parent=tmp_path / "missing") is None

@@ -6,6 +6,7 @@ isolation cases only against bwrap and docker, which promise it.
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import subprocess
@@ -198,7 +199,9 @@ def test_export_patch_has_new_changed_deleted_and_binary_files_but_no_git_dir(
     assert b"deleted file mode" in patch and b"docs/old.txt" in patch
     assert b".git/" not in patch.replace(b".gitattributes", b"")
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(workspace), str(clone)], check=True)
+    (tmp_path / "gitconfig").write_text("[safe]\n\tdirectory = *\n")  # git 2.39's upload-pack drops -c
+    subprocess.run(["git", "clone", "-q", str(workspace), str(clone)], check=True,  # the docker sandbox's uid
+                   env={**os.environ, "GIT_CONFIG_GLOBAL": str(tmp_path / "gitconfig")})  # owns it while it runs
     subprocess.run(["git", "apply", "--index", "-"], input=patch, cwd=clone, check=True)
     assert (clone / "assets/blob.bin").read_bytes() == bytes(range(256)) * 4
     assert (clone / "src/app.py").read_text() == "def main():\n    return 42\n"
@@ -232,6 +235,19 @@ def test_export_patch_never_runs_code_planted_in_git(sandbox: Sandbox, workspace
 def test_export_patch_refuses_a_bad_base(sandbox: Sandbox) -> None:
     with pytest.raises(Refused, match="full commit id"):
         sandbox.export_patch("HEAD; touch /tmp/x")
+
+
+def test_the_hand_back_check_and_export_leave_out_what_the_host_will_not_carry(
+    sandbox: Sandbox, workspace: Path
+) -> None:
+    base = git(workspace, "rev-parse", "HEAD")
+    sandbox.run("mkdir -p sub && ln -s .. sub/up && ln -s sub/up/sub/up/../../../etc/passwd chained"
+                " && ln -s sub/up/README.md readme && head -c 3000000 /dev/zero > big.bin && echo ok > ok.txt")
+    found = sandbox.check_hand_back(base, max_file_bytes=2 * 1024 * 1024)
+    assert sorted(found) == ["big.bin", "chained"] and "resolves outside" in found["chained"]
+    hand = sandbox.hand_back(base, max_file_bytes=2 * 1024 * 1024)
+    assert list(hand.left_out) == ["big.bin"] and b"big.bin" not in hand.patch and b"+ok" in hand.patch
+    assert len(sandbox.hand_back(base).patch) > len(hand.patch)
 
 
 # --- environment --------------------------------------------------------------

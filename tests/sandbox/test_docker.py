@@ -60,7 +60,7 @@ def test_image_without_python_is_a_clear_error(workspace: Path, image_without_py
     before = set(leftovers())
     with pytest.raises(ConfigError, match="cannot run agentd: it needs python3"):
         DockerLauncher(spec(workspace, image_without_python))
-    assert set(leftovers()) == before, "the failed container is removed"
+    assert not set(leftovers()) - before, "the failed container is removed"
 
 
 def test_one_labelled_container_hardened_and_removed_on_close(workspace: Path) -> None:
@@ -83,11 +83,11 @@ def test_one_labelled_container_hardened_and_removed_on_close(workspace: Path) -
             box.run("true")
         agentds = box.run("grep -l 'agentd[.]py' /proc/[0-9]*/cmdline 2>/dev/null | wc -l").output.strip()
         assert agentds == "1", "one persistent agentd, not one exec per call"
-        box.run("echo kept > /root/setup.txt")
+        box.run("echo kept > ~/setup.txt")
         box.set_network(EgressPolicy(internet=True))
         assert box.run("ls /sys/class/net").output.split() == ["lo"], "no network but loopback, in every phase"
         box.set_network(EgressPolicy())
-        assert box.run("cat /root/setup.txt").output == "kept\n", "the container survives set_network"
+        assert box.run("cat ~/setup.txt").output == "kept\n", "the container survives set_network"
         egress = launcher.egress.directory
         assert egress.parent == workspace.parent, "beside the workspace, for an engine that sees only the data dir"
         mounts = subprocess.run(["docker", "inspect", "--format", "{{json .Mounts}}", cid],

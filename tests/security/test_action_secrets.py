@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import make_repo
-from tests.test_action import NAME, OWNER, ROOT, rewritten, runner, runner_temp  # noqa: F401 (fixtures)
+from tests.conftest import make_repo, unhidden_dir
+from tests.test_action import NAME, OWNER, rewritten, runner, runner_temp  # noqa: F401 (fixtures)
 
 STEAL = """H={home}; W={checkout}
 {{ for f in /proc/[0-9]*/environ; do echo "== $f"; tr '\\0' '\\n' < "$f"; echo; done
@@ -56,8 +56,7 @@ base32 -w0 all.txt | head -c 40000"""
 @pytest.fixture
 def runner_files() -> Iterator[Path]:
     """The runner's HOME and checkout, outside /tmp (which bwrap replaces anyway), so only hiding them helps."""
-    base = ROOT / "build" / f"security-runner-{secrets.token_hex(4)}"
-    base.mkdir(parents=True)
+    base = unhidden_dir("decode-security-runner")
     yield base
     shutil.rmtree(base, ignore_errors=True)
 

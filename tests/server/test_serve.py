@@ -89,9 +89,12 @@ def env(fake_github, fake_anthropic, tmp_path):
     }
 
 
-def labeled(number: int) -> dict:
+def labeled(fake, number: int) -> dict:
+    """A real issues.labeled example for issue `number` of the fake, carrying its title and body as GitHub would."""
+    issue = fake.issue(OWNER, NAME, number)
     return example("issues", "labeled", repo=f"{OWNER}/{NAME}", sender="alice", sender_type="User",
-                   issue__number=number, label__name="agent")
+                   issue__number=number, issue__title=issue["title"], issue__body=issue["body"],
+                   label__name="agent")
 
 
 def wait_for(condition, timeout: float = 90.0, what: str = "condition"):
@@ -112,7 +115,7 @@ def test_a_running_server_answers_every_example_and_turns_a_labeled_issue_into_o
         statuses = {server.post(event, payload) for _, event, payload in all_examples()}
         assert max(statuses) < 500, statuses
         number = fake_github.add_issue(OWNER, NAME, "Write notes", "Please.", user="alice")
-        assert server.post("issues", labeled(number)) == 202
+        assert server.post("issues", labeled(fake_github, number)) == 202
         [pr] = wait_for(lambda: fake_github.pulls(OWNER, NAME), what="the pull request")
         assert f"Fixes #{number}" in pr["body"] and pr["user"]["login"] == fake_github.bot_login
         wait_for(lambda: "Opened" in fake_github.comments(OWNER, NAME, number)[0]["body"], what="the report")
@@ -136,7 +139,7 @@ def test_a_job_survives_a_sigkill_of_the_server(env, fake_github, fake_anthropic
     }[point]()
     number = fake_github.add_issue(OWNER, NAME, "Write notes", "Please.", user="alice")
     first = Server(env, tmp_path / "first.log")
-    assert first.post("issues", labeled(number)) == 202
+    assert first.post("issues", labeled(fake_github, number)) == 202
     assert pause.reached.wait(60), (tmp_path / "first.log").read_text()
     first.kill()
     pause.release(drop=True)
@@ -162,7 +165,7 @@ def test_sixteen_jobs_at_once_all_finish_in_docker_sandboxes(env, fake_github, t
                      "DECODE_WORKERS": "8", "DECODE_LEASE_SECONDS": "60"}, tmp_path / "serve.log")
     try:
         with ThreadPoolExecutor(16) as pool:
-            assert set(pool.map(lambda n: server.post("issues", labeled(n)), numbers)) == {202}
+            assert set(pool.map(lambda n: server.post("issues", labeled(fake_github, n)), numbers)) == {202}
         wait_for(lambda: len(fake_github.pulls(OWNER, NAME)) == 16, timeout=300, what="16 pull requests")
     finally:
         assert server.stop() == 0
@@ -184,3 +187,47 @@ def test_serve_removes_sandbox_containers_left_by_a_dead_server(env, tmp_path):
         assert gone.returncode != 0, "the leftover container is still there"
     finally:
         server.stop()
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def raw_post(port: int, head: bytes, body: bytes, *, timeout: float = 5.0) -> bytes:
+    """Send `head` then as much of `body` as the server takes (from a thread); the status line it answers."""
+    import threading
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(head)
+
+        def send() -> None:
+            try:
+                s.sendall(body)
+            except OSError:  # the server answered and closed: the rest is never read
+                pass
+
+        threading.Thread(target=send, daemon=True).start()
+        return s.makefile("rb").readline()
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(env, tmp_path):
+    server = Server(env, tmp_path / "serve.log")
+    try:
+        before = rss_bytes(server.proc.pid)
+        announced = 512 * 1024 * 1024  # over the 25 MB limit, under waitress's default 1 GiB
+        head = (f"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"X-GitHub-Event: issues\r\nContent-Length: {announced}\r\n\r\n").encode()
+        began = time.monotonic()
+        assert b" 413 " in raw_post(server.port, head, b"{}")  # a few bytes of the half gigabyte
+        assert time.monotonic() - began < 3
+        chunk = b"%x\r\n%s\r\n" % (1024 * 1024, b"x" * 1024 * 1024)
+        head = (b"POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"X-GitHub-Event: issues\r\nTransfer-Encoding: chunked\r\n\r\n")
+        assert b" 413 " in raw_post(server.port, head, chunk * 40)  # 40 MB, never terminated
+        assert rss_bytes(server.proc.pid) - before < 20 * 1024 * 1024
+        assert server.post("ping", example("ping")) == 200  # still serving
+    finally:
+        assert server.stop() == 0

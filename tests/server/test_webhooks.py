@@ -49,6 +49,25 @@ def test_a_redelivery_does_not_make_a_second_job(client, store):
     assert again.get_json()["outcome"] == "duplicate" and store.counts()["queued"] == 1
 
 
+def test_a_replayed_body_under_a_new_delivery_id_does_not_make_a_second_job(client, store):
+    body, headers = delivery("issues", labeled(), delivery_id="d-1")
+    first = client.post("/webhook", data=body, headers=headers)
+    replay = client.post("/webhook", data=body, headers={**headers, "X-GitHub-Delivery": "d-2"})
+    assert first.status_code == 202 and replay.status_code == 200
+    assert replay.get_json()["outcome"] == "duplicate" and store.counts()["queued"] == 1
+    relabeled = example("issues", "labeled", sender_type="User", label__name="agent",
+                        issue__updated_at="2030-01-01T00:00:00Z")  # removed and added again: a new body
+    assert post(client, "issues", relabeled, delivery_id="d-3").status_code == 202
+
+
+def test_json_nested_too_deeply_is_400_not_500(client, store):
+    for bomb in (b"[" * 100_000, b'{"a":' * 100_000):
+        body, headers = delivery("issues", bomb)
+        res = client.post("/webhook", data=body, headers=headers)
+        assert res.status_code == 400 and "too deeply" in res.get_json()["message"]
+    assert store.counts()["queued"] == 0
+
+
 def test_ping_is_answered(client):
     res = post(client, "ping", example("ping"))
     assert res.status_code == 200 and res.get_json()["outcome"] == "pong"

@@ -1,0 +1,89 @@
+"""A cap on what the agent writes: the bytes under the sandbox's writable host paths.
+
+Why polling and not a file-system quota: a quota needs the workspace on its own
+file system (a loop-mounted ext4 image per run, or XFS project quotas on the data
+dir), which needs root and a prepared host, while the bwrap backend must also run
+as the Actions runner's user. So a thread measures the workspace and the
+sandbox's temp directory every `interval` seconds (less often when a walk is slow)
+and, past the cap, kills every process of the sandbox and records why; the
+launcher refuses to restart it and the run stops with that message. The bound is therefore soft: a writer can
+overshoot by what it writes in one interval (about 0.5 s of disk bandwidth) before
+it is killed. The docker backend adds a hard bound for /tmp and /var/tmp
+(size-limited tmpfs mounts) and polls the workspace the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from bot.errors import SandboxError
+
+INTERVAL_S = 0.5
+
+
+def usage(paths: Iterable[Path]) -> int:
+    """Bytes allocated under `paths` (hard links counted once, symlinks not followed)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    stack = [str(p) for p in paths]
+    while stack:
+        top = stack.pop()
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+    return total
+
+
+class DiskGuard:
+    """Polls the bytes under `paths` and calls `kill` once they pass `limit_mb` MiB."""
+
+    def __init__(self, paths: Iterable[Path], limit_mb: int, kill: Callable[[], object],
+                 interval: float = INTERVAL_S) -> None:
+        self.paths = tuple(paths)
+        self.limit = limit_mb * 1024 * 1024
+        self.exceeded: str | None = None
+        self._kill = kill
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="decode-disk-guard", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        pause = self._interval
+        while not self._stop.wait(pause):
+            began = time.monotonic()
+            used = usage(self.paths)
+            pause = max(self._interval, 4 * (time.monotonic() - began))  # a huge tree: at most 20% of a core
+            if used > self.limit:
+                self.exceeded = (f"the agent wrote more than the disk cap (DECODE_MAX_DISK_MB="
+                                 f"{self.limit // (1024 * 1024)}, workspace and temp held {used // (1024 * 1024)} "
+                                 f"MiB): the sandbox was stopped")
+                self._kill()
+                return
+
+    def check(self) -> None:
+        """Raise the cap's message once it has been passed (a stopped sandbox does not start again)."""
+        if self.exceeded:
+            raise SandboxError(self.exceeded)
+
+    def close(self) -> None:
+        """Stop polling."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
