@@ -123,10 +123,11 @@ def summary(conclusion: Conclusion) -> str:
         lines += [f"Pull request: {conclusion.pr_url}", ""]
     if conclusion.state == "skipped":
         lines += [f"Nothing to do: {conclusion.message}", ""]
+    if conclusion.state == "failed":
+        lines += ["```text", conclusion.message.split("\n\n")[0] if conclusion.outcome else conclusion.message,
+                  "```", ""]
     outcome = conclusion.outcome
     if outcome is None:
-        if conclusion.state == "failed":
-            lines += ["```text", conclusion.message, "```", ""]
         return "\n".join(lines)
     lines += [render_figures(figures(load_events(outcome.transcript_jsonl))), ""]
     parts = split_markdown(outcome.transcript_md.read_text(), SUMMARY_LIMIT)

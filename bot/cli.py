@@ -9,6 +9,8 @@ commit, transcript paths) to stdout. Exit status: 0 when the agent finished,
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import math
 import os
 import re
 import urllib.parse
@@ -22,11 +24,28 @@ from bot.errors import ConfigError, DecodeError
 from bot.pipeline import Job, Outcome, execute
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line like every other error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def version() -> str:
+    """The installed distribution's version."""
+    try:
+        return importlib.metadata.version("decode-bot")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="decode", description="A sandboxed coding agent that turns tasks into branches and pull requests.")
+    parser = _Parser(prog="decode", description="A sandboxed coding agent that turns tasks into branches and pull requests.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the agent on a repository, headless")
     run.add_argument("task", nargs="?", help="what the agent should do (with --issue: extra instructions)")
+    run.add_argument("--task-file", metavar="PATH", help="read the task from PATH (- for standard input)")
     run.add_argument("--repo", default=".", help="owner/name, a repository URL, or a local path (default: .)")
     run.add_argument("--issue", type=int, help="work on this GitHub issue (or pull request) and open a PR")
     run.add_argument("--base", help="branch to start from (default: the repository's default branch)")
@@ -76,31 +95,97 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     budget = settings.budget
-    changes = {k: v for k, v in {
-        "max_turns": args.max_turns,
-        "max_cost_usd": args.max_cost,
-        "max_wall_s": args.timeout_minutes * 60 if args.timeout_minutes else None,
-    }.items() if v is not None}
-    for name, value in changes.items():
-        if value <= 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be positive")
+    caps = {  # budget field: (the flag as typed, its value, the factor to the field's unit)
+        "max_turns": ("--max-turns", args.max_turns, 1),
+        "max_cost_usd": ("--max-cost", args.max_cost, 1),
+        "max_wall_s": ("--timeout-minutes", args.timeout_minutes, 60),
+    }
+    changes = {}
+    for name, (flag, value, factor) in caps.items():
+        if value is None:
+            continue
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"{flag} {value} is not valid: give a positive number")
+        changes[name] = value * factor
     if changes:
         settings = settings.replace(budget=budget.__class__(**{**vars(budget), **changes}))
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    args.task = task_text(args)
+    if args.issue is None and args.task is None:
+        raise ConfigError("give a TASK (or --task-file PATH), or --issue N to work on an issue")
     local = Path(args.repo).expanduser()
     github_repo = None if local.exists() else github_repo_name(args.repo, settings.github_api_url)
-    if args.issue is None and not args.task:
-        raise ConfigError("give a TASK, or --issue N to work on an issue")
     run_id = Job.new_run_id()
     if github_repo and not args.no_pr:
         return run_on_github(args, settings, github_repo, run_id, progress)
     if args.issue is not None:
         raise ConfigError("--issue needs a GitHub repository (owner/name or its URL) and GITHUB_TOKEN, without --no-pr")
-    repo = str(local.resolve()) if local.exists() else args.repo
+    if local.exists():
+        repo = local_repository(local)
+    elif github_repo:
+        repo, token = github_clone_url(github_repo, settings)
+        settings = settings.replace(github_token=token) if token else settings
+    else:
+        repo = args.repo
     job = Job(repo=repo, task=args.task, branch=f"decode/run-{run_id}", run_id=run_id, base=args.base)
     outcome = execute(job, settings, progress=progress)
     report(outcome, deliver_local(outcome) if local.exists() else None)
-    return 0 if outcome.result.completed else 3
+    return 0 if outcome.result.completed else 1 if outcome.result.failed else 3
+
+
+def task_text(args: argparse.Namespace) -> str | None:
+    """The task from TASK or --task-file (`-`: standard input); None when neither is given; blank is refused."""
+    task = args.task
+    if args.task_file is not None:
+        if task is not None:
+            raise ConfigError("give the task either as TASK or with --task-file, not both")
+        try:
+            task = sys.stdin.read() if args.task_file == "-" else Path(args.task_file).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"--task-file {args.task_file}: cannot read it ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"--task-file {args.task_file}: not UTF-8 text") from None
+    if task is not None and not task.strip():
+        raise ConfigError("the task is blank: say what the agent should do")
+    return task
+
+
+def local_repository(path: Path) -> str:
+    """The top level of the git repository holding `path` (a subdirectory is fine), warning about uncommitted changes.
+
+    A folder outside any repository, or a repository without commits, is a ConfigError.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE",
+                                                            "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY")}
+
+    def git(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(path), *argv], capture_output=True, text=True, env=env)
+
+    bare = git("rev-parse", "--is-bare-repository")
+    if bare.returncode != 0 or not path.is_dir():
+        raise ConfigError(f"{path} is not in a git repository: give a repository's path, owner/name or a git URL")
+    is_bare = bare.stdout.strip() == "true"
+    top = git("rev-parse", "--absolute-git-dir" if is_bare else "--show-toplevel").stdout.strip()
+    if not git("rev-list", "-n", "1", "--all").stdout.strip():
+        raise ConfigError(f"the repository {top} has no commits yet: commit something for the agent to start from")
+    if not is_bare and git("status", "--porcelain").stdout.strip():
+        print(f"decode: warning: uncommitted changes in {top} are not part of the run (it starts from committed "
+              "history): commit them first to include them", file=sys.stderr, flush=True)
+    return top
+
+
+def github_clone_url(repo: str, settings: Settings) -> tuple[str, str | None]:
+    """Where to clone GitHub's `repo` from, and the token to clone with (None: anonymous, public repositories)."""
+    if settings.github_token or settings.github_app_id:
+        from bot.github.auth import credentials_from
+        from bot.github.forge import GitHubForge
+
+        forge = GitHubForge(credentials_from(settings))
+        return forge.repository(repo).clone_url, forge.token_for(repo)
+    api = urllib.parse.urlsplit(settings.github_api_url)
+    if api.hostname == "api.github.com":
+        return f"https://github.com/{repo}.git", None
+    return f"{api.scheme}://{api.netloc}{api.path.removesuffix('/api/v3')}/{repo}.git", None  # GitHub Enterprise
 
 
 def github_repo_name(repo: str, api_url: str = "https://api.github.com") -> str | None:
@@ -136,8 +221,8 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
         report(conclusion.outcome, None)
     if conclusion.pr_url:
         print(f"pull request: {conclusion.pr_url}")
-    if conclusion.state == "failed":
-        raise DecodeError(conclusion.message)
+    if conclusion.state == "failed":  # one line; the tracking comment and the PR hold the rest
+        raise DecodeError((conclusion.message or "failed").splitlines()[0].removeprefix("❌ "))
     return {"success": 0, "no_changes": 0, "incomplete": 3}.get(conclusion.state, 1)
 
 

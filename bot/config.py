@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from bot.errors import ConfigError
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 SANDBOX_MODES = ("local", "bwrap", "docker", "modal")
+PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Settings:
     lease_s: float = 120.0
     max_attempts: int = 3
     shutdown_grace_s: float = 30.0
+    health_recheck_s: float = 60.0  # /healthz asks GitHub about the credentials at most this often
     sandbox_hide: tuple[Path, ...] = ()  # more host paths the sandbox must not see (the Action: checkout, temp, HOME)
     sandbox_path: tuple[str, ...] = ()  # host PATH entries the sandbox puts first when it can see them (bwrap)
     cgroup_parent: Path | None = None  # bwrap: a delegated cgroup v2 directory (DECODE_CGROUP_PARENT)
@@ -78,7 +81,7 @@ class Settings:
             if env.get("GITHUB_APP_PRIVATE_KEY_PATH") else None,
             "github_webhook_secret": env.get("GITHUB_WEBHOOK_SECRET") or None,
             "github_api_url": (env.get("GITHUB_API_URL") or "https://api.github.com").rstrip("/"),
-            "data_dir": Path(env.get("DECODE_DATA_DIR") or Path.home() / ".decode"),
+            "data_dir": _data_dir(env),
             "trigger_label": env.get("DECODE_TRIGGER_LABEL") or "agent",
             "command": env.get("DECODE_COMMAND") or "/decode",
             "public_url": env.get("DECODE_PUBLIC_URL") or None,
@@ -93,6 +96,7 @@ class Settings:
             "lease_s": _number(env, "DECODE_LEASE_SECONDS", float, 120.0),
             "max_attempts": _number(env, "DECODE_MAX_ATTEMPTS", int, 3),
             "shutdown_grace_s": _number(env, "DECODE_SHUTDOWN_GRACE_SECONDS", float, 30.0),
+            "health_recheck_s": _number(env, "DECODE_HEALTH_RECHECK_SECONDS", float, 60.0),
             "cgroup_parent": Path(env["DECODE_CGROUP_PARENT"]) if env.get("DECODE_CGROUP_PARENT") else None,
             "max_disk_mb": _number(env, "DECODE_MAX_DISK_MB", int, 10240),
             "max_file_mb": _number(env, "DECODE_MAX_FILE_MB", int, 50),
@@ -146,9 +150,15 @@ def _number(env: Mapping[str, str], name: str, kind: type, default: float) -> fl
         value = kind(raw)
     except ValueError:
         raise ConfigError(f"{name}={raw!r} is not valid: set it to a positive {kind.__name__}") from None
-    if value <= 0:
+    if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{name}={raw!r} is not valid: set it to a positive {kind.__name__}")
     return value
+
+
+def _data_dir(env: Mapping[str, str]) -> Path:
+    """DECODE_DATA_DIR made absolute (a relative one is taken from the current directory), else ~/.decode."""
+    raw = env.get("DECODE_DATA_DIR")
+    return Path(raw).expanduser().resolve() if raw else Path.home() / ".decode"
 
 
 def _prices(env: Mapping[str, str]) -> dict[str, dict[str, float]]:
@@ -157,9 +167,19 @@ def _prices(env: Mapping[str, str]) -> dict[str, dict[str, float]]:
         return {}
     try:
         table = json.loads(raw)
-        return {m: {k: float(v) for k, v in p.items()} for m, p in table.items()}
+        prices = {m: {k: float(v) for k, v in p.items()} for m, p in table.items()}
     except (ValueError, AttributeError, TypeError):
         raise ConfigError(
             'DECODE_PRICES is not valid: set it to JSON like '
             '{"model-id": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}} (USD per million tokens)'
         ) from None
+    for model, row in prices.items():
+        for key in ("input", "output"):
+            if key not in row:
+                raise ConfigError(f"DECODE_PRICES: the row for {model!r} has no {key!r}: give input and output "
+                                  "(optionally cache_write, cache_read) in USD per million tokens")
+        for key, value in row.items():
+            if key not in PRICE_KEYS or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"DECODE_PRICES: the row for {model!r} has {key}={value!r}: the keys are "
+                                  f"{', '.join(PRICE_KEYS)}, each a non-negative number (USD per million tokens)")
+    return prices

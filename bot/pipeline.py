@@ -86,6 +86,8 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     outcome = Outcome(job, result, run_dir, transcript.path, transcript.md_path)
     try:
         model = model or make_model(settings)
+        progress(f"checking the model {model.name}")
+        model.check()  # a rejected key or unknown model id ends the run here, before any clone
         progress(f"preparing {job.repo} on branch {job.branch}")
         ws = prepare(job.repo, run_dir, job.branch, job.base, settings.github_token, redactor=redactor)
         outcome.workspace = ws
@@ -223,6 +225,7 @@ def commit_message(job: Job, result: AgentResult, redact: Callable[[str], str] =
     first = (job.title or job.task).strip().splitlines()[0] if (job.title or job.task).strip() else ""
     subject = safe_commit_text(one_line(first), subject=True).strip() or "changes"
     subject = subject if len(subject) <= 64 else subject[:61] + "..."
-    prefix = "decode" if result.completed else f"decode (incomplete: {result.stop_reason})"
+    prefix = "decode" if result.completed else \
+        f"decode ({'failed' if result.failed else 'incomplete'}: {result.stop_reason})"
     body = safe_commit_text(redact(result.summary)).strip()[:4000]
     return f"{prefix}: {subject}\n\n{body}\n"

@@ -6,8 +6,8 @@
     allow_cidrs:      # private ranges setup and the agent may reach anyway (never loopback,
       - 10.0.0.0/8    # link-local or the host's own addresses; see bot.sandbox.egress_policy)
     allow_domains:    # the agent phase may reach only these names ("*." wildcards); blocked ones
-      - pypi.org      # are listed in the pull request
-      - "*.pythonhosted.org"
+      - packages.example.com  # are listed in the pull request
+      - "*.files.example.com"
     allow_workflow_changes: false   # true lets changes under .github/workflows/ be committed
     gpu: "H200:4"     # SANDBOX_MODE=modal: a GPU for the agent's commands
 
@@ -87,8 +87,8 @@ def parse_repo_config(data: object) -> RepoConfig:
     domains = data.get("allow_domains") or []
     if not isinstance(domains, list) or not all(isinstance(d, str) and DOMAIN.fullmatch(d.lower().rstrip("."))
                                                 for d in domains):
-        raise ConfigError(f"{PATH}: 'allow_domains' must be a list of host names like pypi.org or "
-                          f"\"*.pythonhosted.org\", not {domains!r}")
+        raise ConfigError(f"{PATH}: 'allow_domains' must be a list of host names like packages.example.com or "
+                          f"\"*.files.example.com\", not {domains!r}")
     workflows = data.get("allow_workflow_changes", False)
     if not isinstance(workflows, bool):
         raise ConfigError(f"{PATH}: 'allow_workflow_changes' must be true or false, not {workflows!r}")

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -326,7 +327,14 @@ class Store:
         return {state: 0 for state in STATES} | dict(rows)
 
     def writable(self) -> bool:
-        """True when a small durable write succeeds (for /healthz)."""
+        """True when a small durable write succeeds and a file can be made next to the store (for
+        /healthz): SQLite makes its journal there after a restart, and a write to the open file still
+        succeeds when the directory was made read-only or taken away."""
+        try:
+            with tempfile.TemporaryFile(dir=self.path.parent):
+                pass
+        except OSError:
+            return False
         try:
             with self._lock, self._tx():
                 self._db.execute("INSERT INTO health (id, probed_at) VALUES (1, ?) "

@@ -4,11 +4,14 @@
 #
 #   sandbox-image/build.sh [--force] [IMAGE]
 #   sandbox-image/build.sh --app-base [--force] [IMAGE]
+#   sandbox-image/build.sh --print-mirror
 #
 # IMAGE defaults to $DECODE_SANDBOX_IMAGE, then decode-sandbox:latest. The build is
 # skipped when the image exists and its python3 can run agentd, unless --force.
 # Needs root (debootstrap), debootstrap and a running Docker engine; SUITE and
-# MIRROR override the Debian release and mirror. The image holds python3 with its
+# MIRROR override the Debian release and mirror. The mirror defaults to the first
+# `deb` source for SUITE that apt is configured with (sources.list, sources.list.d
+# *.list and deb822 *.sources under $APT_ETC, default /etc/apt). The image holds python3 with its
 # full standard library (python3-minimal lacks json), git, ca-certificates, procps.
 # --app-base builds instead the base of the app image (the Dockerfile's BASE,
 # default decode-base:latest): python3 with venv, git, ca-certificates, bubblewrap.
@@ -16,18 +19,63 @@ set -euo pipefail
 
 force=0
 app_base=0
+print_mirror=0
 image=""
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
     --app-base) app_base=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --print-mirror) print_mirror=1 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "build.sh: unknown option $arg" >&2; exit 2 ;;
     *) image="$arg" ;;
   esac
 done
 suite="${SUITE:-bookworm}"
-mirror="${MIRROR:-http://deb.debian.org/debian}"
+
+# The URIs of the enabled `deb` sources for suite $1 in apt's configuration, in apt's order.
+apt_mirror() {
+  local etc="${APT_ETC:-/etc/apt}" files=() f
+  [ -f "$etc/sources.list" ] && files+=("$etc/sources.list")
+  for f in "$etc"/sources.list.d/*.list; do [ -f "$f" ] && files+=("$f"); done
+  if [ "${#files[@]}" -gt 0 ]; then
+    awk -v suite="$1" '
+      /^[[:space:]]*deb[[:space:]]/ {
+        i = 2
+        if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+        if ($(i + 1) == suite) { print $i; exit }
+      }' "${files[@]}"
+  fi
+  for f in "$etc"/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    awk -v suite="$1" 'BEGIN { RS = ""; FS = "\n" }
+      {
+        types = ""; uris = ""; suites = ""; enabled = "yes"
+        for (n = 1; n <= NF; n++) {
+          line = $n
+          if (line ~ /^#/) continue
+          key = tolower(line); sub(/:.*/, "", key)
+          value = line; sub(/^[^:]*:[[:space:]]*/, "", value)
+          if (key == "types") types = value
+          else if (key == "uris") uris = value
+          else if (key == "suites") suites = value
+          else if (key == "enabled") enabled = tolower(value)
+        }
+        if (enabled != "no" && (" " types " ") ~ / deb / && (" " suites " ") ~ (" " suite " ")) {
+          split(uris, u, /[[:space:]]+/); print u[1]; exit
+        }
+      }' "$f"
+  done
+}
+mirror="${MIRROR:-$(apt_mirror "$suite" | sed -n 1p)}"
+if [ -z "$mirror" ]; then
+  echo "build.sh: apt has no deb source for $suite in ${APT_ETC:-/etc/apt}: set MIRROR to a Debian mirror" >&2
+  exit 1
+fi
+if [ "$print_mirror" = 1 ]; then
+  echo "$mirror"
+  exit 0
+fi
 if [ "$app_base" = 1 ]; then
   image="${image:-decode-base:latest}"
   title=decode-base

@@ -44,8 +44,8 @@ def test_a_single_setup_command_string_is_accepted():
         ({"network": "yes"}, "'network'"),
         ({"setup": [1, 2]}, "'setup'"),
         ({"setup_timeout": -1}, "'setup_timeout'"),
-        ({"allow_domains": "pypi.org"}, "'allow_domains'"),
-        ({"allow_domains": ["http://pypi.org/simple"]}, "'allow_domains'"),
+        ({"allow_domains": "packages.example.com"}, "'allow_domains'"),
+        ({"allow_domains": ["http://packages.example.com/simple"]}, "'allow_domains'"),
         ({"allow_workflow_changes": "yes"}, "'allow_workflow_changes'"),
         (["setup"], "mapping"),
     ],
@@ -62,8 +62,9 @@ def test_invalid_yaml_is_a_clear_error(repo_factory, tmp_path):
 
 
 def test_egress_and_workflow_keys_are_read():
-    config = parse_repo_config({"allow_domains": ["PyPI.org", "*.pythonhosted.org"], "allow_workflow_changes": True})
-    assert config.allow_domains == ("pypi.org", "*.pythonhosted.org") and config.allow_workflow_changes
+    config = parse_repo_config({"allow_domains": ["Packages.Example.com", "*.files.example.com"],
+                                "allow_workflow_changes": True})
+    assert config.allow_domains == ("packages.example.com", "*.files.example.com") and config.allow_workflow_changes
 
 
 def test_a_symlinked_directory_on_the_path_is_refused(repo_factory, tmp_path):

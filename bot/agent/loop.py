@@ -53,6 +53,11 @@ class AgentResult:
     def completed(self) -> bool:
         return self.stop_reason == "completed"
 
+    @property
+    def failed(self) -> bool:
+        """The model or the sandbox failed (after retries): the run failed, whatever it got done."""
+        return self.stop_reason == "error"
+
 
 @dataclass
 class _Meter:
@@ -162,7 +167,8 @@ def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
     if reason == "completed":
         summary = text or "(the agent finished without a summary)"
     else:
-        summary = f"**Incomplete: {STOP_MESSAGES[reason]}.**" + (f" {error}" if error else "")
+        label = "Failed" if reason == "error" else "Incomplete"
+        summary = f"**{label}: {STOP_MESSAGES[reason]}.**" + (f" {error}" if error else "")
         if text:
             summary += f"\n\nThe agent's last words:\n\n{text}"
     result = AgentResult(reason, summary, meter.turns, meter.usage, meter.cost, meter.elapsed(), error)

@@ -6,22 +6,31 @@ an installation token scoped to the one repository of the job
 (https://docs.github.com/en/rest/apps/apps#create-an-installation-access-token-for-an-app).
 Tokens are cached until five minutes before they expire. Token mode
 (`GITHUB_TOKEN`, e.g. Actions) uses the token as it is.
+
+`check()` asks GitHub once whether the credentials work (`GET /app` with the
+JWT, or `GET /user` with the token), so a server can refuse to start, and
+/healthz can answer 503, instead of every job failing later.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from typing import Protocol, TypeVar
 
+import requests
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from github import Auth, Github, GithubException, GithubIntegration
 
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.errors import ConfigError, DecodeError
 from bot.github.retry import GitHubRetry
 
 REFRESH_MARGIN = timedelta(minutes=5)
+T = TypeVar("T")
 
 
 class Credentials(Protocol):
@@ -35,6 +44,11 @@ class Credentials(Protocol):
 
     def bot_login(self) -> str | None:
         """The login our own comments appear under, when it can be known."""
+        ...
+
+    def check(self) -> None:
+        """One cheap call, no retries: a ConfigError when GitHub refuses the credentials, a
+        DecodeError when it cannot be asked."""
         ...
 
 
@@ -65,6 +79,15 @@ class TokenCredentials:
                     raise
                 self.login = ACTIONS_LOGIN
         return self.login
+
+    def check(self) -> None:
+        """`GET /user`: 401 means the token is bad; an installation token's 403 means it is good."""
+        gh = Github(auth=Auth.Token(self.token), base_url=self.api_url, retry=None, timeout=10)
+        try:
+            _ask(self.api_url, "GET /user", lambda: gh.get_user().login, "GITHUB_TOKEN")
+        except ConfigError as e:
+            if e.status != 403:
+                raise
 
 
 class AppCredentials:
@@ -103,6 +126,38 @@ class AppCredentials:
             self._slug = self._retry.call(lambda: self._integration.get_app().slug)
         return f"{self._slug}[bot]"
 
+    def check(self) -> None:
+        """`GET /app` with a fresh JWT (https://docs.github.com/en/rest/apps/apps#get-the-authenticated-app)."""
+        self._slug = _ask(self.api_url, "GET /app", lambda: self._integration.get_app().slug,
+                          "GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY (a key deleted on the App's settings page is refused)")
+
+
+def _ask(api_url: str, call: str, fn: Callable[[], T], what: str) -> T:
+    """`fn()`, with GitHub's refusal as a ConfigError naming `what` to check, and no answer as a DecodeError."""
+    try:
+        return fn()
+    except GithubException as e:
+        message = e.data.get("message") if isinstance(e.data, dict) else None
+        reason = f"{call} answered {e.status}" + (f" ({' '.join(str(message).split())})" if message else "")
+        if e.status in (401, 403, 404):
+            raise ConfigError(f"GitHub refused the credentials: {reason}: check {what}", status=e.status) from None
+        raise DecodeError(f"GitHub could not check the credentials: {reason}", status=e.status) from None
+    except requests.RequestException as e:
+        raise DecodeError(f"cannot reach GitHub at {api_url} ({call}: {type(e).__name__}): "
+                          "check GITHUB_API_URL and the network") from None
+
+
+def check_app_key(pem: str, name: str = "GITHUB_APP_PRIVATE_KEY") -> None:
+    """A ConfigError unless `pem` loads as an unencrypted RSA private key, which GitHub App keys are
+    (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/managing-private-keys-for-github-apps)."""
+    try:
+        key = load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ConfigError(f"{name} does not load as an RSA private key: set it to the .pem file the App's "
+                          "settings page generates, whole and unencrypted")
+
 
 def credentials_from(settings: Settings) -> Credentials:
     """App credentials when GITHUB_APP_ID is set, else the token; an error naming what is missing."""
@@ -110,6 +165,8 @@ def credentials_from(settings: Settings) -> Credentials:
         if not settings.github_app_private_key:
             raise ConfigError("GITHUB_APP_PRIVATE_KEY is not set: set it to the app's PEM private key "
                               "(or GITHUB_APP_PRIVATE_KEY_PATH to its file)")
+        check_app_key(settings.github_app_private_key, "GITHUB_APP_PRIVATE_KEY" + (
+            " (or the file GITHUB_APP_PRIVATE_KEY_PATH names)" if settings.github_app_private_key_path else ""))
         return AppCredentials(settings.github_app_id, settings.github_app_private_key, settings.github_api_url)
     if settings.github_token:
         return TokenCredentials(settings.github_token, settings.github_api_url)

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from github import Github, GithubException
 
+from bot.errors import DecodeError
 from bot.github.auth import Credentials, client
 from bot.github.retry import GitHubRetry
 
@@ -66,7 +67,10 @@ class Forge(Protocol):
 
     def bot_login(self) -> str | None: ...
 
-    def repository(self, repo: str) -> RepoInfo: ...
+    def repository(self, repo: str) -> RepoInfo:
+        """The repository; also the preflight: a `DecodeError` saying what to fix when the token is
+        rejected or cannot see the repository."""
+        ...
 
     def issue(self, repo: str, number: int) -> IssueInfo: ...
 
@@ -104,8 +108,13 @@ class GitHubForge:
         return self.credentials.bot_login()
 
     def repository(self, repo: str) -> RepoInfo:
-        r = self.retry.call(lambda: self._gh(repo).get_repo(repo))
-        return RepoInfo(r.full_name, r.default_branch, r.clone_url, r.html_url)
+        def fetch() -> RepoInfo:  # the client is lazy: the GET happens at the first attribute, inside the retry
+            r = self._gh(repo).get_repo(repo)
+            return RepoInfo(r.full_name, r.default_branch, r.clone_url, r.html_url)
+        try:
+            return self.retry.call(fetch)
+        except GithubException as e:
+            raise DecodeError(access_problem(e, repo, self.credentials.api_url), status=e.status) from None
 
     def issue(self, repo: str, number: int) -> IssueInfo:
         def fetch() -> IssueInfo:
@@ -211,3 +220,15 @@ class _Retry(GithubException):
 
     def __init__(self) -> None:
         super().__init__(503, {"message": "retrying after a conflict"}, None)
+
+
+def access_problem(e: GithubException, repo: str, api_url: str) -> str:
+    """One line on why GitHub refused to show `repo`, naming what to fix."""
+    said = str((e.data or {}).get("message", "")) if isinstance(e.data, dict) else ""
+    what = f"{e.status}{' ' + said if said else ''}"
+    if e.status == 401:
+        return f"the GitHub token was rejected by {api_url} ({what}): set a valid GITHUB_TOKEN (or GitHub App key)"
+    if e.status in (403, 404):
+        return (f"the repository {repo} cannot be read with this token ({what}): check the name, and that the "
+                "token (or the App's installation) has access to it")
+    return f"GitHub answered {what} for the repository {repo}"

@@ -12,16 +12,18 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from github import GithubException
+
 from bot.config import Settings
 from bot.errors import DecodeError
 from bot.github.body import BODY_LIMIT, pull_request_texts
-from bot.github.forge import Forge, IssueInfo, PullInfo
+from bot.github.forge import Forge, IssueInfo, PullInfo, RepoInfo, access_problem
 from bot.github.notes import harness_notes, patch_parts
 from bot.model import Model
 from bot.pipeline import Job, Outcome, execute, issue_branch
 from bot.redact import Redactor
 from bot.sandbox import ISOLATING
-from bot.task_text import build_task
+from bot.task_text import build_task, one_line
 from bot.transcript import figures, load_events, render_figures, safe_prose
 from bot.triggers import Trigger, may_trigger, refusal_text
 
@@ -58,17 +60,26 @@ def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id
         return refused
     tracking = None
     if number is not None:
-        forge.react(repo, _reaction_target(trigger), "eyes")
-        tag = marker("run", run_id)
-        tracking = forge.find_comment(repo, number, tag) if attempt > 1 else None
-        working = f"👀 decode-bot is working on this{_run(run_url)}" + (f" (attempt {attempt})" if attempt > 1 else "")
-        if tracking is None:
-            tracking = forge.post_comment(repo, number, f"{working}.\n\n{tag}", tag)
-        else:
-            forge.edit_comment(repo, tracking, f"{working}.\n\n{tag}")
+        try:
+            forge.react(repo, _reaction_target(trigger), "eyes")
+            tag = marker("run", run_id)
+            tracking = forge.find_comment(repo, number, tag) if attempt > 1 else None
+            working = f"👀 decode-bot is working on this{_run(run_url)}" + (f" (attempt {attempt})" if attempt > 1 else "")
+            if tracking is None:
+                tracking = forge.post_comment(repo, number, f"{working}.\n\n{tag}", tag)
+            else:
+                forge.edit_comment(repo, tracking, f"{working}.\n\n{tag}")
+        except GithubException as e:  # nowhere to report it: the token is refused
+            if e.status not in (401, 403, 404):
+                raise
+            text = redactor.redact(access_problem(e, repo, settings.github_api_url))
+            log.error("job %s failed: %s", run_id, text)
+            return Conclusion("failed", text)
     try:
+        info = forge.repository(repo)  # preflight: the token works and can read the repository
         edited = _edited_note(trigger, forge)
-        conclusion = _work(trigger, settings, forge, run_id=run_id, attempt=attempt, model=model, progress=progress)
+        conclusion = _work(trigger, info, settings, forge, run_id=run_id, attempt=attempt, model=model,
+                           progress=progress)
         if edited:
             conclusion.message = f"{conclusion.message}\n\n{edited}"
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue, then re-raised below
@@ -134,10 +145,9 @@ def _reaction_target(trigger: Trigger) -> tuple[str, int]:
     return ("review_comment" if trigger.kind == "review_comment" else "comment", trigger.comment_id)
 
 
-def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, attempt: int, model: Model | None,
-          progress: Callable[[str], None]) -> Conclusion:
+def _work(trigger: Trigger, info: RepoInfo, settings: Settings, forge: Forge, *, run_id: str, attempt: int,
+          model: Model | None, progress: Callable[[str], None]) -> Conclusion:
     repo, number = trigger.repo, trigger.number
-    info = forge.repository(repo)
     issue: IssueInfo | None = _as_triggered(trigger, forge.issue(repo, number)) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
     fork = pull is not None and not pull.same_repo(repo)
@@ -170,12 +180,17 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, at
     events = load_events(outcome.transcript_jsonl)
     figs = render_figures(figures(events))
     transcript = outcome.transcript_md.read_text()
-    summary = safe_prose(Redactor(run_settings.secrets()).redact(result.summary))  # whole, before any cap
+    redact = Redactor(run_settings.secrets()).redact
+    summary = safe_prose(redact(result.summary))  # whole, before any cap
     notes = harness_notes(left_out=outcome.left_out, blocked=outcome.blocked)
+    failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
     if outcome.commit is None or outcome.workspace is None:
+        if result.failed:
+            return Conclusion("failed", f"{failure}\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
+                              branch=None if fork else branch, outcome=outcome)
         return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
                           branch=None if fork else branch, outcome=outcome)
-    state = "success" if result.completed else "incomplete"
+    state = "success" if result.completed else "failed" if result.failed else "incomplete"
     if fork:
         assert pull is not None
         return _publish_to_fork(forge, repo, pull, outcome, run_id, state=state, summary=summary, figs=figs,
@@ -186,6 +201,7 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, at
                                         notes=notes, limit=BODY_LIMIT - 1000)
         _post_parts(forge, repo, number or 0, rest, run_id)
         head = f"✅ Pushed {outcome.commit[:12]} to `{branch}`." if result.completed else \
+            f"{failure}. The work so far ({outcome.commit[:12]}) is pushed to `{branch}`." if result.failed else \
             f"⚠️ Pushed partial work ({outcome.commit[:12]}) to `{branch}`: {result.stop_reason}."
         return Conclusion(state, f"{head}\n\n{body}", branch=branch, outcome=outcome)
     title = (issue.title if issue else trigger.instructions.splitlines()[0] if trigger.instructions else "decode run")
@@ -196,7 +212,9 @@ def _work(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, at
     _post_parts(forge, repo, pr.number, rest, run_id)
     verb = "Opened" if pr.created else "Updated"
     note = "" if result.completed else f" as a draft: the run {result.stop_reason.replace('_', ' ')}"
-    message = f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}.\n\n{figs}\n\n{notes}".rstrip()
+    head = f"{failure}. The work so far is in the draft {pr.html_url}." if result.failed else \
+        f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}."
+    message = f"{head}\n\n{figs}\n\n{notes}".rstrip()
     return Conclusion(state, message, pr_url=pr.html_url, branch=branch, outcome=outcome)
 
 

@@ -66,6 +66,10 @@ class Model(Protocol):
 
     name: str
 
+    def check(self) -> None:
+        """Preflight, before any work: one cheap call that fails (`DecodeError`) on a bad key or model id."""
+        ...
+
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
     ) -> Reply: ...

@@ -76,7 +76,49 @@ class AnthropicModel:
             attempts += 1
             return self._client.messages.create(model=self.name, max_tokens=max_tokens, **params)
 
-        retrying = Retrying(
+        try:
+            message = self._retrying()(call)
+        except anthropic.APIError as e:
+            # Not chained: the SDK's own message quotes the response body unredacted.
+            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
+        return to_reply(message)
+
+    def check(self) -> None:
+        """Preflight: one token count (no tokens generated, https://docs.anthropic.com/en/api/messages-count-tokens)
+        proves the key works and the model id is one it may use; a `DecodeError` that says what to fix if not."""
+        attempts = 0
+        ping = [{"role": "user", "content": "ping"}]
+
+        def call() -> Any:
+            nonlocal attempts
+            attempts += 1
+            try:
+                return self._client.messages.count_tokens(model=self.name, messages=ping)
+            except anthropic.NotFoundError as e:
+                if (e.api_message or "").lower().startswith("model"):
+                    raise
+            # An Anthropic-compatible endpoint without token counting: a one-token message instead.
+            return self._client.messages.create(model=self.name, max_tokens=1, messages=ping)
+
+        try:
+            self._retrying()(call)
+        except anthropic.APIStatusError as e:
+            detail = self._redact(_summary(e).split(": ", 1)[-1])
+            what = f"{e.status_code} {e.type or 'error'}"
+            if e.status_code == 401:
+                message = f"ANTHROPIC_API_KEY was rejected ({what}): set a valid key"
+            elif e.status_code == 403:
+                message = f"ANTHROPIC_API_KEY may not use the Messages API ({what}: {detail}): check the key's permissions"
+            elif e.status_code == 404 or detail.lower().startswith("model"):
+                message = f"DECODE_MODEL={self.name} is not a model this key can use: {detail}"
+            else:
+                message = self._redact(self._describe(e, attempts))
+            raise DecodeError(message, status=e.status_code) from None
+        except anthropic.APIError as e:
+            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
+
+    def _retrying(self) -> Retrying:
+        return Retrying(
             sleep=self._sleep,
             stop=stop_after_attempt(self.max_attempts),
             wait=self._wait,
@@ -84,12 +126,6 @@ class AnthropicModel:
             before_sleep=self._log_retry,
             reraise=True,
         )
-        try:
-            message = retrying(call)
-        except anthropic.APIError as e:
-            # Not chained: the SDK's own message quotes the response body unredacted.
-            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
-        return to_reply(message)
 
     def _wait(self, state: RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None

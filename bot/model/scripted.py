@@ -53,6 +53,9 @@ class ScriptedModel:
         except ConfigError as e:
             raise ConfigError(f"DECODE_MODEL=scripted:{path}: {e}") from None
 
+    def check(self) -> None:
+        """Nothing to check: the session is already loaded."""
+
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
     ) -> Reply:

@@ -3,9 +3,13 @@
 `create_app(settings)` refuses to build without a webhook secret. The app
 needs a `Store`; the worker pool that drains it is started by `decode serve`
 (bot/server/run.py), not here, so tests and WSGI servers get a plain app.
+Given a `CredentialCheck`, /healthz also answers 503 while GitHub refuses the
+credentials.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from flask import Flask
 
@@ -14,11 +18,15 @@ from bot.errors import ConfigError
 from bot.server.metrics import Metrics
 from bot.store import Store
 
+if TYPE_CHECKING:
+    from bot.server.health import CredentialCheck
+
 MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 
 
-def create_app(settings: Settings, store: Store | None = None) -> Flask:
-    """The webhook app for `settings`; `store` defaults to SQLite under DECODE_DATA_DIR."""
+def create_app(settings: Settings, store: Store | None = None, credentials: CredentialCheck | None = None) -> Flask:
+    """The webhook app for `settings`; `store` defaults to SQLite under DECODE_DATA_DIR; `credentials`,
+    when given, is part of /healthz."""
     if not settings.github_webhook_secret:
         raise ConfigError("GITHUB_WEBHOOK_SECRET is not set: set it to the webhook secret of the GitHub App; "
                           "the server does not accept unsigned deliveries")
@@ -28,7 +36,8 @@ def create_app(settings: Settings, store: Store | None = None) -> Flask:
     app = Flask("decode-bot")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     store = store or Store(settings.data_dir / "jobs.sqlite3")
-    app.extensions["decode"] = {"settings": settings, "store": store, "metrics": Metrics(store.counts)}
+    app.extensions["decode"] = {"settings": settings, "store": store, "metrics": Metrics(store.counts),
+                                "credentials": credentials}
     app.register_blueprint(webhooks)
     app.register_blueprint(health)
     return app

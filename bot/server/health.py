@@ -1,19 +1,60 @@
-"""GET /healthz (200 when the store is writable) and GET /metrics (Prometheus)."""
+"""GET /healthz (200 when the store is writable and GitHub takes the credentials) and GET /metrics.
+
+The credentials are re-checked at most every `DECODE_HEALTH_RECHECK_SECONDS`
+(a `CredentialCheck`), so a load balancer polling /healthz does not become
+traffic to GitHub, and an App key revoked mid-run turns /healthz to 503.
+"""
 
 from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
 
 from flask import Blueprint, Response, current_app, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from bot.errors import DecodeError
+from bot.github.auth import Credentials
+
 health = Blueprint("health", __name__)
+
+
+class CredentialCheck:
+    """`credentials.check()` at most once every `every_s` seconds; its last answer in between."""
+
+    def __init__(self, credentials: Credentials, every_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.credentials = credentials
+        self.every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._at: float | None = None
+        self._error: DecodeError | None = None
+
+    def error(self, *, fresh: bool = False) -> DecodeError | None:
+        """Why GitHub does not take the credentials (None when it does); `fresh` skips the cache."""
+        with self._lock:  # one caller asks GitHub; the others wait for its answer
+            now = self._clock()
+            if fresh or self._at is None or now - self._at >= self.every_s:
+                try:
+                    self.credentials.check()
+                    self._error = None
+                except DecodeError as e:
+                    self._error = e
+                self._at = now
+            return self._error
 
 
 @health.get("/healthz")
 def healthz():  # type: ignore[no-untyped-def]
     ctx = current_app.extensions["decode"]
-    if ctx["store"].writable():
-        return jsonify(status="ok")
-    return jsonify(status="the job store is not writable: check DECODE_DATA_DIR"), 503
+    if not ctx["store"].writable():
+        return jsonify(status="unavailable", reason="the job store is not writable: check DECODE_DATA_DIR"), 503
+    check: CredentialCheck | None = ctx.get("credentials")
+    if check is not None and (error := check.error()) is not None:
+        return jsonify(status="unavailable", reason=str(error)), 503
+    return jsonify(status="ok")
 
 
 @health.get("/metrics")

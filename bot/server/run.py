@@ -3,6 +3,10 @@
 Both drain the same SQLite store, so intake and workers can run as separate
 processes on one host. SIGTERM stops claiming, lets running jobs finish for
 `DECODE_SHUTDOWN_GRACE_SECONDS`, then hands unfinished ones back to the store.
+
+Both check before taking work, and exit at once with the reason in one line:
+the App key loads and GitHub takes it (`GET /app`), the port can be listened on
+(exit 2: a setting to fix), GitHub answers at all (exit 1).
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.config import Settings
-from bot.errors import DecodeError
-from bot.github.auth import credentials_from
+from bot.errors import ConfigError, DecodeError
+from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import Forge, GitHubForge
 from bot.github.job import marker, run_github_job
 from bot.redact import Redactor
 from bot.server.intake import trigger_of
 from bot.server.logs import configure_logging
+from bot.server.health import CredentialCheck
 from bot.server.metrics import Metrics
 from bot.store import JobRecord, Store
 from bot.worker import WorkerPool
@@ -80,8 +85,31 @@ def exhausted_reporter(forge: Forge) -> Callable[[JobRecord], None]:
     return report
 
 
-def start_pool(settings: Settings, store: Store, metrics: Metrics | None, size: int) -> WorkerPool:
-    forge = GitHubForge(credentials_from(settings))
+def ask_github(check: CredentialCheck) -> None:
+    """Raise the error saying what to fix unless GitHub takes the credentials now."""
+    if (error := check.error(fresh=True)) is not None:
+        raise error
+
+
+def listen(app: Any, host: str, port: int) -> Any:
+    """A waitress server bound to host:port; a ConfigError naming the port when it cannot be."""
+    import waitress
+
+    from bot.server import MAX_BODY
+
+    try:
+        # waitress answers 413 from the headers (or, chunked, as soon as the count passes the limit),
+        # before buffering the body; its check is `>=`, Flask's `>`, hence the + 1.
+        return waitress.create_server(app, host=host, port=port, threads=8, ident="decode-bot",
+                                      max_request_body_size=MAX_BODY + 1)
+    except OSError as e:
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}: stop what uses it or give "
+                          "another --port/--host") from None
+
+
+def start_pool(settings: Settings, store: Store, metrics: Metrics | None, size: int,
+               credentials: Credentials) -> WorkerPool:
+    forge = GitHubForge(credentials)
     if settings.sandbox_mode == "docker":  # containers of a crashed predecessor on this host
         from bot.sandbox.docker import remove_leftovers
 
@@ -109,18 +137,21 @@ def _on_signals(stop: Callable[[], None]) -> None:
 
 def serve(settings: Settings, host: str, port: int) -> int:
     """The webhook server (waitress) with an embedded worker pool, until SIGTERM."""
-    import waitress
+    from bot.server import create_app
 
-    from bot.server import MAX_BODY, create_app
-
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port {port} is not a port: give one from 1 to 65535")
     configure_logging(Redactor(settings.secrets()))
+    check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)  # the key loads
     store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
-    app = create_app(settings, store)
-    pool = start_pool(settings, store, app.extensions["decode"]["metrics"], settings.workers)
-    # waitress answers 413 from the headers (or, chunked, as soon as the count passes the limit),
-    # before buffering the body; its check is `>=`, Flask's `>`, hence the + 1.
-    server = waitress.create_server(app, host=host, port=port, threads=8, ident="decode-bot",
-                                    max_request_body_size=MAX_BODY + 1)
+    try:
+        app = create_app(settings, store, check)  # the webhook secret is set
+        ask_github(check)  # only once the settings are complete, GitHub takes the credentials
+        server = listen(app, host, port)
+    except BaseException:
+        store.close()
+        raise
+    pool = start_pool(settings, store, app.extensions["decode"]["metrics"], settings.workers, check.credentials)
     log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.workers)
 
     def interrupt(signum: int, frame: object) -> None:
@@ -142,8 +173,11 @@ def serve(settings: Settings, host: str, port: int) -> int:
 def work(settings: Settings) -> int:
     """Workers only, against the same store as `decode serve`, until SIGTERM."""
     configure_logging(Redactor(settings.secrets()))
+    check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)
+    ask_github(check)
+    credentials = check.credentials
     store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
-    pool = start_pool(settings, store, None, settings.workers)
+    pool = start_pool(settings, store, None, settings.workers, credentials)
     done = threading.Event()
 
     def stop() -> None:

@@ -76,10 +76,13 @@ def _position(body: Any) -> int:
 class FakeAnthropic:
     """The fake server: start it, `script` its turns, point the SDK at `url`."""
 
-    def __init__(self, api_key: str = "sk-ant-fake-0123456789", *, min_cache_tokens: int = 0) -> None:
+    def __init__(self, api_key: str = "sk-ant-fake-0123456789", *, min_cache_tokens: int = 0,
+                 models: set[str] | None = None) -> None:
         self.api_key = api_key
         self.min_cache_tokens = min_cache_tokens
-        self.requests: list[Received] = []
+        self.models = models  # the model ids this key may use; None: any
+        self.requests: list[Received] = []  # Messages requests (POST /v1/messages)
+        self.token_counts: list[Received] = []  # POST /v1/messages/count_tokens
         self.replies: list[dict[str, Any]] = []
         self.totals = Usage()
         self._turns: list[list[dict[str, Any]]] = []
@@ -87,6 +90,7 @@ class FakeAnthropic:
         self._by_position = False
         self._pauses: dict[int, Pause] = {}
         self._faults: deque[ApiError | None] = deque()
+        self._faults_at: dict[int, ApiError] = {}
         self._cache: set[str] = set()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -134,14 +138,19 @@ class FakeAnthropic:
 
     def inject(self, status: int = 529, *, retry_after: float | None = None, retry_after_ms: int | None = None,
                message: str | None = None, error_type: str | None = None, disconnect: bool = False,
-               times: int = 1) -> "FakeAnthropic":
-        """Queue `times` error answers (or dropped connections) before the next real reply."""
+               times: int = 1, at: int | None = None) -> "FakeAnthropic":
+        """Queue `times` error answers (or dropped connections) before the next real reply. With `at`, every
+        Messages request at that conversation position (0 = the first turn) gets the error instead, for
+        good: an outage that starts mid-run and outlasts every retry. Token counts never get faults."""
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
         if retry_after_ms is not None:
             headers["retry-after-ms"] = str(retry_after_ms)
         fault = ApiError(status, message or FAULT_TEXT.get(status, "Internal server error"), error_type, headers)
         with self._lock:
-            self._faults.extend([None if disconnect else fault] * times)
+            if at is not None:
+                self._faults_at[at] = fault
+            else:
+                self._faults.extend([None if disconnect else fault] * times)
         return self
 
     @property
@@ -166,15 +175,21 @@ class FakeAnthropic:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        pause = self._pauses.get(_position(body))
+        counting = path.split("?")[0] == "/v1/messages/count_tokens"
+        pause = None if counting else self._pauses.get(_position(body))
         if pause is not None and pause.active and pause.hold():
             return None
         with self._lock:
             received = Received(method, path, headers, body)
-            self.requests.append(received)
+            (self.token_counts if counting else self.requests).append(received)
             extra = {"request-id": request_id}
             try:
                 self._check_route_and_headers(method, path, headers)
+                if counting:
+                    received.status = 200
+                    return 200, extra, self._count(body)
+                if (fault := self._faults_at.get(_position(body))) is not None:
+                    raise fault
                 if self._faults:
                     fault = self._faults.popleft()
                     if fault is None:
@@ -184,6 +199,7 @@ class FakeAnthropic:
                 if body is None:
                     raise bad("There was an error parsing the body of your request: expected JSON")
                 validate(body)
+                self._check_model(body["model"])
                 if self._by_position:
                     self._served = min(_position(body), len(self._turns))
                 if self._served >= len(self._turns):
@@ -199,8 +215,24 @@ class FakeAnthropic:
             received.status = 200
             return 200, extra, reply
 
+    def _count(self, body: Any) -> dict[str, Any]:
+        """POST /v1/messages/count_tokens (https://docs.anthropic.com/en/api/messages-count-tokens): the
+        request is checked like a Messages request without `max_tokens`; the answer is `{"input_tokens": N}`."""
+        if body is None:
+            raise bad("There was an error parsing the body of your request: expected JSON")
+        require(isinstance(body, dict) and "max_tokens" not in body, "max_tokens: Extra inputs are not permitted")
+        validate({**body, "max_tokens": 1})
+        self._check_model(body["model"])
+        return {"input_tokens": sum(max(1, len(json.dumps(strip_cache_control(b))) // 4)
+                                    for _, b in prompt_blocks(body))}
+
+    def _check_model(self, model: str) -> None:
+        # The API's answer for a model id the key cannot use: 404 not_found_error "model: <id>".
+        if self.models is not None and model not in self.models:
+            raise ApiError(404, f"model: {model}")
+
     def _check_route_and_headers(self, method: str, path: str, headers: dict[str, str]) -> None:
-        if method != "POST" or path.split("?")[0] != "/v1/messages":
+        if method != "POST" or path.split("?")[0] not in ("/v1/messages", "/v1/messages/count_tokens"):
             raise ApiError(404, f"Not Found: {method} {path}")
         # The docs name x-api-key; SDK 2.x sends the same key as a Bearer token.
         key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()

@@ -70,11 +70,18 @@ class GitHubApp:
     def __init__(self, app_id: int, slug: str = "decode-bot") -> None:
         self.app_id = app_id
         self.slug = slug
+        self.replace_key()
+
+    def replace_key(self) -> str:
+        """Generate a new private key and delete the old one, as on the App's settings page
+        (https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/managing-private-keys-for-github-apps):
+        JWTs signed with the old key are refused from now on. Returns the new key's PEM."""
         key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.private_key_pem = key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
         ).decode()
         self.public_key = key.public_key()
+        return self.private_key_pem
 
     @property
     def bot_login(self) -> str:

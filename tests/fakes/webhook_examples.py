@@ -1,7 +1,7 @@
 """GitHub's own webhook payload examples: npm `@octokit/webhooks-examples`, pinned.
 
-The tarball is fetched once from the npm registry (Python's urllib, falling
-back to `npm pack`), checked against the registry's sha512 integrity, and cached
+The tarball is fetched once from npm's configured registry (the address `npm
+view` gives, read with Python's urllib, falling back to `npm pack`), checked against the registry's sha512 integrity, and cached
 under ``$XDG_CACHE_HOME/decode-bot`` (default ``~/.cache/decode-bot``). A fetch
 that fails is a test failure with the reason, never a skip.
 """
@@ -24,7 +24,6 @@ from typing import Any
 
 PACKAGE = "@octokit/webhooks-examples"
 VERSION = "7.6.1"
-TARBALL_URL = "https://registry.npmjs.org/@octokit/webhooks-examples/-/webhooks-examples-7.6.1.tgz"
 INTEGRITY = "sha512-De6U3XB6O3DtCa7bKgCMzTHdeopqqZ6SNivMYJnK65ierKL1AnNIA0tkRYCRS7lwGT792d+Ps1WbfHlso6MynQ=="
 HOSTS = ("api.github.com", "ghes-31", "ghes-32", "ghes-33", "ghes-34", "ghes-35")
 
@@ -113,12 +112,15 @@ def _ensure() -> Path:
 def _download() -> bytes:
     errors: list[str] = []
     try:
-        with urllib.request.urlopen(TARBALL_URL, timeout=60) as response:
+        url = subprocess.run(["npm", "view", f"{PACKAGE}@{VERSION}", "dist.tarball"], check=True,
+                             capture_output=True, text=True, timeout=120).stdout.strip()
+        with urllib.request.urlopen(url, timeout=60) as response:
             data = response.read()
         _verify(data)
         return data
-    except (OSError, ExamplesUnavailable) as exc:
-        errors.append(f"urllib {TARBALL_URL}: {exc}")
+    except (OSError, ValueError, subprocess.SubprocessError, ExamplesUnavailable) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        errors.append(f"npm view + urllib: {detail}")
     try:
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run(
@@ -133,7 +135,7 @@ def _download() -> bytes:
         detail = getattr(exc, "stderr", "") or exc
         errors.append(f"npm pack: {detail}")
     raise ExamplesUnavailable(
-        f"cannot fetch {PACKAGE}@{VERSION} (needs network access to registry.npmjs.org): " + "; ".join(errors)
+        f"cannot fetch {PACKAGE}@{VERSION} (needs network access to npm's registry, `npm config get registry`): " + "; ".join(errors)
     )
 
 

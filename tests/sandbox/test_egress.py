@@ -78,7 +78,7 @@ def test_every_address_a_name_resolves_to_must_pass() -> None:
 
 
 def test_the_default_policy_reaches_nothing() -> None:
-    reason = refusal(OFF, "pypi.org", "151.101.0.223")
+    reason = refusal(OFF, "packages.example.com", "151.101.0.223")
     assert reason == "network is off for the agent: set network: true or allow_domains in .github/decode.yml"
     assert refusal(OFF, "198.51.100.10", "198.51.100.10") is not None
 
@@ -96,16 +96,16 @@ def test_allow_cidrs_opens_exactly_those_ranges() -> None:
 
 
 def test_allow_domains_limits_names_and_ip_literals() -> None:
-    policy = EgressPolicy(internet=True, allow_domains=("*.github.com", "pypi.org"))
+    policy = EgressPolicy(internet=True, allow_domains=("*.github.com", "packages.example.com"))
     assert refusal(policy, "api.github.com", "140.82.112.6") is None
-    assert refusal(policy, "PyPI.org.", "151.101.0.223") is None
+    assert refusal(policy, "Packages.Example.com.", "151.101.0.223") is None
     assert "not in allow_domains: add it to allow_domains" in (refusal(policy, "github.com") or "")
     assert "not in allow_domains" in (refusal(policy, "evilgithub.com") or "")
     assert "allow_domains lets only names through" in (refusal(policy, "140.82.112.6") or "")
     assert "loopback" in (refusal(policy, "api.github.com", "127.0.0.1") or ""), "the addresses still count"
-    with_cidrs = EgressPolicy(allow_domains=("pypi.org",), allow_cidrs=("10.0.0.0/8",))
+    with_cidrs = EgressPolicy(allow_domains=("packages.example.com",), allow_cidrs=("10.0.0.0/8",))
     assert refusal(with_cidrs, "10.1.2.3", "10.1.2.3") is None
-    assert refusal(with_cidrs, "pypi.org", "151.101.0.223") is None, "a listed name needs no `internet`"
+    assert refusal(with_cidrs, "packages.example.com", "151.101.0.223") is None, "a listed name needs no `internet`"
 
 
 @pytest.mark.parametrize("pattern, host, matches", [

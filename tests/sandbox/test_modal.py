@@ -188,9 +188,10 @@ def test_resources_gpu_and_allowlist_reach_sandbox_create(workspace: Path) -> No
     (EgressPolicy(internet=True), {}),  # Modal's default: any public address
     (EgressPolicy(internet=True, allow_cidrs=("10.1.0.0/16",)), {}),
     (EgressPolicy(allow_cidrs=("10.1.0.0/16",)), {"outbound_cidr_allowlist": ["10.1.0.0/16"]}),
-    (EgressPolicy(allow_domains=("*.pypi.org",)), {"outbound_domain_allowlist": ["*.pypi.org"]}),
-    (EgressPolicy(internet=True, allow_domains=("pypi.org",), allow_cidrs=("10.1.0.0/16",)),
-     {"outbound_domain_allowlist": ["pypi.org"], "outbound_cidr_allowlist": ["10.1.0.0/16"]}),
+    (EgressPolicy(allow_domains=("*.packages.example.com",)),
+     {"outbound_domain_allowlist": ["*.packages.example.com"]}),
+    (EgressPolicy(internet=True, allow_domains=("packages.example.com",), allow_cidrs=("10.1.0.0/16",)),
+     {"outbound_domain_allowlist": ["packages.example.com"], "outbound_cidr_allowlist": ["10.1.0.0/16"]}),
 ])
 def test_each_policy_maps_to_modals_own_controls(policy: EgressPolicy, options: dict[str, Any]) -> None:
     assert network_options(policy) == options
@@ -202,10 +203,10 @@ def test_the_agent_policy_reaches_sandbox_create_and_nothing_is_reported_blocked
         first = launcher_of(box).sandbox
         box.set_network(EgressPolicy(internet=True, allow_cidrs=("10.1.0.0/16",)))
         assert launcher_of(box).sandbox is first, "the same controls on Modal: no snapshot, no new sandbox"
-        box.set_network(EgressPolicy(allow_domains=("*.pypi.org",), allow_cidrs=("10.1.0.0/16",)))
+        box.set_network(EgressPolicy(allow_domains=("*.packages.example.com",), allow_cidrs=("10.1.0.0/16",)))
         sandbox = launcher_of(box).sandbox
         assert sandbox is not first and first.poll() is not None
-        assert sandbox.outbound_domain_allowlist == ["*.pypi.org"]
+        assert sandbox.outbound_domain_allowlist == ["*.packages.example.com"]
         assert sandbox.outbound_cidr_allowlist == ["10.1.0.0/16"]
         assert box.blocked() == {}, "Modal enforces the policy itself and reports nothing back"
     finally:

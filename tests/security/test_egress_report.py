@@ -27,7 +27,7 @@ SESSION = [
 def test_blocked_destinations_are_listed_in_the_pull_request(world, mode):
     require(mode)
     fake, anthropic, *_ = world
-    fake.push_branch(OWNER, NAME, "main", {".github/decode.yml": "allow_domains: [pypi.org]\n"})
+    fake.push_branch(OWNER, NAME, "main", {".github/decode.yml": "allow_domains: [packages.example.com]\n"})
     number = fake.add_issue(OWNER, NAME, "Fix it", "", user="alice")
     anthropic.script(SESSION)
     conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"),
@@ -38,6 +38,6 @@ def test_blocked_destinations_are_listed_in_the_pull_request(world, mode):
     assert "- blocked: `169.254.169.254:80` x1" in pr["body"]
     assert "allow_domains" in pr["body"]
     system = json.dumps(anthropic.requests[0].body["system"])
-    assert "reaches only these hosts" in system and "pypi.org" in system
+    assert "reaches only these hosts" in system and "packages.example.com" in system
     answers = json.dumps(anthropic.requests[1].body["messages"][-1])
     assert "refused: HTTP Error 403" in answers

@@ -1,0 +1,118 @@
+"""`decode serve` and `decode worker` refuse to start on settings that cannot work, in one line and at
+once, and /healthz turns 503 when the store or the credentials break while serving."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.server.test_serve import DECODE, Server, env, free_port, wait_for  # noqa: F401 (env: a fixture)
+
+BROKEN_PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAthisisnotakey\n-----END RSA PRIVATE KEY-----\n"
+
+
+def other_key() -> str:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption()).decode()
+
+
+def refused(env: dict[str, str], *args: str) -> tuple[int, str]:
+    """Run `decode *args`, which must exit within a few seconds; (exit code, its one line of output)."""
+    began = time.monotonic()
+    done = subprocess.run([DECODE, *args], env=env, capture_output=True, text=True, timeout=30)
+    assert time.monotonic() - began < 10, "did not fail fast"
+    output = (done.stdout + done.stderr).strip()
+    assert "Traceback" not in output and len(output.splitlines()) == 1, output
+    return done.returncode, output
+
+
+@pytest.fixture(params=["serve", "worker"])
+def command(request) -> list[str]:
+    return ["serve", "--port", str(free_port())] if request.param == "serve" else ["worker"]
+
+
+def test_a_broken_app_key_is_refused_before_anything_starts(env, command, fake_github):
+    code, line = refused({**env, "GITHUB_APP_PRIVATE_KEY": BROKEN_PEM}, *command)
+    assert code == 2 and "GITHUB_APP_PRIVATE_KEY does not load as an RSA private key" in line
+    assert not fake_github.calls()
+
+
+def test_a_key_github_refuses_stops_start_up_naming_get_app(env, command, fake_github):
+    code, line = refused({**env, "GITHUB_APP_PRIVATE_KEY": other_key()}, *command)
+    assert code == 2 and "GET /app answered 401" in line and "GITHUB_APP_PRIVATE_KEY" in line, line
+    assert [c.status for c in fake_github.calls("GET", "^/app$")] == [401]
+
+
+def test_a_token_github_refuses_stops_start_up(env, fake_github):
+    token_mode = {k: v for k, v in env.items() if not k.startswith("GITHUB_APP_")}
+    code, line = refused({**token_mode, "GITHUB_TOKEN": "ghp_" + "x" * 36}, "worker")
+    assert code == 2 and "GET /user answered 401" in line and "GITHUB_TOKEN" in line, line
+
+
+def test_an_unreachable_github_is_exit_1(env):
+    code, line = refused({**env, "GITHUB_API_URL": f"http://127.0.0.1:{free_port()}/api/v3"}, "worker")
+    assert code == 1 and "cannot reach GitHub" in line, line
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "-1"])
+def test_a_port_out_of_range_is_refused(env, port, fake_github):
+    code, line = refused(env, "serve", "--port", port)
+    assert code == 2 and f"--port {port}" in line and "1 to 65535" in line, line
+    assert not fake_github.calls()
+
+
+def test_a_busy_port_is_one_line_naming_it(env):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        code, line = refused(env, "serve", "--port", str(port))
+    assert code == 2 and f"127.0.0.1:{port}" in line and "in use" in line, line
+
+
+def healthz(server: Server) -> tuple[int, dict]:
+    import json
+
+    try:
+        with urllib.request.urlopen(server.url + "/healthz", timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_healthz_is_503_when_the_store_directory_cannot_be_written(env, fake_github, tmp_path):
+    data = tmp_path / "data"
+    server = Server(env, tmp_path / "serve.log")
+    try:
+        for _ in range(5):
+            assert healthz(server) == (200, {"status": "ok"})
+        assert len(fake_github.calls("GET", "^/app$")) == 1  # at start-up; /healthz reuses the answer
+        data.rename(tmp_path / "elsewhere")  # (a read-only directory would not stop root, which CI runs as)
+        status, body = healthz(server)
+        assert status == 503 and "DECODE_DATA_DIR" in body["reason"], body
+    finally:
+        if data.exists():
+            data.chmod(0o700)
+        server.stop()
+
+
+def test_healthz_is_503_once_github_refuses_the_app_key(env, fake_github, tmp_path):
+    server = Server({**env, "DECODE_HEALTH_RECHECK_SECONDS": "0.5"}, tmp_path / "serve.log")
+    try:
+        assert healthz(server)[0] == 200
+        fake_github.app.replace_key()  # the App's key deleted on its settings page, mid-run
+        body = wait_for(lambda: (lambda s, b: b if s == 503 else None)(*healthz(server)), timeout=10,
+                        what="/healthz to turn 503")
+        assert "GET /app answered 401" in body["reason"], body
+    finally:
+        server.stop()
+    asked = len(fake_github.calls("GET", "^/app$"))
+    assert asked < 40, f"/healthz asked GitHub {asked} times: the check is not cached"

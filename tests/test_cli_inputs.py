@@ -1,0 +1,165 @@
+"""What `decode run` makes of its inputs: repository paths, the task, the budget flags and the
+settings behind them, walked through the real console script against the fake Messages API.
+
+A refused input is exit status 2 with one line on stderr naming what to fix, before any
+request reaches the model; an accepted one runs to the end (exit 0).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo
+from tests.test_cli import DECODE, EXAMPLE, printed
+
+DONE = [[{"type": "text", "text": "Nothing to change."}]]
+NOTE = [[{"type": "tool_use", "name": "bash", "input": {"command": "echo checked > NOTES.md"}}],
+        [{"type": "text", "text": "Took a note."}]]
+TASK = "Check the weekend rule"
+
+
+@dataclass
+class Case:
+    """One input: `argv` after `decode run` ({repo} and {tmp} are filled in), `env`, the repository kind,
+    the directory to run in, standard input; then the exit status and what stderr must say."""
+
+    argv: list[str]
+    code: int
+    says: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    repo: str = "repo"  # repo, plain (no git), empty (no commits), dirty (uncommitted changes)
+    cwd: str = "{tmp}"
+    stdin: str | None = None
+
+
+CASES = {
+    # the repository
+    "a subdirectory is its repository": Case(["--repo", "{repo}/pkg", TASK], 0),
+    "run from a subdirectory": Case([TASK], 0, cwd="{repo}/pkg"),
+    "a folder outside git": Case(["--repo", "{repo}", TASK], 2, "is not in a git repository", repo="plain"),
+    "a repository without commits": Case(["--repo", "{repo}", TASK], 2, "has no commits yet", repo="empty"),
+    "uncommitted changes are named": Case(["--repo", "{repo}", TASK], 0, "uncommitted changes", repo="dirty"),
+    # the task
+    "a blank task": Case(["--repo", "{repo}", " \n\t "], 2, "the task is blank"),
+    "--task-file PATH": Case(["--repo", "{repo}", "--task-file", "{tmp}/task.md"], 0),
+    "--task-file -": Case(["--repo", "{repo}", "--task-file", "-"], 0, stdin=TASK + "\n"),
+    "--task-file blank": Case(["--repo", "{repo}", "--task-file", "-"], 2, "the task is blank", stdin="\n  \n"),
+    "--task-file missing": Case(["--repo", "{repo}", "--task-file", "{tmp}/nope.md"], 2,
+                                "--task-file {tmp}/nope.md: cannot read it"),
+    "--task-file and TASK": Case(["--repo", "{repo}", "--task-file", "{tmp}/task.md", TASK], 2, "not both"),
+    # budget flags name themselves as typed
+    "--max-cost nan": Case(["--repo", "{repo}", "--max-cost", "nan", TASK], 2, "--max-cost nan is not valid"),
+    "--max-cost inf": Case(["--repo", "{repo}", "--max-cost", "inf", TASK], 2, "--max-cost inf is not valid"),
+    "--max-cost 0": Case(["--repo", "{repo}", "--max-cost", "0", TASK], 2, "--max-cost 0.0 is not valid"),
+    "--max-cost -1": Case(["--repo", "{repo}", "--max-cost", "-1", TASK], 2, "--max-cost -1.0 is not valid"),
+    "--max-turns 0": Case(["--repo", "{repo}", "--max-turns", "0", TASK], 2, "--max-turns 0 is not valid"),
+    "--max-turns abc": Case(["--repo", "{repo}", "--max-turns", "abc", TASK], 2, "--max-turns: invalid int value"),
+    "--timeout-minutes 0": Case(["--repo", "{repo}", "--timeout-minutes", "0", TASK], 2,
+                                "--timeout-minutes 0.0 is not valid"),
+    "--timeout-minutes nan": Case(["--repo", "{repo}", "--timeout-minutes", "nan", TASK], 2,
+                                  "--timeout-minutes nan is not valid"),
+    # and their settings
+    "DECODE_MAX_COST_USD=nan": Case(["--repo", "{repo}", TASK], 2, "DECODE_MAX_COST_USD='nan' is not valid",
+                                    env={"DECODE_MAX_COST_USD": "nan"}),
+    "DECODE_MAX_COST_USD=inf": Case(["--repo", "{repo}", TASK], 2, "DECODE_MAX_COST_USD='inf' is not valid",
+                                    env={"DECODE_MAX_COST_USD": "inf"}),
+    "DECODE_TIMEOUT_MINUTES=inf": Case(["--repo", "{repo}", TASK], 2, "DECODE_TIMEOUT_MINUTES='inf' is not valid",
+                                       env={"DECODE_TIMEOUT_MINUTES": "inf"}),
+    "DECODE_PRICES without output": Case(["--repo", "{repo}", TASK], 2,
+                                         "DECODE_PRICES: the row for 'scripted-x' has no 'output'",
+                                         env={"DECODE_MODEL": "scripted-x",
+                                              "DECODE_PRICES": '{"scripted-x": {"input": 3}}'}),
+}
+
+
+def make(kind: str, tmp_path: Path) -> Path:
+    """A repository of `kind` (see Case.repo) under `tmp_path`."""
+    files = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}
+    path = tmp_path / "calendar"
+    if kind == "plain":
+        path.mkdir()
+        (path / "notes.txt").write_text("not a repository\n")
+        return path
+    if kind == "empty":
+        path.mkdir()
+        git(path, "init", "-q", "-b", "main")
+        return path
+    make_repo(path, {**files, "pkg/__init__.py": ""})
+    if kind == "dirty":
+        (path / "calendar_utils.py").write_text("# half-done edit\n")
+    return path
+
+
+def run_decode(argv: list[str], fake, tmp_path: Path, *, cwd: Path, stdin: str | None = None, **env: str):
+    """The `decode` console script as a user runs it."""
+    full_env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "SANDBOX_MODE": "local",
+        "ANTHROPIC_API_KEY": fake.api_key, "ANTHROPIC_BASE_URL": fake.url,
+        "DECODE_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(EXAMPLE.parents[1]), **env,
+    }
+    return subprocess.run([DECODE, *argv], env=full_env, cwd=cwd, input=stdin, capture_output=True, text=True,
+                          timeout=240)
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_decode_run_inputs(fake_anthropic, tmp_path, case: Case):
+    fake_anthropic.script(NOTE)
+    repo = make(case.repo, tmp_path)
+    (tmp_path / "task.md").write_text(TASK + "\n")
+
+    def fill(text: str) -> str:
+        return text.replace("{repo}", str(repo)).replace("{tmp}", str(tmp_path))
+
+    res = run_decode(["run", *map(fill, case.argv)], fake_anthropic, tmp_path, cwd=Path(fill(case.cwd)),
+                     stdin=case.stdin, **case.env)
+    assert "Traceback" not in res.stderr
+    assert res.returncode == case.code, res.stderr
+    if case.code == 2:
+        [line] = res.stderr.strip().splitlines()
+        assert line.startswith("decode") and fill(case.says) in line, line
+        assert not fake_anthropic.requests  # refused before any work
+        return
+    assert fill(case.says) in res.stderr
+    assert TASK in str(fake_anthropic.requests[0].body)
+    # the branch lands in the repository's top level, the user's checkout untouched
+    assert printed(res.stdout, "repository") == str(repo)
+    assert git(repo, "show", f"{printed(res.stdout, 'branch')}:NOTES.md") == "checked"
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+
+
+def test_a_relative_data_dir_is_taken_from_the_current_directory(fake_anthropic, tmp_path):
+    fake_anthropic.script(DONE)
+    repo = make("repo", tmp_path)
+    res = run_decode(["run", TASK], fake_anthropic, tmp_path, cwd=repo, DECODE_DATA_DIR="../state")
+    assert res.returncode == 0, res.stderr
+    transcript = Path(printed(res.stdout, "transcript"))
+    assert transcript.is_absolute() and transcript.is_relative_to(tmp_path / "state") and transcript.is_file()
+    assert not (repo / "state").exists()
+
+
+def test_version_is_the_installed_distributions(tmp_path):
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(EXAMPLE.parents[1])}
+    res = subprocess.run([DECODE, "--version"], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == f"decode {importlib.metadata.version('decode-bot')}"
+
+
+def test_no_pr_with_a_github_repository_keeps_a_local_branch(fake_anthropic, fake_github, tmp_path):
+    fake_github.add_repo("octo", "calendar", {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()})
+    fake_anthropic.script(NOTE)
+    res = run_decode(["run", "--repo", "octo/calendar", "--no-pr", TASK], fake_anthropic, tmp_path, cwd=tmp_path,
+                     GITHUB_TOKEN=fake_github.token, GITHUB_API_URL=fake_github.api_url)
+    assert res.returncode == 0, res.stderr
+    branch = printed(res.stdout, "branch")
+    clone = Path(printed(res.stdout, "repository"))
+    assert clone.is_relative_to(tmp_path / "data")
+    assert git(clone, "show", f"{branch}:NOTES.md") == "checked"
+    assert Path(printed(res.stdout, "transcript")).is_file()
+    assert not fake_github.pulls("octo", "calendar")  # no pull request
+    assert fake_github.token not in res.stdout + res.stderr
