@@ -158,9 +158,10 @@ def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Tra
         return None
     if not found:
         return None
-    listed = "\n".join(f"- {path}: {why}" for path, why in sorted(found.items())[:50])
+    entries = sorted(found.items())[:50]
+    listed = "\n".join(f"- {path}: {why}" for path, why in entries)
     transcript.record("note", text="before the answer, the agent was told these entries would be left out: "
-                                   + "; ".join(f"{p} ({why})" for p, why in sorted(found.items())[:50]))
+                                   + "; ".join(f"{path} ({why})" for path, why in entries))
     return ("Before your answer is accepted: these entries in the workspace would be left out of the commit, "
             f"and the rest committed without them:\n{listed}\n\nFix them if they are part of your change: make "
             "symlinks point to files inside the repository (or use a copy), keep files under the size limit, "
