@@ -3,7 +3,9 @@
 `decode run` is the headless run; progress goes to stderr, the results (branch,
 commit, transcript paths) to stdout. Exit status: 0 when the agent finished,
 3 when it stopped at a budget cap (the partial work is still handed back),
-1 for an error, 2 for bad usage or configuration. Errors are one line.
+1 for an error, 2 for bad usage or configuration, 130 when interrupted (Ctrl-C or
+SIGTERM: the work so far is committed on the run branch, the sandbox removed and
+the transcript written; the last lines say where). Errors are one line.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import importlib.metadata
 import math
 import os
 import re
-import urllib.parse
+import signal
 import subprocess
 import sys
+import threading
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
 from bot.config import Settings
-from bot.errors import ConfigError, DecodeError
+from bot.errors import ConfigError, DecodeError, Interrupted
 from bot.pipeline import Job, Outcome, execute
 
 
@@ -63,8 +67,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("run", "action"):
+        with sigterm_interrupts():
+            return _main(args)
+    return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.command == "action":
             from bot.action import run_action
@@ -85,12 +99,33 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"decode: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print(f"decode: {e}", file=sys.stderr)
+        return INTERRUPTED
     except DecodeError as e:
         print(f"decode: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("decode: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
+
+
+class sigterm_interrupts:
+    """While active, SIGTERM interrupts like Ctrl-C, so a stopped run (a cancelled workflow, `kill`, a
+    container stop) keeps its work, removes its sandbox and writes its transcript instead of dying."""
+
+    def __enter__(self) -> None:
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, _interrupt)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
@@ -130,7 +165,15 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     job = Job(repo=repo, task=args.task, branch=f"decode/run-{run_id}", run_id=run_id, base=args.base)
     outcome = execute(job, settings, progress=progress)
     report(outcome, deliver_local(outcome) if local.exists() else None)
-    return 0 if outcome.result.completed else 1 if outcome.result.failed else 3
+    return exit_status(outcome)
+
+
+def exit_status(outcome: Outcome) -> int:
+    """0 finished, 1 failed, 3 stopped by a budget cap, 130 interrupted (the work is kept in every case)."""
+    result = outcome.result
+    if result.stop_reason == "interrupted":
+        return INTERRUPTED
+    return 0 if result.completed else 1 if result.failed else 3
 
 
 def task_text(args: argparse.Namespace) -> str | None:
@@ -223,7 +266,9 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
         print(f"pull request: {conclusion.pr_url}")
     if conclusion.state == "failed":  # one line; the tracking comment and the PR hold the rest
         raise DecodeError((conclusion.message or "failed").splitlines()[0].removeprefix("❌ "))
-    return {"success": 0, "no_changes": 0, "incomplete": 3}.get(conclusion.state, 1)
+    if conclusion.outcome is not None:
+        return exit_status(conclusion.outcome)
+    return 0 if conclusion.state in ("success", "no_changes") else 1
 
 
 def deliver_local(outcome: Outcome) -> str | None:
@@ -243,10 +288,10 @@ def report(outcome: Outcome, delivered_to: str | None) -> None:
     r = outcome.result
     print(f"result: {r.stop_reason}")
     print(f"branch: {outcome.job.branch}")
+    where = delivered_to or (outcome.workspace.clean if outcome.workspace else "")
     if outcome.commit:
         print(f"commit: {outcome.commit}")
         print(f"changed: {', '.join(outcome.changed)}")
-        where = delivered_to or (outcome.workspace.clean if outcome.workspace else "")
         print(f"repository: {where}")
     else:
         print("commit: none (the agent made no changes)")
@@ -255,7 +300,11 @@ def report(outcome: Outcome, delivered_to: str | None) -> None:
           f"${r.cost_usd:.4f}, {r.wall_s:.1f}s")
     print(f"transcript: {outcome.transcript_md}")
     print(f"transcript (jsonl): {outcome.transcript_jsonl}")
-    if not r.completed:
+    if r.stop_reason == "interrupted":
+        kept = f"the work so far is commit {outcome.commit[:12]} on branch {outcome.job.branch} in {where}" \
+            if outcome.commit else "the agent had made no changes"
+        print(f"decode: interrupted: {kept}; the transcript is {outcome.transcript_md}", file=sys.stderr)
+    elif not r.completed:
         print(f"decode: {r.summary.splitlines()[0]}", file=sys.stderr)
 
 

@@ -35,3 +35,15 @@ class ConfigError(DecodeError):
 
 class SandboxError(DecodeError):
     """The sandbox itself failed (could not start, died); not a failed command."""
+
+
+class Interrupted(DecodeError):
+    """Ctrl-C or SIGTERM came before there was work to keep (or while it was being kept)."""
+
+
+class Cancelled(BaseException):
+    """The process is stopping and took the sandbox away from a job it released (see `close_all`).
+
+    Not a failure to report: the job runs again elsewhere. A `BaseException`, so the handlers that
+    turn every `Exception` into a failed run and a comment let it pass.
+    """

@@ -20,7 +20,7 @@ from pathlib import Path
 from bot.agent.loop import AgentResult, run_agent
 from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
 from bot.config import Settings
-from bot.errors import DecodeError
+from bot.errors import DecodeError, Interrupted
 from bot.model import Model, make_model
 from bot.redact import Redactor
 from bot.repo_config import RepoConfig, load_repo_config
@@ -127,6 +127,9 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
             if outcome.blocked:
                 transcript.record("egress_blocked", destinations=outcome.blocked)
             outcome.result = result
+            if result.stop_reason == "interrupted":
+                progress("interrupted: keeping the work so far (interrupt again to stop without it)")
+                sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
             hand = sandbox.hand_back(ws.base_sha, max_file_bytes=max_file, max_bytes=max_file * PATCH_CAP_FILES)
         finally:
             sandbox.close()
@@ -141,6 +144,9 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     except DecodeError as e:
         transcript.record("run_end", stop_reason="error", summary="", error=str(e))
         raise
+    except KeyboardInterrupt:  # before the agent ran, or a second interrupt while its work was being kept
+        transcript.record("run_end", stop_reason="interrupted", summary="", error="interrupted")
+        raise Interrupted(f"interrupted: nothing was committed; the transcript is {transcript.md_path}") from None
     finally:
         if outcome.workspace is not None:  # the sandbox's copy; the clean clone stays for publishing
             shutil.rmtree(outcome.workspace.path, ignore_errors=True)

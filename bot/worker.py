@@ -190,6 +190,13 @@ class WorkerPool:
             except Exception as e:
                 log.exception("job %d failed: %s", job.id, e, extra=ids)
                 state, result, error = "failed", None, str(e) or type(e).__name__
+            except BaseException as e:  # e.g. `Cancelled`: its sandbox was closed under it after its release
+                with self._lock:
+                    released = job.id not in self._running
+                if not released:
+                    raise
+                log.info("job %d stopped after it was released: %s", job.id, e, extra=ids)
+                return
             else:
                 state, error = "done", None
             with self._lock:

@@ -1,9 +1,10 @@
 """The agent loop: ask the model, run its tool calls in the sandbox, repeat.
 
 The run ends when the model answers without a tool call (that answer is the
-summary) or at the first budget cap: turns, tokens, USD or wall clock. A cap or
-a model error never throws the work away: the loop returns what it has, marked
-with the reason, and the pipeline hands the workspace back as usual.
+summary), at the first budget cap (turns, tokens, USD or wall clock), or at an
+interrupt (Ctrl-C, or SIGTERM where the entry point turns it into one). A cap, a
+model error or an interrupt never throws the work away: the loop returns what it
+has, marked with the reason, and the pipeline hands the workspace back as usual.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ STOP_MESSAGES = {
     "max_cost": "stopped at the cost budget",
     "wall_clock": "stopped at the time limit",
     "error": "stopped by an error",
+    "interrupted": "stopped by an interrupt",
 }
 
 
@@ -113,54 +115,57 @@ def run_agent(
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     last_text = ""
     sent = 0
-    while True:
-        if reason := meter.exceeded():
-            return _finish(meter, reason, last_text, recorder, progress)
-        recorder.record(
-            "model_request", turn=meter.turns + 1, system=system if sent == 0 else None,
-            new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=MAX_OUTPUT_TOKENS,
-        )
-        sent = len(messages)
-        began = time.monotonic()
-        try:
-            reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=MAX_OUTPUT_TOKENS)
-        except DecodeError as e:
-            return _finish(meter, "error", last_text, recorder, progress, error=str(e))
-        meter.turns += 1
-        meter.usage += reply.usage
-        turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
-        meter.cost += turn_cost
-        recorder.record(
-            "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
-            usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,
-            request_id=reply.request_id,
-        )
-        messages.append({"role": "assistant", "content": reply.content})
-        last_text = reply.text or last_text
-        if not reply.tool_uses:
-            follow_up = before_finish() if before_finish is not None and not meter.exceeded() else None
-            before_finish = None
-            if follow_up:
-                messages.append({"role": "user", "content": follow_up})
-                continue
-            return _finish(meter, "completed", reply.text, recorder, progress)
-        results = []
-        for use in reply.tool_uses:
-            recorder.record("tool_call", turn=meter.turns, id=use["id"], name=use["name"], input=use.get("input"))
+    try:  # an interrupt abandons the model request or tool call in flight; the work so far is kept
+        while True:
+            if reason := meter.exceeded():
+                return _finish(meter, reason, last_text, recorder, progress)
+            recorder.record(
+                "model_request", turn=meter.turns + 1, system=system if sent == 0 else None,
+                new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=MAX_OUTPUT_TOKENS,
+            )
+            sent = len(messages)
             began = time.monotonic()
             try:
-                obs = call_tool(sandbox, use["name"], use.get("input"),
-                                time_left=budget.max_wall_s - meter.elapsed(), redact=redact)
+                reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=MAX_OUTPUT_TOKENS)
             except DecodeError as e:
-                return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
-            took = time.monotonic() - began
-            recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
-                            output=obs.text, is_error=obs.is_error, duration_s=took)
-            progress(_progress_line(meter, use, took, obs.is_error))
-            results.append({"type": "tool_result", "tool_use_id": use["id"],
-                            "content": obs.text or "(no output)", "is_error": obs.is_error})
-        messages.append({"role": "user", "content": results})
+                return _finish(meter, "error", last_text, recorder, progress, error=str(e))
+            meter.turns += 1
+            meter.usage += reply.usage
+            turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
+            meter.cost += turn_cost
+            recorder.record(
+                "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
+                usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,
+                request_id=reply.request_id,
+            )
+            messages.append({"role": "assistant", "content": reply.content})
+            last_text = reply.text or last_text
+            if not reply.tool_uses:
+                follow_up = before_finish() if before_finish is not None and not meter.exceeded() else None
+                before_finish = None
+                if follow_up:
+                    messages.append({"role": "user", "content": follow_up})
+                    continue
+                return _finish(meter, "completed", reply.text, recorder, progress)
+            results = []
+            for use in reply.tool_uses:
+                recorder.record("tool_call", turn=meter.turns, id=use["id"], name=use["name"], input=use.get("input"))
+                began = time.monotonic()
+                try:
+                    obs = call_tool(sandbox, use["name"], use.get("input"),
+                                    time_left=budget.max_wall_s - meter.elapsed(), redact=redact)
+                except DecodeError as e:
+                    return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
+                took = time.monotonic() - began
+                recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
+                                output=obs.text, is_error=obs.is_error, duration_s=took)
+                progress(_progress_line(meter, use, took, obs.is_error))
+                results.append({"type": "tool_result", "tool_use_id": use["id"],
+                                "content": obs.text or "(no output)", "is_error": obs.is_error})
+            messages.append({"role": "user", "content": results})
 
+    except KeyboardInterrupt:
+        return _finish(meter, "interrupted", last_text, recorder, progress)
 
 def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
             progress: Callable[[str], None], error: str | None = None) -> AgentResult:

@@ -63,7 +63,7 @@ def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id
         try:
             forge.react(repo, _reaction_target(trigger), "eyes")
             tag = marker("run", run_id)
-            tracking = forge.find_comment(repo, number, tag) if attempt > 1 else None
+            tracking = forge.find_comment(repo, number, tag)  # a retried or released job's own comment
             working = f"👀 decode-bot is working on this{_run(run_url)}" + (f" (attempt {attempt})" if attempt > 1 else "")
             if tracking is None:
                 tracking = forge.post_comment(repo, number, f"{working}.\n\n{tag}", tag)

@@ -15,10 +15,11 @@ import subprocess
 import tarfile
 import tempfile
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bot.errors import SandboxError
+from bot.errors import Cancelled, SandboxError
 from bot.sandbox import CommandResult, EgressPolicy, HandBack, Launcher, Transport
 
 AGENTD_PATH = Path(__file__).with_name("agentd.py")
@@ -127,6 +128,22 @@ class ProcessTransport:
         self._stderr.close()
 
 
+_OPEN: "weakref.WeakSet[AgentdSandbox]" = weakref.WeakSet()
+
+
+def close_all() -> int:
+    """Tear down every sandbox this process has open, and return how many there were.
+
+    For a server stopping after it released its running jobs: their threads would otherwise
+    die with the process and leave containers (or Modal sandboxes) running. Each such job's
+    next sandbox call raises `Cancelled`.
+    """
+    left = list(_OPEN)
+    for sandbox in left:
+        sandbox.cancel()
+    return len(left)
+
+
 class AgentdSandbox:
     """A `Sandbox` backed by agentd over whatever transport the launcher returns."""
 
@@ -139,30 +156,38 @@ class AgentdSandbox:
         self._transport: Transport | None = None
         self._recovering = False
         self._notice = ""  # set when the sandbox was replaced; shown once, with the next command's output
+        self._cancelled = False
+        self._closed = False
+        self._closing = threading.Lock()
         try:
             self._connect()
         except BaseException:
             launcher.close()
             raise
+        _OPEN.add(self)
 
     def _connect(self) -> None:
         self._transport = self._launcher.start(self._network)
         self._call("ping", _timeout=60.0)
 
     def _call(self, op: str, _timeout: float = 120.0, _retried: bool = False, **fields: object) -> dict:
-        if self._transport is None:
+        transport = self._transport
+        self._unless_cancelled(op)
+        if transport is None:
             raise SandboxError("the sandbox is closed")
         request_id = next(self._ids)
         try:
-            self._transport.send(json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n")
-            line = self._transport.recv(_timeout)
+            transport.send(json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n")
+            line = transport.recv(_timeout)
         except TimeoutError:
             raise SandboxError(f"the sandbox stopped answering ({op} after {_timeout:.0f}s)") from None
         except SandboxError as e:
+            self._unless_cancelled(op)
             self._recover(op, e, _retried)
             return self._call(op, _timeout, True, **fields)
         if line is None:
-            error = SandboxError(f"the sandbox process has exited: {self._transport.diagnostics()}")
+            self._unless_cancelled(op)
+            error = SandboxError(f"the sandbox process has exited: {transport.diagnostics()}")
             self._recover(op, error, _retried)
             return self._call(op, _timeout, True, **fields)
         answer = json.loads(line)
@@ -171,6 +196,10 @@ class AgentdSandbox:
         if not answer.get("ok"):
             raise Refused(answer.get("error") or "refused")
         return answer
+
+    def _unless_cancelled(self, op: str) -> None:
+        if self._cancelled:
+            raise Cancelled(f"the sandbox was closed under the {op} call: the process is stopping")
 
     def _recover(self, op: str, error: SandboxError, retried: bool) -> None:
         """After the transport died: let a launcher with `recover()` replace the sandbox, once per call.
@@ -260,12 +289,21 @@ class AgentdSandbox:
         """"host:port" -> connections the current policy refused (empty where the backend cannot tell)."""
         return self._launcher.blocked()
 
+    def cancel(self) -> None:
+        """Close the sandbox from another thread; the call in flight, and any later one, raise `Cancelled`."""
+        self._cancelled = True
+        self.close()
+
     def close(self) -> None:
-        """Stop agentd and tear the sandbox down. Safe to call twice."""
-        if self._transport is not None:
-            self._transport.close()
-            self._transport = None
-        self._launcher.close()
+        """Stop agentd and tear the sandbox down. Safe to call twice, and from two threads."""
+        with self._closing:
+            _OPEN.discard(self)
+            if self._transport is not None:
+                self._transport.close()
+                self._transport = None
+            if not self._closed:
+                self._closed = True
+                self._launcher.close()
 
     def __enter__(self) -> "AgentdSandbox":
         return self

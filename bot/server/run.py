@@ -2,7 +2,9 @@
 
 Both drain the same SQLite store, so intake and workers can run as separate
 processes on one host. SIGTERM stops claiming, lets running jobs finish for
-`DECODE_SHUTDOWN_GRACE_SECONDS`, then hands unfinished ones back to the store.
+`DECODE_SHUTDOWN_GRACE_SECONDS`, then hands unfinished ones back to the store
+and removes their sandboxes; when they run again, they edit the tracking comment
+they posted the first time.
 
 Both check before taking work, and exit at once with the reason in one line:
 the App key loads and GitHub takes it (`GET /app`), the port can be listened on
@@ -23,6 +25,7 @@ from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import Forge, GitHubForge
 from bot.github.job import marker, run_github_job
 from bot.redact import Redactor
+from bot.sandbox.client import close_all
 from bot.server.intake import trigger_of
 from bot.server.logs import configure_logging
 from bot.server.health import CredentialCheck
@@ -127,6 +130,16 @@ def start_pool(settings: Settings, store: Store, metrics: Metrics | None, size: 
     return pool
 
 
+def stop_pool(pool: WorkerPool, settings: Settings) -> None:
+    """Stop `pool` (running jobs get the grace period, the rest are released to run again), then remove the
+    sandboxes the released jobs still hold: the process is about to exit, and its containers (or Modal
+    sandboxes) would outlive it."""
+    released = pool.stop(settings.shutdown_grace_s)
+    closed = close_all()
+    if released or closed:
+        log.info("released %d running jobs and removed %d sandboxes", len(released), closed)
+
+
 def _on_signals(stop: Callable[[], None]) -> None:
     def handler(signum: int, frame: object) -> None:
         log.info("received %s: stopping", signal.Signals(signum).name)
@@ -165,7 +178,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        pool.stop(settings.shutdown_grace_s)
+        stop_pool(pool, settings)
         store.close()
     return 0
 
@@ -181,7 +194,7 @@ def work(settings: Settings) -> int:
     done = threading.Event()
 
     def stop() -> None:
-        pool.stop(settings.shutdown_grace_s)
+        stop_pool(pool, settings)
         done.set()
 
     _on_signals(stop)

@@ -353,3 +353,32 @@ def test_host_secret_dirs_are_not_visible(
     assert not {".ssh", ".docker", ".config"} & set(line for line in out.splitlines() if not line.startswith("ls:"))
     assert box.run("cat /root/.ssh/id_rsa /root/.gitconfig /root/.npmrc 2>/dev/null").output == ""
     assert box.run("ls -A /var/run/docker.sock /run/docker.sock 2>/dev/null").output == ""
+
+
+def test_close_all_ends_a_call_in_flight_and_removes_the_sandbox(sandbox: Sandbox) -> None:
+    """What a stopping server does to the sandboxes of jobs it released: the job's thread, blocked in a
+    tool call, gets `Cancelled` (not a failure to report) and nothing of the sandbox is left."""
+    from bot.errors import Cancelled
+    from bot.sandbox.client import close_all
+
+    raised: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            sandbox.run("sleep 60", timeout=90)
+        except BaseException as e:  # noqa: BLE001 - the test inspects it
+            raised.append(e)
+
+    container = getattr(sandbox._launcher, "container", None)  # type: ignore[attr-defined]  # docker's
+    thread = threading.Thread(target=job)
+    thread.start()
+    time.sleep(1.5)
+    began = time.monotonic()
+    assert close_all() >= 1
+    thread.join(30)
+    assert not thread.is_alive() and time.monotonic() - began < 20
+    assert len(raised) == 1 and isinstance(raised[0], Cancelled), raised
+    with pytest.raises(Cancelled):
+        sandbox.run("true")
+    if container is not None:
+        assert subprocess.run(["docker", "inspect", container], capture_output=True).returncode != 0

@@ -156,6 +156,32 @@ def test_a_job_survives_a_sigkill_of_the_server(env, fake_github, fake_anthropic
     assert fake_github.file(OWNER, NAME, f"decode/issue-{number}-write-notes", "NOTES.md") == "noted\n"
 
 
+def test_a_job_released_by_a_stopping_server_leaves_no_container_and_reuses_its_comment(
+        env, fake_github, fake_anthropic, tmp_path):
+    require("docker")
+    env = {**env, "SANDBOX_MODE": "docker", "DECODE_SHUTDOWN_GRACE_SECONDS": "1"}
+    fake_anthropic.script(NOTES, by_position=True)
+    pause = fake_anthropic.pause(1)  # the job waits on the model with its container up
+    number = fake_github.add_issue(OWNER, NAME, "Write notes", "Please.", user="alice")
+    first = Server(env, tmp_path / "first.log")
+    assert first.post("issues", labeled(fake_github, number)) == 202
+    assert pause.reached.wait(90), (tmp_path / "first.log").read_text()
+    assert "working on this" in fake_github.comments(OWNER, NAME, number)[0]["body"]
+    assert first.stop() == 0
+    pause.release(drop=True)
+    log = (tmp_path / "first.log").read_text()
+    assert "released 1 running jobs and removed 1 sandboxes" in log and "Traceback" not in log
+    left = subprocess.run(["docker", "ps", "-a", "-q", "--filter", "label=decode.sandbox.pid=" + str(first.proc.pid)],
+                          capture_output=True, text=True, check=True).stdout
+    assert left.strip() == ""
+    second = Server(env, tmp_path / "second.log")
+    try:
+        wait_for(lambda: "Opened" in fake_github.comments(OWNER, NAME, number)[0]["body"], what="the rerun")
+    finally:
+        second.stop()
+    assert len(fake_github.comments(OWNER, NAME, number)) == 1  # the first run's comment, edited
+
+
 def test_sixteen_jobs_at_once_all_finish_in_docker_sandboxes(env, fake_github, tmp_path):
     require("docker")
     session = tmp_path / "session.json"
