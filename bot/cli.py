@@ -26,6 +26,7 @@ from pathlib import Path
 from bot.config import Settings
 from bot.errors import ConfigError, DecodeError, Interrupted
 from bot.pipeline import Job, Outcome, execute
+from bot.run_dirs import drop_clones
 
 
 class _Parser(argparse.ArgumentParser):
@@ -164,7 +165,10 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         repo = args.repo
     job = Job(repo=repo, task=args.task, branch=f"decode/run-{run_id}", run_id=run_id, base=args.base)
     outcome = execute(job, settings, progress=progress)
-    report(outcome, deliver_local(outcome) if local.exists() else None)
+    delivered = deliver_local(outcome) if local.exists() else None
+    if delivered:  # the branch is in the user's repository: the run's clone is not needed any more
+        drop_clones(outcome.run_dir)
+    report(outcome, delivered)
     return exit_status(outcome)
 
 

@@ -63,6 +63,7 @@ class Settings:
     cgroup_parent: Path | None = None  # bwrap: a delegated cgroup v2 directory (DECODE_CGROUP_PARENT)
     max_disk_mb: int = 10240  # what one run's agent may write, workspace and temp (DECODE_MAX_DISK_MB)
     max_file_mb: int = 50  # the largest file carried back from the sandbox (DECODE_MAX_FILE_MB)
+    keep_days: float = 30.0  # runs/ keeps a run's transcripts and record this long (DECODE_KEEP_DAYS)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -100,6 +101,7 @@ class Settings:
             "cgroup_parent": Path(env["DECODE_CGROUP_PARENT"]) if env.get("DECODE_CGROUP_PARENT") else None,
             "max_disk_mb": _number(env, "DECODE_MAX_DISK_MB", int, 10240),
             "max_file_mb": _number(env, "DECODE_MAX_FILE_MB", int, 50),
+            "keep_days": _number(env, "DECODE_KEEP_DAYS", float, 30.0),
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]

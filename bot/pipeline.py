@@ -24,6 +24,7 @@ from bot.errors import DecodeError, Interrupted
 from bot.model import Model, make_model
 from bot.redact import Redactor
 from bot.repo_config import RepoConfig, load_repo_config
+from bot.run_dirs import drop_clones, fresh_dir, prune, write_record
 from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.task_text import one_line
@@ -79,6 +80,7 @@ def issue_branch(number: int, title: str) -> str:
 def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print) -> Outcome:
     """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run."""
     started = time.monotonic()  # the wall-clock cap counts from here: setup included
+    prune(settings.data_dir / "runs", settings.keep_days)
     run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
     redactor = Redactor(settings.secrets())
     transcript = Transcript(run_dir, redactor)
@@ -96,6 +98,9 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                           config_sha=config_sha, model=model.name, sandbox=settings.sandbox_mode,
                           budget=vars(settings.budget))
+        for note in ws.notes:  # e.g. a submodule the host could not fetch
+            transcript.record("note", text=note)
+            progress(note)
         if config.gpu and settings.sandbox_mode != "modal":
             note = (f".github/decode.yml asks for a GPU, which only SANDBOX_MODE=modal provides; the "
                     f"{settings.sandbox_mode} sandbox runs without it")
@@ -148,10 +153,17 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         transcript.record("run_end", stop_reason="interrupted", summary="", error="interrupted")
         raise Interrupted(f"interrupted: nothing was committed; the transcript is {transcript.md_path}") from None
     finally:
-        if outcome.workspace is not None:  # the sandbox's copy; the clean clone stays for publishing
+        if outcome.commit is None:  # nothing to publish
+            drop_clones(run_dir)
+        elif outcome.workspace is not None:  # the sandbox's copy; the clean clone stays for publishing
             shutil.rmtree(outcome.workspace.path, ignore_errors=True)
         transcript.close()
         transcript.write_markdown()
+        r = outcome.result
+        write_record(run_dir, run_id=job.run_id, attempt=job.attempt, repo=redactor.redact(job.repo),
+                     branch=job.branch, commit=outcome.commit, stop_reason=r.stop_reason, error=r.error,
+                     turns=r.turns, cost_usd=r.cost_usd, wall_s=r.wall_s, changed=outcome.changed,
+                     left_out=outcome.left_out)
 
 
 def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Transcript) -> str | None:
@@ -173,18 +185,6 @@ def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Tra
             "symlinks point to files inside the repository (or use a copy), keep files under the size limit, "
             "and leave .git and nested repositories alone; delete what is not needed. This is your only "
             "chance to change them. Then answer again with your summary.")
-
-
-def fresh_dir(parent: Path, name: str) -> Path:
-    """`parent/name`, or `name-2`, `name-3`... when an earlier run (a re-run workflow, a retry) left it."""
-    candidate, n = parent / name, 1
-    while candidate.exists():
-        n += 1
-        candidate = parent / f"{name}-{n}"
-    for d in (*reversed(candidate.parents[:2]), candidate):  # the data dir, runs/ and the run itself: 0700
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        d.chmod(0o700)
-    return candidate
 
 
 def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, progress: Progress,

@@ -6,7 +6,9 @@
   fsmonitor and every global or system config disabled. The agent's work lands
   here as a validated patch (`Workspace.apply_patch`) and is committed by the bot;
   an entry the host will not carry (an outward symlink, a `.git` path, a file over
-  DECODE_MAX_FILE_MB...) is left out, named with its reason, and the rest kept.
+  DECODE_MAX_FILE_MB, a change to a Git LFS file...) is left out, named with its
+  reason, and the rest kept. Submodules are checked out here and copied from here
+  (`bot.submodules`); changes inside them are never carried (agentd's Stage).
 - `workspace/`: a separate, non-hardlinked clone of `clean/` on the run branch,
   without a remote; this is what the sandbox mounts. Whatever the agent plants
   in its `.git` (hooks, config, fsmonitor) is never read by the host: the
@@ -20,16 +22,18 @@ argument or a `.git/config`.
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import re
 import subprocess
 import tempfile
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from bot import submodules
 from bot.errors import DecodeError
 from bot.redact import Redactor
 
@@ -51,6 +55,11 @@ _HARDENING = {
 _ALLOWED_MODES = {"100644", "100755", "120000", "000000"}
 _LINK_HOPS = 40
 MB = 1024 * 1024
+LFS_POINTER_MAX = 1024  # the Git LFS spec caps a pointer file at 1024 bytes
+LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/v1\n", b"version https://hawser.github.com/spec/v1\n")
+LFS_REASON = "tracked by Git LFS: decode-bot does not carry LFS content; change it by hand"  # as in agentd
+LFS_NEW_REASON = ("matches a Git LFS pattern in .gitattributes: decode-bot does not carry LFS content; "
+                  "add it by hand")
 WORKFLOW_REASON = "a workflow file, which would run with the repository's secrets (allow_workflow_changes)"
 
 
@@ -65,12 +74,15 @@ class PatchRefused(DecodeError):
     """The agent's changes include something the bot will not commit; the message says what."""
 
 
-def git_env(token: str | None = None, *, local: bool = False, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def git_env(token: str | None = None, *, local: bool = False, base: Mapping[str, str] | None = None,
+            token_scope: str | None = None) -> dict[str, str]:
     """The environment for one git command: no prompts, no global or system config, no hooks.
 
     With `token`, an `Authorization: Basic base64("x-access-token:" + token)`
     header is added through `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` (GitHub's
-    documented form for installation and Actions tokens). `local` allows the
+    documented form for installation and Actions tokens); with `token_scope`
+    (a URL prefix such as `https://github.com/`) it is sent to that prefix only,
+    as for submodules, whose URLs the repository chooses. `local` allows the
     file protocol, for cloning a path.
     """
     source = os.environ if base is None else base
@@ -82,7 +94,7 @@ def git_env(token: str | None = None, *, local: bool = False, base: Mapping[str,
         config["protocol.file.allow"] = "always"
     if token:
         basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-        config["http.extraHeader"] = f"Authorization: Basic {basic}"
+        config[f"http.{token_scope}.extraHeader" if token_scope else "http.extraHeader"] = f"Authorization: Basic {basic}"
     for i, (key, value) in enumerate(config.items()):
         env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
     env["GIT_CONFIG_COUNT"] = str(len(config))
@@ -116,6 +128,7 @@ class Workspace:
     base_sha: str
     redactor: Redactor
     identity: tuple[str, str] = BOT_IDENTITY
+    notes: list[str] = field(default_factory=list)  # what `prepare` could not do (a submodule it could not fetch)
 
     def git(self, *args: str, what: str = "git", input: bytes | None = None,
             extra_env: Mapping[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
@@ -185,6 +198,10 @@ class Workspace:
             raw = self.git("diff-index", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD",
                            what="listing the patch", extra_env=index)
             tree = self.git("ls-files", "--stage", "-z", what="listing the resulting tree", extra_env=index)
+            added = [name for meta, name in zip(raw.split(b"\0")[0::2], raw.split(b"\0")[1::2])
+                     if meta.endswith(b" A")]
+            attrs = self.git("check-attr", "--cached", "-z", "--stdin", "filter", what="reading .gitattributes",
+                             input=b"".join(name + b"\0" for name in added), extra_env=index) if added else b""
         entries = [(meta.decode().lstrip(":").split(" "), os.fsdecode(name))
                    for meta, name in zip(raw.split(b"\0")[0::2], raw.split(b"\0")[1::2])]
         link_shas = {}
@@ -193,13 +210,23 @@ class Workspace:
             mode, sha, _ = meta.decode().split(" ")
             if mode == "120000":
                 link_shas[os.fsdecode(name)] = sha
-        sizes = self._sizes([fields[3] for fields, _ in entries if fields[1] in ("100644", "100755")])
+        said = attrs.split(b"\0")  # path, attribute, value, ...
+        new_lfs = {os.fsdecode(said[i]) for i in range(0, len(said) - 2, 3) if said[i + 2] == b"lfs"}
+        regular = ("100644", "100755")
+        olds = [old_sha for (old_mode, _, old_sha, _, _), _ in entries if old_mode in regular]
+        sizes = self._sizes([new_sha for (_, new_mode, _, new_sha, _), _ in entries if new_mode in regular] + olds)
+        small = sorted({sha for sha in olds if sizes[sha] <= LFS_POINTER_MAX})
+        pointers = {sha for sha, data in self._contents(small).items() if data.startswith(LFS_VERSIONS)}
         targets = self._contents(sorted(set(link_shas.values())))
         links = {path: os.fsdecode(targets[sha]) for path, sha in link_shas.items()}
         paths, found = [], {}
-        for (_, new_mode, _, new_sha, _), path in entries:
+        for (_, new_mode, old_sha, new_sha, _), path in entries:
             paths.append(path)
             why = path_problem(path)
+            if why is None and old_sha in pointers:
+                why = LFS_REASON
+            elif why is None and path in new_lfs:
+                why = LFS_NEW_REASON
             if why is None and new_mode == "160000":
                 why = "a nested git repository (a gitlink); remove its .git directory or leave it out"
             elif why is None and new_mode not in _ALLOWED_MODES:
@@ -224,10 +251,10 @@ class Workspace:
         return {sha: int(size) for sha, _, size in (line.split(" ") for line in out.decode().splitlines())}
 
     def _contents(self, shas: list[str]) -> dict[str, bytes]:
-        """The content of each blob in `shas` (symlink targets: small)."""
+        """The content of each blob in `shas` (small ones: symlink targets, Git LFS pointers)."""
         if not shas:
             return {}
-        out, found, at = self.git("cat-file", "--batch", what="reading symlinks",
+        out, found, at = self.git("cat-file", "--batch", what="reading small files",
                                   input="".join(f"{sha}\n" for sha in shas).encode()), {}, 0
         for sha in shas:
             end = out.index(b"\n", at)
@@ -292,6 +319,8 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
 
     `base` is a branch, tag or commit of the remote, or a `refs/pull/N/head`
     ref; by default its default branch. `token` authenticates the clone over HTTPS (see `git_env`).
+    Submodules are checked out in both clones where the host can fetch them
+    (`bot.submodules`); one it cannot is left empty and named in `Workspace.notes`.
     """
     redactor = redactor or Redactor([token])
     local = not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", repo) and not re.match(r"^[\w.-]+@[\w.-]+:", repo)
@@ -338,8 +367,13 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
          git_env(local=True), redactor, what="copying the workspace")
     _git(["checkout", "--quiet", "-B", branch, base_sha], copy, env, redactor, what="checking out the workspace")
     _git(["remote", "remove", "origin"], copy, env, redactor, what="detaching the workspace")
+    parts = urllib.parse.urlsplit(repo)
+    scope = f"{parts.scheme}://{parts.netloc}/" if parts.scheme in ("http", "https") else None
+    run = functools.partial(_git, redactor=redactor)
+    notes = submodules.check_out(clean, git_env(token if scope else None, local=local, token_scope=scope), run)
+    notes += submodules.copy(clean, copy, git_env(local=True), run)
     return Workspace(clean=clean, path=copy, remote=repo, branch=branch, base=base, base_sha=base_sha,
-                     redactor=redactor)
+                     redactor=redactor, notes=notes)
 
 
 def is_workflow_path(path: str) -> bool:

@@ -22,6 +22,7 @@ from bot.github.notes import harness_notes, patch_parts
 from bot.model import Model
 from bot.pipeline import Job, Outcome, execute, issue_branch
 from bot.redact import Redactor
+from bot.run_dirs import drop_clones
 from bot.sandbox import ISOLATING
 from bot.task_text import build_task, one_line
 from bot.transcript import figures, load_events, render_figures, safe_prose
@@ -80,6 +81,8 @@ def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id
         edited = _edited_note(trigger, forge)
         conclusion = _work(trigger, info, settings, forge, run_id=run_id, attempt=attempt, model=model,
                            progress=progress)
+        if conclusion.outcome is not None:  # published: the clone is not needed any more (see run_dirs)
+            drop_clones(conclusion.outcome.run_dir)
         if edited:
             conclusion.message = f"{conclusion.message}\n\n{edited}"
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue, then re-raised below

@@ -20,6 +20,7 @@ bound in from the host, see bot/sandbox/egress.py), agentd relays
 
 import base64
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -385,8 +386,11 @@ class Stage(object):
 
     The git dir borrows the workspace's objects, so nothing the agent planted in
     the workspace's .git (config, hooks, fsmonitor, filters) is read or run.
-    Files over `max_file_bytes` are never added (nor hashed): they are left out
-    of the hand-back and listed in `big`.
+    Some entries keep their base version in the index and are named in `left`
+    (path -> why) when the agent changed them: files over `max_file_bytes`
+    (never added nor hashed), submodules (`submodule_changes`: decode-bot
+    commits to this repository only) and Git LFS files (`lfs_changes`: the
+    hand-back does not carry LFS content).
     """
 
     def __init__(self, ws, base, max_file_bytes=None):
@@ -414,9 +418,16 @@ class Stage(object):
             with open(os.path.join(gitdir, "info", "exclude"), "w") as f:
                 f.write("\n".join(EXPORT_EXCLUDES) + "\n")
             self.git("read-tree", base)
-            self.big = self.oversized(max_file_bytes) if max_file_bytes else {}
-            spec = [":(exclude,literal)" + p for p in sorted(self.big)]
+            tracked = dict((path, meta.split()) for meta, path in zip_z(self.git("ls-files", "-s", "-z")))
+            self.left = {}
+            keep = set()  # paths whose base entry stays in the index, whatever the worktree holds
+            self.left.update(submodule_changes(ws.root, tracked, keep))
+            self.left.update(self.lfs_changes(tracked, keep))
+            self.big = self.oversized(max_file_bytes, tracked, keep) if max_file_bytes else {}
+            self.left.update(self.big)
+            spec = [":(exclude,literal)" + p for p in sorted(keep | set(self.big))]
             self.git("add", "-A", "--", ".", *spec)
+            self.left.update(self.new_lfs_files())
         except BaseException:
             self.close()
             raise
@@ -431,13 +442,13 @@ class Stage(object):
             raise Refused("git %s failed: %s" % (args[0], res.stderr.decode("utf-8", "replace").strip()))
         return res.stdout
 
-    def oversized(self, limit):
+    def oversized(self, limit, tracked, keep):
         """Changed or new files over `limit` bytes -> why they are left out (tracked files are compared first)."""
-        tracked = dict((path, meta.split()[1]) for meta, path in
-                       zip_z(self.git("ls-files", "-s", "-z")))
         untracked = split_z(self.git("ls-files", "-o", "-z", "--exclude-standard"))
-        big = {}
-        for path in list(tracked) + untracked:
+        big, submodules = {}, tuple(p + "/" for p in keep if tracked.get(p, ("",))[0] == "160000")
+        for path in [p for p in tracked if p not in keep] + untracked:
+            if submodules and path.startswith(submodules):
+                continue
             try:
                 st = os.lstat(os.path.join(self.ws.root, path))
             except OSError:
@@ -445,12 +456,49 @@ class Stage(object):
             if not stat.S_ISREG(st.st_mode) or st.st_size <= limit:
                 continue
             if path in tracked:
-                same = self.git("hash-object", "--no-filters", "--", path).strip().decode() == tracked[path]
+                same = self.git("hash-object", "--no-filters", "--", path).strip().decode() == tracked[path][1]
                 if same:
                     continue
             big[path] = "%.0f MB, over the %.0f MB limit for one file (DECODE_MAX_FILE_MB)" % (
                 st.st_size / 1048576.0, limit / 1048576.0)
         return big
+
+    def lfs_changes(self, tracked, keep):
+        """Files whose base blob is a Git LFS pointer: kept as in the base, and named when the agent changed them.
+
+        A file is unchanged when it still holds the pointer, or the content the
+        pointer names (its size and sha256), as a host with git-lfs checks out.
+        """
+        small = [(path, meta) for path, meta in tracked.items() if meta[0] in ("100644", "100755")]
+        if not small:
+            return {}
+        sizes = self.git("cat-file", "--batch-check", input="".join(m[1] + "\n" for _, m in small).encode())
+        candidates = [(path, meta) for (path, meta), line in zip(small, sizes.decode().splitlines())
+                      if int(line.split(" ")[2]) <= LFS_POINTER_MAX]
+        found = {}
+        blobs = read_blobs(self, [meta[1] for _, meta in candidates])
+        for path, meta in candidates:
+            pointer = lfs_pointer(blobs[meta[1]])
+            if pointer is None:
+                continue
+            keep.add(path)
+            if not lfs_unchanged(os.path.join(self.ws.root, path), blobs[meta[1]], pointer, meta[0]):
+                found[path] = LFS_REASON
+        return found
+
+    def new_lfs_files(self):
+        """New files that .gitattributes sends to Git LFS: taken out of the index and named (no LFS content is carried)."""
+        raw = split_z(self.git("diff-index", "--cached", "-z", "--name-status", "--no-renames", self.base))
+        added = [path for status, path in zip(raw[0::2], raw[1::2]) if status == "A"]
+        if not added:
+            return {}
+        out = split_z(self.git("check-attr", "--cached", "-z", "--stdin", "filter",
+                               input=b"".join(os.fsencode(p) + b"\0" for p in added)))
+        lfs = sorted(set(out[i] for i in range(0, len(out) - 2, 3) if out[i + 2] == "lfs"))
+        if lfs:
+            self.git("update-index", "-z", "--force-remove", "--stdin",
+                     input=b"".join(os.fsencode(p) + b"\0" for p in lfs))
+        return dict((path, LFS_NEW_REASON) for path in lfs)
 
     def problems(self):
         """[path, why] for every entry of the resulting tree the host would leave out, big files included."""
@@ -462,7 +510,7 @@ class Stage(object):
                     links[path] = os.readlink(os.path.join(self.ws.root, path))
                 except OSError:
                     links[path] = ""
-        found = [[p, why] for p, why in sorted(self.big.items())]
+        found = [[p, why] for p, why in sorted(self.left.items())]
         for meta, path in zip(raw[0::2], raw[1::2]):
             new_mode = meta.lstrip(":").split(" ")[1]
             why = path_problem(path)
@@ -478,6 +526,174 @@ class Stage(object):
 
     def close(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+LFS_POINTER_MAX = 1024  # the Git LFS spec caps a pointer file at 1024 bytes
+LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/v1\n", b"version https://hawser.github.com/spec/v1\n")
+LFS_REASON = "tracked by Git LFS: decode-bot does not carry LFS content; change it by hand"
+LFS_NEW_REASON = ("matches a Git LFS pattern in .gitattributes: decode-bot does not carry LFS content; "
+                  "add it by hand")
+SUBMODULE_REASON = "changes inside the submodule %s are not carried (decode-bot commits to this repository only)"
+
+
+def read_blobs(stage, shas):
+    """sha -> content for each blob in `shas` (small ones: LFS pointer candidates)."""
+    shas = sorted(set(shas))
+    if not shas:
+        return {}
+    out, found, at = stage.git("cat-file", "--batch", input="".join(s + "\n" for s in shas).encode()), {}, 0
+    for sha in shas:
+        end = out.index(b"\n", at)
+        size = int(out[at:end].split(b" ")[2])
+        found[sha], at = out[end + 1:end + 1 + size], end + 2 + size
+    return found
+
+
+def lfs_pointer(data):
+    """(sha256 hex or "", size or -1) when `data` is a Git LFS pointer file, else None."""
+    if not data.startswith(LFS_VERSIONS):
+        return None
+    oid, size = "", -1
+    for line in data.decode("utf-8", "replace").splitlines()[1:]:
+        key, _, value = line.partition(" ")
+        if key == "oid" and re.match(r"^sha256:[0-9a-f]{64}$", value):
+            oid = value[len("sha256:"):]
+        elif key == "size" and value.isdigit():
+            size = int(value)
+    return oid, size
+
+
+def lfs_unchanged(full, blob, pointer, mode):
+    """Whether the file at `full` still holds the pointer `blob`, or the content it names, with the base's mode."""
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or (mode == "100755") != bool(st.st_mode & 0o100):
+        return False
+    oid, size = pointer
+    if st.st_size == len(blob):
+        with open(full, "rb") as f:
+            if f.read() == blob:
+                return True
+    if not oid or st.st_size != size:
+        return False
+    digest = hashlib.sha256()
+    with open(full, "rb") as f:
+        for chunk in iter(lambda: f.read(READ_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest() == oid
+
+
+def submodule_changes(root, tracked, keep):
+    """Submodules of the base (gitlinks): kept as in the base, and named when anything inside them changed.
+
+    The hand-back commits to this repository only, so a submodule's gitlink
+    never moves. Nothing in a submodule's git dir is run or configured: its
+    HEAD is read as a file, its objects are only borrowed to compare trees.
+    """
+    found = {}
+    for path, meta in sorted(tracked.items()):
+        if meta[0] == "160000":
+            keep.add(path)
+            if submodule_changed(root, path, meta[1]):
+                found[path] = SUBMODULE_REASON % path
+    return found
+
+
+def submodule_changed(root, path, sha):
+    """Whether the submodule at `path` (base commit `sha`) differs from it: files, nested submodules or HEAD.
+
+    An empty directory is a submodule that was never checked out: unchanged.
+    """
+    full = os.path.join(root, path)
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return True
+    if not stat.S_ISDIR(st.st_mode):
+        return True
+    if not os.listdir(full):
+        return False
+    gitdir = submodule_gitdir(full)
+    if gitdir is not None and read_head(gitdir) != sha:
+        return True
+    objects = [os.path.join(gitdir, "objects")] if gitdir else []
+    for dirpath, dirnames, _ in os.walk(os.path.join(root, ".git", "modules")):
+        if "objects" in dirnames and os.path.isfile(os.path.join(dirpath, "HEAD")):
+            objects.append(os.path.join(dirpath, "objects"))
+        dirnames[:] = [d for d in dirnames if d != "objects"]
+    tmp = tempfile.mkdtemp(prefix="decode-submodule-")
+    try:
+        scratch = os.path.join(tmp, "git")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tmp, "GIT_CONFIG_NOSYSTEM": "1",
+               "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0"}
+        if run_git(["init", "-q", "--bare", scratch], env, tmp)[0] != 0:
+            return True
+        with open(os.path.join(scratch, "objects", "info", "alternates"), "w") as f:
+            f.write("".join(d + "\n" for d in objects))
+        with open(os.path.join(scratch, "info", "exclude"), "w") as f:
+            f.write("\n".join(EXPORT_EXCLUDES) + "\n")
+        env.update(GIT_DIR=scratch, GIT_WORK_TREE=full, GIT_INDEX_FILE=os.path.join(tmp, "index"))
+        code, tree = run_git(["rev-parse", "--verify", "--quiet", sha + "^{tree}"], env, full)
+        if code != 0 or run_git(["read-tree", sha], env, full)[0] != 0:
+            return True  # files, but not the commit to compare them with
+        nested = [(p, meta.split()[1]) for meta, p in zip_z(run_git(["ls-files", "-s", "-z"], env, full)[1])
+                  if meta.split()[0] == "160000"]
+        spec = [":(exclude,literal)" + p for p, _ in nested]
+        if run_git(["add", "-A", "--", "."] + spec, env, full)[0] != 0:
+            return True
+        code, written = run_git(["write-tree"], env, full)
+        if code != 0 or written.strip() != tree.strip():
+            return True
+        return any(submodule_changed(full, p, s) for p, s in nested)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def submodule_gitdir(full):
+    """The git dir of the checked-out submodule at `full` (its `.git` directory, or where its `.git` file points)."""
+    dotgit = os.path.join(full, ".git")
+    if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+        return dotgit
+    try:
+        with open(dotgit, "rb") as f:
+            line = f.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir: "):
+        return None
+    return os.path.normpath(os.path.join(full, line[len("gitdir: "):].strip()))
+
+
+def read_head(gitdir):
+    """The commit a git dir's HEAD names, read from its files (loose or packed refs), or None."""
+    try:
+        with open(os.path.join(gitdir, "HEAD"), "rb") as f:
+            head = f.read(4096).decode("utf-8", "replace").strip()
+        if not head.startswith("ref: "):
+            return head
+        ref = head[len("ref: "):]
+        if not ref.startswith("refs/") or ".." in ref.split("/"):
+            return None
+        try:
+            with open(os.path.join(gitdir, ref), "rb") as f:
+                return f.read(4096).decode("utf-8", "replace").strip()
+        except OSError:
+            with open(os.path.join(gitdir, "packed-refs"), "rb") as f:
+                for line in f.read().decode("utf-8", "replace").splitlines():
+                    if line.endswith(" " + ref):
+                        return line.split(" ")[0]
+    except OSError:
+        pass
+    return None
+
+
+def run_git(args, env, cwd, input=None):
+    """(exit code, stdout) of one git command with hooks and fsmonitor off."""
+    res = subprocess.run(["git", "-c", "core.hooksPath=" + os.devnull, "-c", "core.fsmonitor=false"] + list(args),
+                         env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, input=input)
+    return res.returncode, res.stdout
 
 
 def split_z(data):
@@ -554,7 +770,8 @@ def op_check(ws, req):
 
 def op_export(ws, req):
     """The workspace's changes against commit `base`, as a binary git patch kept in a file for
-    `export_read`; files over `max_file_bytes` are left out and listed. Answers {"size", "left_out"}."""
+    `export_read`; files over `max_file_bytes`, changes inside submodules and to Git LFS files are left
+    out and listed (`Stage.left`). Answers {"size", "left_out"}."""
     stage = Stage(ws, req.get("base"), req.get("max_file_bytes"))
     try:
         drop_export(ws)
@@ -562,7 +779,7 @@ def op_export(ws, req):
         with os.fdopen(fd, "wb") as out:
             stage.git("diff", "--cached", "--binary", "--full-index", "--no-ext-diff", "--no-textconv",
                       "--no-color", "--no-renames", stage.base, stdout=out)
-        left_out = [[p, why] for p, why in sorted(stage.big.items())]
+        left_out = [[p, why] for p, why in sorted(stage.left.items())]
         return {"size": os.path.getsize(ws.export_path), "left_out": left_out}
     finally:
         stage.close()

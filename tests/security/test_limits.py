@@ -14,9 +14,10 @@ import pytest
 
 from bot.config import Budget, Settings
 from bot.errors import ConfigError, DecodeError, SandboxError
-from bot.pipeline import fresh_dir, run_setup
+from bot.pipeline import run_setup
 from bot.redact import Redactor
 from bot.repo_config import RepoConfig
+from bot.run_dirs import fresh_dir
 from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
 from bot.transcript import Transcript
 from tests.conftest import make_repo
@@ -115,4 +116,4 @@ def test_the_workspace_copy_is_gone_after_the_run_and_the_run_dir_is_private(fak
     for d in (tmp_path / "data", tmp_path / "data" / "runs", run):
         assert d.stat().st_mode & 0o777 == 0o700, d
     assert not (run / "workspace").exists(), "the sandbox's copy (setuid files included) is deleted"
-    assert (run / "clean").is_dir()
+    assert not (run / "clean").exists(), "the branch was delivered to the repository: the clone goes too"
