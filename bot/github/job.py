@@ -197,7 +197,7 @@ def _work(trigger: Trigger, info: RepoInfo, settings: Settings, forge: Forge, *,
     if fork:
         assert pull is not None
         return _publish_to_fork(forge, repo, pull, outcome, run_id, state=state, summary=summary, figs=figs,
-                                notes=notes, transcript=transcript)
+                                notes=notes, transcript=transcript, failure=failure if result.failed else None)
     outcome.workspace.push(forge.token_for(repo), force=pr_base is not None)
     if pr_base is None:  # new commits on the PR's own branch; the reply carries summary and transcript
         body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs, transcript=transcript,
@@ -222,8 +222,9 @@ def _work(trigger: Trigger, info: RepoInfo, settings: Settings, forge: Forge, *,
 
 
 def _publish_to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, run_id: str, *, state: str,
-                     summary: str, figs: str, notes: str, transcript: str) -> Conclusion:
+                     summary: str, figs: str, notes: str, transcript: str, failure: str | None = None) -> Conclusion:
     """A fork's pull request: push to its head branch when maintainers may edit it, else reply with a patch.
+    A failed run (`failure`: its one-line reason) says so first, then where its work so far went.
 
     The fork's commits are never pushed into the base repository, where its workflows would run with
     the base repository's secrets; only the agent's one commit goes to the fork's own branch.
@@ -245,6 +246,9 @@ def _publish_to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, 
             verb = "Pushed" if state == "success" else "Pushed partial work"
             head = f"{'✅' if state == 'success' else '⚠️'} {verb} {commit[:12]} to the fork's branch {where}, " \
                    f"on top of {started[:12]} (the head this run started from)."
+            if failure:
+                head = f"{failure}. The work so far ({commit[:12]}) is pushed to the fork's branch {where}, on " \
+                       f"top of {started[:12]} (the head this run started from)."
             return Conclusion(state, f"{head}\n\n{body}", branch=pull.head_ref, outcome=outcome)
     patch = ws.git("format-patch", "-1", "--stdout", "--binary", commit, what="writing the patch")
     parts = patch_parts(patch.decode("utf-8", "replace"), started_from=started, limit=BODY_LIMIT - 1000)
@@ -254,6 +258,8 @@ def _publish_to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, 
     head = (f"📎 decode-bot could not push to {where}: {why}. The change, made on top of {started[:12]} (the "
             "head this run started from), is in the patch below" + (" and the comments that follow" if
                                                                    len(parts) > 1 else "") + ".")
+    if failure:
+        head = f"{failure}. The work so far is not pushed to {where} ({why}); it is in the patch below."
     return Conclusion(state, f"{head}\n\n{parts[0]}\n{body}", outcome=outcome)
 
 

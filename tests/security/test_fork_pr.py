@@ -143,3 +143,17 @@ def assert_patch_applies(fake, reply: str, head: str) -> None:
                    check=True, env=env)
     subprocess.run(["git", "am", "-q"], cwd=work, input=patch.encode(), check=True, env=env)
     assert (work / "NOTES.md").read_text() == "as a patch\n"
+
+
+def test_a_failed_run_on_a_fork_says_it_failed_before_where_its_work_went(world):
+    require("bwrap")
+    fake, anthropic, *_ = world
+    number, head = fork_pull(fake, maintainer_can_modify=True)
+    anthropic.script(edit_turns("half done"))
+    anthropic.inject(529, retry_after_ms=1, at=1)  # the edit is made; every retry of the next turn fails
+    conclusion = decode_comment(world, number, forge=app_forge(fake), sandbox_mode="bwrap")
+    assert conclusion.state == "failed"
+    assert fake.file("mallory", NAME, "patch-1", "NOTES.md") == "half done\n"
+    reply = conclusion.message
+    assert reply.startswith("❌ decode-bot failed:") and "Pushed partial work" not in reply
+    assert "The work so far" in reply and "mallory/calendar:patch-1" in reply
