@@ -106,9 +106,15 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
                     f"{settings.sandbox_mode} sandbox runs without it")
             transcript.record("note", text=note)
             progress(note)
+        if config.image and settings.sandbox_mode not in ("docker", "modal"):
+            note = (f".github/decode.yml names the image {config.image}, which only SANDBOX_MODE=docker and modal "
+                    f"use; the {settings.sandbox_mode} sandbox runs on the host's toolchain")
+            transcript.record("note", text=note)
+            progress(note)
         progress(f"starting the {settings.sandbox_mode} sandbox")
-        spec = SandboxSpec(workspace=ws.path, image=settings.sandbox_image, name=f"decode-{job.run_id}",
-                           hide=settings.secret_paths(), path=settings.sandbox_path, gpu=config.gpu,
+        spec = SandboxSpec(workspace=ws.path, image=config.image or settings.sandbox_image,
+                           name=f"decode-{job.run_id}", hide=settings.secret_paths(), path=settings.sandbox_path,
+                           gpu=config.gpu,
                            cgroup_parent=settings.cgroup_parent, disk_mb=settings.max_disk_mb)
         setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
         agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,

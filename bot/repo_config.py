@@ -10,6 +10,8 @@
       - "*.files.example.com"
     allow_workflow_changes: false   # true lets changes under .github/workflows/ be committed
     gpu: "H200:4"     # SANDBOX_MODE=modal: a GPU for the agent's commands
+    image: registry.example.com/acme/tools:3  # docker and modal: the sandbox image instead
+                                              # of DECODE_SANDBOX_IMAGE (local, bwrap ignore it)
 
 The file is read as a blob from the base commit on the host (the default branch
 for an issue, the pull request's base branch for a PR; never the PR's head and
@@ -29,7 +31,14 @@ from bot.errors import ConfigError
 from bot.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
-KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu")
+KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
+        "image")
+# A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
+_REGISTRY = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE = re.compile(rf"{_REGISTRY}?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                   r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+IMAGE_MAX = 400  # a 255-character name, a 128-character tag and a sha256 digest
 DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
@@ -42,6 +51,7 @@ class RepoConfig:
     allow_domains: tuple[str, ...] = ()
     allow_workflow_changes: bool = False
     gpu: str | None = None
+    image: str | None = None  # docker and modal: the sandbox image; None keeps DECODE_SANDBOX_IMAGE
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
@@ -96,4 +106,19 @@ def parse_repo_config(data: object) -> RepoConfig:
     if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
         raise ConfigError(f"{PATH}: 'gpu' must be a Modal GPU spec like \"H200:4\", not {gpu!r}")
     return RepoConfig(tuple(setup), network, float(timeout), tuple(str(c) for c in cidrs),
-                      tuple(d.lower().rstrip(".") for d in domains), workflows, gpu)
+                      tuple(d.lower().rstrip(".") for d in domains), workflows, gpu, parse_image(data.get("image")))
+
+
+def parse_image(image: object) -> str | None:
+    """decode.yml's `image`: a docker image reference such as registry.example.com/acme/tools:3, or None.
+
+    Checked here because it becomes an argument of `docker create`: no option, space or control character.
+    """
+    if image is None:
+        return None
+    if not isinstance(image, str) or len(image) > IMAGE_MAX or not IMAGE.fullmatch(image):
+        shown = repr(image) if len(repr(image)) <= 80 else repr(image)[:77] + "..."
+        raise ConfigError(f"{PATH}: 'image' must be a docker image reference like "
+                          f"registry.example.com/acme/tools:3 (lowercase name, optional registry, :tag or "
+                          f"@sha256:digest), not {shown}")
+    return image

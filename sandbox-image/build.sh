@@ -7,12 +7,15 @@
 #   sandbox-image/build.sh --print-mirror
 #
 # IMAGE defaults to $DECODE_SANDBOX_IMAGE, then decode-sandbox:latest. The build is
-# skipped when the image exists and its python3 can run agentd, unless --force.
+# skipped when the image exists and carries the toolchain below (so an older image
+# without pip is rebuilt), unless --force.
 # Needs root (debootstrap), debootstrap and a running Docker engine; SUITE and
 # MIRROR override the Debian release and mirror. The mirror defaults to the first
 # `deb` source for SUITE that apt is configured with (sources.list, sources.list.d
 # *.list and deb822 *.sources under $APT_ETC, default /etc/apt). The image holds python3 with its
-# full standard library (python3-minimal lacks json), git, ca-certificates, procps.
+# full standard library (python3-minimal lacks json), git, ca-certificates, procps, and what a
+# typical repository's setup needs: pip and venv, a C toolchain (build-essential), curl,
+# node and npm. Setup runs as a non-root uid there: pip and npm install into $HOME/.local.
 # --app-base builds instead the base of the app image (the Dockerfile's BASE,
 # default decode-base:latest): python3 with venv, git, ca-certificates, bubblewrap.
 set -euo pipefail
@@ -26,7 +29,7 @@ for arg in "$@"; do
     --force) force=1 ;;
     --app-base) app_base=1 ;;
     --print-mirror) print_mirror=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "build.sh: unknown option $arg" >&2; exit 2 ;;
     *) image="$arg" ;;
   esac
@@ -83,14 +86,18 @@ if [ "$app_base" = 1 ]; then
   probe='import json, sqlite3, ssl, venv, ensurepip, subprocess, sys; assert sys.version_info >= (3, 11)'
   check=(sh -c "python3 -c '$probe' && git --version && bwrap --version")
   lacking="lacks python3 with venv, git or bubblewrap"
+  apt_packages=""
   workdir=/
 else
   image="${image:-${DECODE_SANDBOX_IMAGE:-decode-sandbox:latest}}"
   title=decode-sandbox
-  packages="python3,git,ca-certificates,procps"
-  probe='import json, select, subprocess'
-  check=(python3 -c "$probe")
-  lacking="its python3 cannot run agentd (python3-minimal only?)"
+  packages="python3,git,ca-certificates,procps,python3-pip,python3-venv,build-essential,curl,nodejs"
+  # Installed with apt in the new root: debootstrap resolves Depends but not virtual packages, which
+  # npm's dependencies need.
+  apt_packages="npm"
+  probe='import json, select, subprocess, ensurepip, venv'
+  check=(sh -c "python3 -c '$probe' && python3 -m pip --version && cc --version && make --version && curl --version && node --version && npm --version")
+  lacking="lacks python3 with pip and venv, a C toolchain, curl, node or npm"
   workdir=/workspace
 fi
 
@@ -114,6 +121,16 @@ command -v debootstrap >/dev/null || { echo "build.sh: install debootstrap (apt-
 rootfs="$(mktemp -d /tmp/decode-rootfs.XXXXXX)"
 trap 'rm -rf "$rootfs"' EXIT
 debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror"
+if [ -n "$apt_packages" ]; then
+  cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+  apt_opts=(-o Acquire::Check-Valid-Until="$(apt-config dump Acquire::Check-Valid-Until --format '%v' 2>/dev/null || true)")
+  [ "${apt_opts[1]}" = "Acquire::Check-Valid-Until=false" ] || apt_opts=()  # as the host's apt treats the mirror
+  chroot "$rootfs" apt-get "${apt_opts[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive chroot "$rootfs" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends \
+    $apt_packages >/dev/null
+  chroot "$rootfs" apt-get clean
+  : > "$rootfs/etc/resolv.conf"
+fi
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb
 python3_version="$(chroot "$rootfs" python3 -c "$probe; import sys; print(sys.version.split()[0])")"
 tar -C "$rootfs" -c . | docker import \

@@ -84,3 +84,19 @@ def test_modal_keys_are_validated():
         parse_repo_config({"allow_cidrs": ["intranet"]})
     with pytest.raises(ConfigError, match="'gpu'"):
         parse_repo_config({"gpu": 4})
+
+
+@pytest.mark.parametrize("image", ["decode-probe:1", "registry.example.com/acme/tools:3", "localhost:5000/a/b-c",
+                                   "python:3.12-slim-bookworm", "debian@sha256:" + "ab" * 32])
+def test_an_image_reference_is_read(repo_factory, tmp_path, image):
+    assert config_of(repo_factory, tmp_path, {".github/decode.yml": f"image: '{image}'\n"}).image == image
+
+
+@pytest.mark.parametrize("image", ["--privileged", "-v/:/host", "tools 3", "tools:3\n", "tools\x00", "Tools:3",
+                                   "a:", "a//b", "a:b:c", "x" * 401, "", 3, ["tools:3"]])
+def test_an_image_that_is_not_a_reference_is_refused_in_one_line(image):
+    with pytest.raises(ConfigError) as e:
+        parse_repo_config({"image": image})
+    message = str(e.value)
+    assert message.startswith(".github/decode.yml: 'image' must be a docker image reference like ")
+    assert "\n" not in message and len(message) < 300

@@ -19,9 +19,11 @@ What the sandboxed process sees:
   read-only at /run/decode-egress; no variable of the
   host's environment (`--clearenv`, and bwrap itself starts with the clean env so
   /proc/1/environ is clean too), no capabilities (`--cap-drop ALL`: root on the
-  host is uid 0 without capabilities inside); the host PATH entries in
-  `spec.path` that the sandbox can see come first on its PATH (an Actions
-  runner's toolchains under /opt/hostedtoolcache).
+  host is uid 0 without capabilities inside); PATH is $HOME/.local/bin (where
+  setup's pip and npm installs land, see `local.clean_env`), then the host PATH
+  entries in `spec.path` that the sandbox can see (an Actions runner's
+  toolchains under /opt/hostedtoolcache), then the system directories; never
+  decode-bot's virtualenv.
 
 Limits: the bwrap process is put into a fresh cgroup (v1 pids+memory+cpu, or v2)
 created per sandbox and removed on close, so memory, pids and cpu are capped for
@@ -52,7 +54,7 @@ from bot.sandbox.cgroup import SandboxCgroup
 from bot.sandbox.client import AGENTD_PATH, ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
-from bot.sandbox.local import clean_env
+from bot.sandbox.local import SAFE_PATH, clean_env, harness_bin
 
 WORKSPACE = "/workspace"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
@@ -102,9 +104,8 @@ class BwrapLauncher:
     def argv(self) -> list[str]:
         """The full command line that starts agentd in this sandbox."""
         egress_socket = f"{EGRESS_INSIDE}/{self.egress.path.name}"
-        env = clean_env("/tmp", "bwrap") | SAFE_DIRECTORY | {"DECODE_EGRESS_SOCKET": egress_socket}
-        if self._spec.path:
-            env["PATH"] = sandbox_path(self._spec.path, self._hidden, env["PATH"])
+        env = clean_env("/tmp", "bwrap", sandbox_path(self._spec.path, self._hidden, SAFE_PATH)) | SAFE_DIRECTORY
+        env["DECODE_EGRESS_SOCKET"] = egress_socket
         args = [self._bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
                 "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--hostname", "decode-sandbox"]
         args += root_binds()
@@ -124,7 +125,8 @@ class BwrapLauncher:
         """Start bwrap + agentd inside the sandbox's limits, its egress proxy applying `policy`."""
         self.egress.policy = policy
         self.disk.check()
-        return ProcessTransport(self.cgroup.wrap(self.argv()), clean_env("/tmp", "bwrap"))
+        # bwrap itself runs on the host: no $HOME/.local/bin (the host's /tmp) on its PATH.
+        return ProcessTransport(self.cgroup.wrap(self.argv()), clean_env("/tmp", "bwrap") | {"PATH": SAFE_PATH})
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""
@@ -197,11 +199,11 @@ def sandbox_path(entries: Iterable[str], hidden: list[str], base: str) -> str:
     """`base` with the host PATH `entries` that the sandbox can see put first (a runner's toolchains).
 
     An entry is dropped when it is relative, missing, or under a hidden path that is not bound back
-    (`reexposed`); the decode virtualenv's own bin dir goes last, so the agent's `python3` and `pip`
-    are the runner's, not the harness's.
+    (`reexposed`); decode-bot's own virtualenv bin dir is dropped from both, so the agent's `python3`
+    and `pip` are the runner's or the host's, never the harness's.
     """
     shown = reexposed(hidden)
-    own = os.path.realpath(os.path.join(sys.prefix, "bin")) if sys.prefix != sys.base_prefix else None
+    own = harness_bin()
     first: list[str] = []
     for entry in entries:
         real = os.path.realpath(entry)
@@ -211,8 +213,7 @@ def sandbox_path(entries: Iterable[str], hidden: list[str], base: str) -> str:
             continue
         first.append(entry)
     rest = [p for p in base.split(os.pathsep) if p and os.path.realpath(p) != own]
-    last = [p for p in base.split(os.pathsep) if p and os.path.realpath(p) == own]
-    return os.pathsep.join(dict.fromkeys([*first, *rest, *last]))
+    return os.pathsep.join(dict.fromkeys([*first, *rest]))
 
 
 def _within(path: str, parent: str) -> bool:

@@ -23,11 +23,13 @@ Ownership: every command, setup included, runs as a non-root uid without
 capabilities, so a hostile command cannot chown, setuid or read past file modes,
 and nothing it leaves in the workspace is owned by root. Setup steps that need
 root (apt-get install) fail: the image should carry the system packages
-(`DECODE_SANDBOX_IMAGE`); user-level installs (pip, npm, cargo into HOME or the
-workspace) work. Why not root for setup and a non-root `docker exec --user` for
-the agent: the capabilities are fixed when the container is created, setup as
-root could plant setuid files or root-owned state the agent phase then relies
-on, and a compromised dependency installed during setup runs with the same
+(`DECODE_SANDBOX_IMAGE`, or `image:` in .github/decode.yml); user-level installs
+work: `pip install` falls back to a user install and `npm install -g` has its
+prefix in $HOME/.local, whose bin directory is first on PATH (`local.clean_env`).
+Why not root for setup and a non-root `docker exec --user` for the agent: the
+capabilities are fixed when the container is created, setup as root could
+plant setuid files or root-owned state the agent phase then relies on, and a
+compromised dependency installed during setup runs with the same
 rights either way. The uid is the workspace owner's when that is not root (a
 non-root bot with a rootful engine: files stay the bot's); for a root bot it is
 `SANDBOX_UID` (1000), the workspace being chowned to it for the run and back on
@@ -51,7 +53,7 @@ from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.client import ProcessTransport, agentd_tar
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
-from bot.sandbox.local import SAFE_PATH, clean_env
+from bot.sandbox.local import clean_env
 
 WORKSPACE = "/workspace"
 AGENTD_INSIDE = "/opt/decode/agentd.py"
@@ -117,8 +119,8 @@ class DockerLauncher:
         err = res.stderr.strip()
         if "no such image" in err.lower():
             raise ConfigError(
-                f"DECODE_SANDBOX_IMAGE={image} not found: build it with sandbox-image/build.sh "
-                f"or docker pull {image}"
+                f"the sandbox image {image} (DECODE_SANDBOX_IMAGE, or image: in .github/decode.yml) is not "
+                f"on this Docker engine: build it with sandbox-image/build.sh or docker pull {image}"
             )
         raise SandboxError(f"the Docker engine is not answering ({err}): start dockerd or check DOCKER_HOST",
                            stderr=err)
@@ -138,7 +140,7 @@ class DockerLauncher:
 
     def _create(self, spec: SandboxSpec) -> str:
         workspace = spec.workspace.resolve()
-        env = clean_env("/tmp", "docker") | {"PATH": SAFE_PATH} | SAFE_DIRECTORY
+        env = clean_env("/tmp", "docker") | SAFE_DIRECTORY
         env["DECODE_EGRESS_SOCKET"] = f"{EGRESS_INSIDE}/{self.egress.path.name}"
         name = "decode-%s-%s" % ("".join(c if c.isalnum() or c in "_.-" else "_" for c in spec.name)[:40],
                                  secrets.token_hex(4))

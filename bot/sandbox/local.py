@@ -2,9 +2,12 @@
 
 For trusted input only, even on a disposable machine such as an Actions runner
 (whose step holds the API key and the token). The agent can do whatever
-the bot's user can. agentd starts with a clean environment, and the harness
-marks itself non-dumpable so that a process of the same (non-root) user cannot
-read its /proc/PID/environ; a root agent still can. Tool output is redacted
+the bot's user can. Its toolchain is the host's PATH without decode-bot's
+virtualenv, and what setup installs goes where that user's pip and npm put it
+(into the per-run HOME when the interpreter's site-packages is not writable).
+agentd starts with a clean environment, and the harness marks itself
+non-dumpable so that a process of the same (non-root) user cannot read its
+/proc/PID/environ; a root agent still can. Tool output is redacted
 before the model sees it, so known secrets do not reach the model or the
 transcript, but only the bwrap and docker backends keep them out of reach.
 
@@ -26,11 +29,18 @@ from bot.sandbox.client import AGENTD_PATH, ProcessTransport
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def clean_env(home: str, mode: str) -> dict[str, str]:
-    """The only environment a sandboxed process gets: no variable of the host's."""
-    path = os.pathsep.join(dict.fromkeys([os.path.dirname(sys.executable), *SAFE_PATH.split(":")]))
+def clean_env(home: str, mode: str, path: str = SAFE_PATH) -> dict[str, str]:
+    """The only environment a sandboxed process gets: no variable of the host's.
+
+    `path` is the toolchain the agent uses; `$HOME/.local/bin` goes before it, and `$HOME/.local`
+    is where setup's installs land: pip falls back to a user install there when the interpreter's
+    site-packages is not writable (PIP_BREAK_SYSTEM_PACKAGES: Debian's PEP 668 marker would refuse
+    it), and `npm install -g` uses it as its prefix. PIP_USER is not set: it would break
+    `pip install` in a virtualenv that setup creates.
+    """
+    local = home.rstrip("/") + "/.local"
     return {
-        "PATH": path,
+        "PATH": os.pathsep.join(dict.fromkeys([local + "/bin", *path.split(os.pathsep)])),
         "HOME": home,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -39,8 +49,29 @@ def clean_env(home: str, mode: str) -> dict[str, str]:
         "GIT_PAGER": "cat",
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PIP_BREAK_SYSTEM_PACKAGES": "1",
+        "NPM_CONFIG_PREFIX": local,
         "DECODE_SANDBOX": mode,
     }
+
+
+def harness_bin() -> str | None:
+    """The bin directory of the virtualenv decode-bot runs from (resolved), or None outside one.
+
+    It is never on a sandbox's PATH: the agent's `python3` and `pip` are the host's (or the
+    image's), not the harness's. agentd does not need it, being started by `sys.executable`.
+    """
+    if sys.prefix == sys.base_prefix:
+        return None  # a system interpreter: its directory (/usr/bin) is the host's toolchain too
+    return os.path.realpath(os.path.join(sys.prefix, "bin"))
+
+
+def host_path(path: str | None = None) -> str:
+    """The host's PATH (`path`, default $PATH) minus decode-bot's virtualenv and relative entries."""
+    own = harness_bin()
+    entries = (path if path is not None else os.environ.get("PATH", SAFE_PATH)).split(os.pathsep)
+    kept = [e for e in entries if os.path.isabs(e) and os.path.realpath(e) != own]
+    return os.pathsep.join(dict.fromkeys(kept)) or SAFE_PATH
 
 
 class LocalLauncher:
@@ -54,7 +85,7 @@ class LocalLauncher:
     def start(self, policy: EgressPolicy) -> ProcessTransport:
         """Start agentd; `policy` cannot be enforced here (the host's network is the agent's)."""
         argv = [sys.executable, "-I", str(AGENTD_PATH), self.root]
-        return ProcessTransport(argv, clean_env(self._home, "local"))
+        return ProcessTransport(argv, clean_env(self._home, "local", host_path()))
 
     def blocked(self) -> dict[str, int]:
         return {}

@@ -54,14 +54,14 @@ from bot.errors import ConfigError, SandboxError
 from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox import modal_pool
 from bot.sandbox.client import agentd_tar
-from bot.sandbox.local import SAFE_PATH, clean_env
+from bot.sandbox.local import clean_env
 
 APP_NAME = "decode-bot"
 WORKSPACE = "/workspace"
 AGENTD_INSIDE = "/opt/decode/agentd.py"
 ADD_PYTHON = None  # the image brings python3 (3.8+) for agentd, as for docker; "3.12" would make Modal add one
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
-ENV = clean_env("/root", "modal") | {"PATH": SAFE_PATH} | SAFE_DIRECTORY
+ENV = clean_env("/root", "modal") | SAFE_DIRECTORY
 CHUNK = 1024 * 1024  # below modal.io_streams.MAX_BUFFER_SIZE (2 MiB), which a stdin write must not pass
 RESTARTED = ("[decode] the sandbox died and was restarted: {lost}. Check the state of the workspace "
              "before you continue.")

@@ -10,6 +10,7 @@ answered 404 and fails the test at teardown. Endpoints live in `github_rest`.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import time
@@ -132,7 +133,7 @@ class FakeGitHub(GitHubState):
                                   reset_in: int = 1) -> None:
         """403 (or 429) "API rate limit exceeded" with x-ratelimit-remaining 0 and a reset `reset_in` s ahead."""
         headers = {"x-ratelimit-remaining": "0", "x-ratelimit-limit": "5000", "x-ratelimit-used": "5000",
-                   "x-ratelimit-resource": "core", "x-ratelimit-reset": lambda: str(int(time.time()) + reset_in)}
+                   "x-ratelimit-resource": "core", "x-ratelimit-reset": lambda: str(math.ceil(time.time()) + reset_in)}
         self.inject(method, path_regex, status, times=times, headers=headers, body={
             "message": f"API rate limit exceeded for installation ID {self.installation_id}.",
             "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"})

@@ -99,14 +99,13 @@ def test_visible_host_path_entries_come_first_and_hidden_ones_are_dropped(tmp_pa
         (tools / "decode-fake-tool").chmod(0o755)
         hidden = tmp_path / "home" / ".cargo" / "bin"
         hidden.mkdir(parents=True)
-        entries = (str(tools), str(hidden), "relative/bin", "/nonexistent/bin")
+        entries = (str(tools), str(hidden), "relative/bin", "/nonexistent/bin", os.path.join(sys.prefix, "bin"))
         spec = SandboxSpec(workspace=workspace, name="bwrap-test", path=entries, hide=(tmp_path / "home",))
         with AgentdSandbox(BwrapLauncher(spec), mode="bwrap") as box:
             path = box.run("echo $PATH").output.strip().split(":")
-            assert path[0] == str(tools) and "/usr/bin" in path
+            assert path[:2] == ["/tmp/.local/bin", str(tools)] and "/usr/bin" in path  # setup's installs first
             assert not {str(hidden), "relative/bin", "/nonexistent/bin"} & set(path)
             assert box.run("decode-fake-tool").output == "tool\n"
-            if sys.prefix != sys.base_prefix:  # the harness's own virtualenv is not the agent's first choice
-                assert path[-1] == os.path.join(sys.prefix, "bin")
+            assert os.path.join(sys.prefix, "bin") not in path, "the harness's own virtualenv is not the agent's"
     finally:
         shutil.rmtree(tools.parent)

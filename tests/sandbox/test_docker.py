@@ -30,7 +30,8 @@ def spec(workspace: Path, image: str = IMAGE) -> SandboxSpec:
 
 
 def test_missing_image_says_how_to_build_it(workspace: Path) -> None:
-    with pytest.raises(ConfigError, match=r"DECODE_SANDBOX_IMAGE=decode-nope:0 not found: build it with "
+    with pytest.raises(ConfigError, match=r"the sandbox image decode-nope:0 \(DECODE_SANDBOX_IMAGE, or image: in "
+                                          r"\.github/decode\.yml\) is not on this Docker engine: build it with "
                                           r"sandbox-image/build.sh or docker pull decode-nope:0"):
         DockerLauncher(spec(workspace, "decode-nope:0"))
 
