@@ -4,8 +4,10 @@ Reads the standard `GITHUB_*` variables and the event file, applies the same
 trigger rules and permission checks as the App, adds `schedule` and
 `workflow_dispatch` runs with a prompt, and writes `GITHUB_OUTPUT` (pr_url,
 branch, conclusion, cost_usd, transcript_path) and a job summary to
-`GITHUB_STEP_SUMMARY`. Exit status: 0 for success, no changes or skipped, 3 for
-a run stopped by a budget cap, 1 for a failure.
+`GITHUB_STEP_SUMMARY`. Exit status (`Conclusion.exit_code`, as the CLI's): 0 for
+success, no changes or skipped, 3 for a run stopped by a budget cap, 1 for a
+failure, 2 for a setting, token or event file that cannot work (the outputs and
+summary are written first), 130 when interrupted.
 (https://docs.github.com/en/actions/writing-workflows/choosing-what-your-workflow-does/store-information-in-variables#default-environment-variables)
 """
 
@@ -23,12 +25,12 @@ from bot.github.auth import TokenCredentials
 from bot.github.body import split_markdown
 from bot.github.forge import GitHubForge
 from bot.github.job import Conclusion, run_github_job
+from bot.model import Model, make_model
 from bot.redact import Redactor
 from bot.transcript import figures, load_events, render_figures
 from bot.triggers import Ignore, Trigger, decide
 
 SUMMARY_LIMIT = 900_000  # GitHub allows 1 MiB of step summary per step
-EXIT = {"success": 0, "no_changes": 0, "skipped": 0, "incomplete": 3, "failed": 1}
 RUNNER_PRIVATE = ("GITHUB_WORKSPACE", "RUNNER_TEMP", "HOME")  # what the sandbox must not see on a runner
 
 
@@ -66,34 +68,68 @@ def runner_sandbox(env: Mapping[str, str]) -> dict[str, tuple]:
 
 
 def run_action(env: Mapping[str, str] | None = None) -> int:
-    """Run the action for the event in `env` (default: the process environment)."""
+    """Run the action for the event in `env` (default: the process environment).
+
+    A setting or event that cannot work is a `ConfigError` (exit 2), raised after the outputs and the
+    summary are written, so the workflow's later steps still see `conclusion=failed`."""
     env = os.environ if env is None else env
-    settings = Settings.from_env(env, **runner_sandbox(env))
-    event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
-    repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
-    event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")
-    payload = json.loads(Path(event_path).read_text())
-    trigger = decide_action(event, payload, settings, env.get("DECODE_PROMPT", ""), repo)
-    if isinstance(trigger, Ignore):
-        return finish(env, Conclusion("skipped", trigger.reason))
-    if not settings.model.startswith("scripted:"):
-        require(env, "ANTHROPIC_API_KEY", "the anthropic_api_key input is empty: set it to "
-                "${{ secrets.ANTHROPIC_API_KEY }} (add the secret under Settings > Secrets and variables > Actions)")
-    token = require(env, "GITHUB_TOKEN", "the github_token input is empty: leave it at its default "
-                    "(${{ github.token }}) or pass a GitHub App token")
+    try:
+        prepared = _prepare(env)
+    except ConfigError as e:
+        finish(env, Conclusion("failed", str(e)))
+        raise
+    if isinstance(prepared, Conclusion):
+        return finish(env, prepared)
+    settings, trigger, token, model = prepared
+    repo = trigger.repo
     run_id = env.get("GITHUB_RUN_ID") or "local"
     server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if env.get("GITHUB_RUN_ID") else None
     forge = GitHubForge(TokenCredentials(token, settings.github_api_url))
     try:
         conclusion = run_github_job(
-            trigger, settings.replace(github_token=token), forge, run_id=run_id, run_url=run_url,
+            trigger, settings.replace(github_token=token), forge, run_id=run_id, run_url=run_url, model=model,
             authorize=trigger.kind != "dispatch", attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
             progress=lambda line: print(line, file=sys.stderr, flush=True))
     except Exception as e:  # noqa: BLE001 - already reported on the issue; the outputs must still be written
         message = Redactor(settings.secrets() + [token]).redact(f"{type(e).__name__}: {e}")
         conclusion = Conclusion("failed", message)
     return finish(env, conclusion)
+
+
+def _prepare(env: Mapping[str, str]) -> tuple[Settings, Trigger, str, Model] | Conclusion:
+    """The settings, the trigger, the token and the model for this event, or the skipped conclusion;
+    a `ConfigError` for anything that cannot work."""
+    settings = Settings.from_env(env, **runner_sandbox(env))
+    event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
+    repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
+    event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")
+    trigger = decide_action(event, read_event(event_path), settings, env.get("DECODE_PROMPT", ""), repo)
+    if isinstance(trigger, Ignore):
+        return Conclusion("skipped", trigger.reason)
+    if not settings.model.startswith("scripted:"):
+        require(env, "ANTHROPIC_API_KEY", "the anthropic_api_key input is empty: set it to "
+                "${{ secrets.ANTHROPIC_API_KEY }} (add the secret under Settings > Secrets and variables > Actions)")
+    token = require(env, "GITHUB_TOKEN", "the github_token input is empty: leave it at its default "
+                    "(${{ github.token }}) or pass a GitHub App token")
+    return settings, trigger, token, make_model(settings)  # a session file that does not load is a ConfigError
+
+
+def read_event(path: str) -> dict:
+    """The event payload the runner wrote to GITHUB_EVENT_PATH (a JSON object); a `ConfigError` naming the
+    file when it is missing or not UTF-8 JSON."""
+    try:
+        payload = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except OSError as e:
+        raise ConfigError(f"GITHUB_EVENT_PATH={path}: cannot read the event file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"GITHUB_EVENT_PATH={path}: the event file is not UTF-8 ({e.reason} at byte "
+                          f"{e.start})") from None
+    except ValueError as e:
+        raise ConfigError(f"GITHUB_EVENT_PATH={path}: the event file is not JSON ({e})") from None
+    if not isinstance(payload, dict):
+        raise ConfigError(f"GITHUB_EVENT_PATH={path}: the event file is not a JSON object")
+    return payload
 
 
 def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
@@ -113,7 +149,7 @@ def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
         print(f"::error title=decode-bot::{conclusion.message.splitlines()[0] if conclusion.message else 'failed'}")
     print(f"decode-bot: {conclusion.state}" + (f" {conclusion.pr_url}" if conclusion.pr_url else "")
           + (f" ({conclusion.message})" if conclusion.state == "skipped" else ""))
-    return EXIT.get(conclusion.state, 1)
+    return conclusion.exit_code
 
 
 def summary(conclusion: Conclusion) -> str:

@@ -169,15 +169,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if delivered:  # the branch is in the user's repository: the run's clone is not needed any more
         drop_clones(outcome.run_dir)
     report(outcome, delivered)
-    return exit_status(outcome)
-
-
-def exit_status(outcome: Outcome) -> int:
-    """0 finished, 1 failed, 3 stopped by a budget cap, 130 interrupted (the work is kept in every case)."""
-    result = outcome.result
-    if result.stop_reason == "interrupted":
-        return INTERRUPTED
-    return 0 if result.completed else 1 if result.failed else 3
+    return outcome.result.exit_code
 
 
 def task_text(args: argparse.Namespace) -> str | None:
@@ -269,10 +261,12 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     if conclusion.pr_url:
         print(f"pull request: {conclusion.pr_url}")
     if conclusion.state == "failed":  # one line; the tracking comment and the PR hold the rest
-        raise DecodeError((conclusion.message or "failed").splitlines()[0].removeprefix("❌ "))
-    if conclusion.outcome is not None:
-        return exit_status(conclusion.outcome)
-    return 0 if conclusion.state in ("success", "no_changes") else 1
+        error = ConfigError if conclusion.exit_code == 2 else DecodeError
+        raise error((conclusion.message or "failed").splitlines()[0].removeprefix("❌ "))
+    if conclusion.state == "skipped":
+        print(f"decode: did not run: {conclusion.message.splitlines()[0]}", file=sys.stderr)
+        return 1
+    return conclusion.exit_code
 
 
 def deliver_local(outcome: Outcome) -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from bot.agent.prompt import fence_untrusted
 from bot.triggers import Trigger
+from bot.utf8 import utf8_safe
 
 # Every Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt,
 # https://www.unicode.org/Public/UCD/latest/ucd/DerivedCoreProperties.txt): zero-width and
@@ -49,7 +50,7 @@ def clean(text: str | None) -> str:
     """`text` as a human sees it rendered: no HTML comments, invisible characters or hidden markup."""
     if not text:
         return ""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
+    text = utf8_safe(text).replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
     text = _visible(text)
     text = _HTML_COMMENT.sub("", text)
     text = _LINK_DEFINITION.sub("", text)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bot.redact import Redactor
+from bot.utf8 import utf8_safe
 
 JSONL_NAME = "transcript.jsonl"
 MD_NAME = "transcript.md"
@@ -121,7 +122,9 @@ def _jsonable(obj: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [_jsonable(v) for v in (sorted(obj, key=str) if isinstance(obj, (set, frozenset)) else obj)]
-    if isinstance(obj, (str, int, float, bool)) or obj is None:
+    if isinstance(obj, str):
+        return utf8_safe(obj)
+    if isinstance(obj, (int, float, bool)) or obj is None:
         return obj
     if isinstance(obj, bytes):
         return obj.decode("utf-8", "replace")

@@ -212,7 +212,7 @@ def test_a_github_failure_still_writes_the_outputs_and_fails_the_step(runner, fa
     code, outputs, summary, log = runner.run("issues", rewritten("issues", "labeled", issue__number=number,
                                                                  label__name="agent"),
                                              {"anthropic_api_key": fake_anthropic.api_key})
-    assert code == 1 and outputs["conclusion"] == "failed"
+    assert code == 2 and outputs["conclusion"] == "failed"  # the token's access: a setting to fix
     assert "::error title=decode-bot::" in log and "decode-bot: failed" in summary
     assert "could not finish" in fake_github.comments(OWNER, NAME, number)[0]["body"]
     assert fake_github.token not in log + summary

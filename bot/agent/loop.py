@@ -60,6 +60,13 @@ class AgentResult:
         """The model or the sandbox failed (after retries): the run failed, whatever it got done."""
         return self.stop_reason == "error"
 
+    @property
+    def exit_code(self) -> int:
+        """0 finished, 1 failed, 3 stopped by a budget cap, 130 interrupted (the work is kept in every case)."""
+        if self.stop_reason == "interrupted":
+            return 130
+        return 0 if self.completed else 1 if self.failed else 3
+
 
 @dataclass
 class _Meter:

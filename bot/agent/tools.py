@@ -18,6 +18,7 @@ from typing import Any
 from bot.agent.truncate import truncate
 from bot.sandbox import Sandbox
 from bot.sandbox.client import Refused
+from bot.utf8 import utf8_safe
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0
@@ -184,7 +185,7 @@ def call_tool(sb: Sandbox, name: str, args: Any, *, time_left: float,
     The text is passed through `redact` whole, then truncated to fit the model's context.
     """
     obs = _call(sb, name, args, time_left)
-    return Observation(truncate(redact(obs.text)), obs.is_error)
+    return Observation(truncate(redact(utf8_safe(obs.text))), obs.is_error)
 
 
 def _call(sb: Sandbox, name: str, args: Any, time_left: float) -> Observation:

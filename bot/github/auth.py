@@ -133,9 +133,12 @@ class AppCredentials:
 
 
 def _ask(api_url: str, call: str, fn: Callable[[], T], what: str) -> T:
-    """`fn()`, with GitHub's refusal as a ConfigError naming `what` to check, and no answer as a DecodeError."""
+    """`fn()`, with GitHub's refusal as a ConfigError naming `what` to check, and no answer as a DecodeError.
+
+    A 5xx or a lost connection is asked again, briefly (3 attempts): one bad gateway must not stop
+    `decode serve` at start-up nor fail /healthz."""
     try:
-        return fn()
+        return GitHubRetry(attempts=3).call(fn)
     except GithubException as e:
         message = e.data.get("message") if isinstance(e.data, dict) else None
         reason = f"{call} answered {e.status}" + (f" ({' '.join(str(message).split())})" if message else "")

@@ -8,14 +8,18 @@ a 502 that hid a success never doubles it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
+import requests
 from github import Github, GithubException
 
-from bot.errors import DecodeError
+from bot.errors import ConfigError, DecodeError
 from bot.github.auth import Credentials, client
 from bot.github.retry import GitHubRetry
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,14 @@ class GitHubForge:
         self.retry = retry or GitHubRetry()
         self._throttle = throttle
 
+    def _call(self, fn: Callable[[], T]) -> T:
+        """`fn()` under the retry policy; GitHub not answering at all is a `DecodeError` saying what to check."""
+        try:
+            return self.retry.call(fn)
+        except (requests.ConnectionError, requests.Timeout) as e:
+            raise DecodeError(f"cannot reach GitHub at {self.credentials.api_url} ({type(e).__name__}): check "
+                              "GITHUB_API_URL and the network") from None
+
     def _gh(self, repo: str) -> Github:
         return client(self.credentials, repo, throttle=self._throttle)
 
@@ -112,16 +124,17 @@ class GitHubForge:
             r = self._gh(repo).get_repo(repo)
             return RepoInfo(r.full_name, r.default_branch, r.clone_url, r.html_url)
         try:
-            return self.retry.call(fetch)
+            return self._call(fetch)
         except GithubException as e:
-            raise DecodeError(access_problem(e, repo, self.credentials.api_url), status=e.status) from None
+            error = ConfigError if e.status in (401, 403, 404) else DecodeError  # a setting or input to fix
+            raise error(access_problem(e, repo, self.credentials.api_url), status=e.status) from None
 
     def issue(self, repo: str, number: int) -> IssueInfo:
         def fetch() -> IssueInfo:
             i = self._gh(repo).get_repo(repo).get_issue(number)
             return IssueInfo(i.number, i.title or "", i.body or "", i.user.login, i.pull_request is not None,
                              i.html_url)
-        return self.retry.call(fetch)
+        return self._call(fetch)
 
     def pull(self, repo: str, number: int) -> PullInfo:
         def fetch() -> PullInfo:
@@ -130,7 +143,7 @@ class GitHubForge:
             clone_url = p.head.repo.clone_url if p.head.repo is not None else None
             return PullInfo(p.number, p.title or "", p.body or "", p.head.ref, p.head.sha, head_repo,
                             p.base.ref, p.html_url, clone_url, bool(p.maintainer_can_modify))
-        return self.retry.call(fetch)
+        return self._call(fetch)
 
     def permission(self, repo: str, login: str) -> str:
         """The sender's base permission: admin, write, read or none.
@@ -147,7 +160,7 @@ class GitHubForge:
                     return "none"
                 raise
             return data
-        return self.retry.call(fetch)
+        return self._call(fetch)
 
     def react(self, repo: str, target: tuple[str, int], content: str = "eyes") -> None:
         """React to an issue or PR (`("issue", n)`), an issue comment or a review comment."""
@@ -161,7 +174,7 @@ class GitHubForge:
                 r.get_issue(0).get_comment(ident).create_reaction(content)
             else:
                 r.get_pull(0).get_review_comment(ident).create_reaction(content)
-        self.retry.call(make)  # adding the same reaction twice is harmless on GitHub
+        self._call(make)  # adding the same reaction twice is harmless on GitHub
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         """The newest comment on issue/PR `number` that we wrote and whose body contains `marker`.
@@ -177,7 +190,7 @@ class GitHubForge:
                 if me and marker in (c.body or "") and c.user is not None and c.user.login.lower() == me:
                     found = c.id
             return found
-        return self.retry.call(fetch)
+        return self._call(fetch)
 
     def post_comment(self, repo: str, number: int, body: str, marker: str) -> int:
         """Post `body` (which must contain `marker`) once, even when an attempt's answer was lost."""
@@ -189,10 +202,10 @@ class GitHubForge:
             if attempts > 1 and (existing := self.find_comment(repo, number, marker)) is not None:
                 return existing
             return self._gh(repo).get_repo(repo).get_issue(number).create_comment(body).id
-        return self.retry.call(make)
+        return self._call(make)
 
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
-        self.retry.call(lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id)
+        self._call(lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id)
                         .edit(body))
 
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
@@ -212,7 +225,7 @@ class GitHubForge:
                     raise _Retry from None  # the PR appeared meanwhile: find it on the next attempt
                 raise
             return PullRef(pr.number, pr.html_url, created=True)
-        return self.retry.call(make)
+        return self._call(make)
 
 
 class _Retry(GithubException):

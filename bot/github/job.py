@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from github import GithubException
 
 from bot.config import Settings
-from bot.errors import DecodeError
+from bot.errors import ConfigError, DecodeError
 from bot.github.body import BODY_LIMIT, pull_request_texts
 from bot.github.forge import Forge, IssueInfo, PullInfo, RepoInfo, access_problem
 from bot.github.notes import harness_notes, patch_parts
@@ -40,6 +40,17 @@ class Conclusion:
     pr_url: str | None = None
     branch: str | None = None
     outcome: Outcome | None = None
+    error: DecodeError | None = None  # why it failed, when it did before the run (a ConfigError: input to fix)
+
+    @property
+    def exit_code(self) -> int:
+        """0 done, nothing to change or skipped; 1 failed; 2 a setting or input to fix; 3 stopped by a
+        budget cap; 130 interrupted. The one table the CLI and the Action share."""
+        if self.state == "failed":
+            return 2 if isinstance(self.error, ConfigError) else 1
+        if self.outcome is not None and self.outcome.result.stop_reason == "interrupted":
+            return self.outcome.result.exit_code
+        return 3 if self.state == "incomplete" else 0
 
 
 def marker(kind: str, key: object) -> str:
@@ -57,25 +68,17 @@ def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id
     """
     repo, number = trigger.repo, trigger.number
     redactor = Redactor(settings.secrets())
-    if authorize and (refused := _refuse(trigger, forge, settings)) is not None:
-        return refused
-    tracking = None
-    if number is not None:
-        try:
-            forge.react(repo, _reaction_target(trigger), "eyes")
-            tag = marker("run", run_id)
-            tracking = forge.find_comment(repo, number, tag)  # a retried or released job's own comment
-            working = f"👀 decode-bot is working on this{_run(run_url)}" + (f" (attempt {attempt})" if attempt > 1 else "")
-            if tracking is None:
-                tracking = forge.post_comment(repo, number, f"{working}.\n\n{tag}", tag)
-            else:
-                forge.edit_comment(repo, tracking, f"{working}.\n\n{tag}")
-        except GithubException as e:  # nowhere to report it: the token is refused
-            if e.status not in (401, 403, 404):
-                raise
-            text = redactor.redact(access_problem(e, repo, settings.github_api_url))
-            log.error("job %s failed: %s", run_id, text)
-            return Conclusion("failed", text)
+    try:
+        if authorize and (refused := _refuse(trigger, forge, settings)) is not None:
+            return refused
+        tracking = _track(trigger, forge, run_id, run_url, attempt) if number is not None else None
+    except (GithubException, DecodeError) as e:  # nowhere to report it: the token or the issue is refused
+        if isinstance(e, GithubException) and e.status not in (401, 403, 404):
+            raise
+        error = _refusal(e, trigger, forge, settings.github_api_url) if isinstance(e, GithubException) else e
+        text = redactor.redact(str(error))
+        log.error("job %s failed: %s", run_id, text)
+        return Conclusion("failed", text, error=error)
     try:
         info = forge.repository(repo)  # preflight: the token works and can read the repository
         edited = _edited_note(trigger, forge)
@@ -92,12 +95,37 @@ def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id
             forge.edit_comment(repo, tracking, f"❌ decode-bot could not finish this run{_run(run_url)}:\n\n"
                                f"```text\n{text}\n```\n\n{marker('run', run_id)}")
         if isinstance(e, DecodeError):
-            return Conclusion("failed", text)
+            return Conclusion("failed", text, error=e)
         raise
     if tracking is not None:
         link = f"\n\n[The run]({run_url})" if run_url else ""
         forge.edit_comment(repo, tracking, conclusion.message + link + f"\n\n{marker('run', run_id)}")
     return conclusion
+
+
+def _track(trigger: Trigger, forge: Forge, run_id: str, run_url: str | None, attempt: int) -> int:
+    """React to the trigger and post (or, for a retried or released job, find and edit) the tracking comment."""
+    repo, number = trigger.repo, trigger.number or 0
+    forge.react(repo, _reaction_target(trigger), "eyes")
+    tag = marker("run", run_id)
+    tracking = forge.find_comment(repo, number, tag)
+    working = f"👀 decode-bot is working on this{_run(run_url)}" + (f" (attempt {attempt})" if attempt > 1 else "")
+    if tracking is None:
+        return forge.post_comment(repo, number, f"{working}.\n\n{tag}", tag)
+    forge.edit_comment(repo, tracking, f"{working}.\n\n{tag}")
+    return tracking
+
+
+def _refusal(e: GithubException, trigger: Trigger, forge: Forge, api_url: str) -> DecodeError:
+    """Why GitHub refused the first calls on `trigger`: the token, the repository, or the issue number."""
+    if e.status == 401 or trigger.number is None:
+        return ConfigError(access_problem(e, trigger.repo, api_url), status=e.status)
+    try:
+        forge.repository(trigger.repo)
+    except DecodeError as refused:
+        return refused
+    return ConfigError(f"#{trigger.number} is not an issue or pull request of {trigger.repo} that this token can "
+                       f"see ({e.status}): check the number", status=e.status)
 
 
 def _refuse(trigger: Trigger, forge: Forge, settings: Settings) -> Conclusion | None:

@@ -4,8 +4,9 @@ Retried: 5xx, lost connections and timeouts, and rate limits, which GitHub
 answers with 429 or with 403 plus `Retry-After` (secondary limits) or
 `x-ratelimit-remaining: 0` and `x-ratelimit-reset` (primary limits); see
 https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit
-Any other 4xx is a logic error and is raised at once. PyGithub's own retry is
-turned off so that this is the only policy.
+Any other 4xx is a logic error and is raised at once; no answer at all (a
+refused connection, DNS) is tried only `unreachable_attempts` times, briefly.
+PyGithub's own retry is turned off so that this is the only policy.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TypeVar
 
 import requests
 from github import GithubException
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential_jitter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,6 +43,11 @@ def _rate_limited(exc: GithubException) -> bool:
             or "rate limit" in message.lower())
 
 
+def unreachable(exc: BaseException | None) -> bool:
+    """No answer at all (refused, DNS, timeout): retried briefly, since a wrong GITHUB_API_URL never heals."""
+    return isinstance(exc, (requests.ConnectionError, requests.Timeout))
+
+
 def requested_wait(exc: BaseException | None, now: float | None = None) -> float | None:
     """Seconds GitHub asked us to wait (`Retry-After` or `x-ratelimit-reset`), if it did."""
     if not isinstance(exc, GithubException):
@@ -61,16 +67,24 @@ class GitHubRetry:
     """Builds tenacity `Retrying` objects; `sleep` and the attempt count are injectable for tests."""
 
     def __init__(self, *, attempts: int = 6, sleep: Callable[[float], None] = time.sleep,
-                 max_wait_s: float = MAX_WAIT_S) -> None:
+                 max_wait_s: float = MAX_WAIT_S, unreachable_attempts: int = 3) -> None:
         self.attempts = attempts
+        self.unreachable_attempts = min(unreachable_attempts, attempts)
         self.sleep = sleep
         self.max_wait_s = max_wait_s
         self._backoff = wait_exponential_jitter(initial=1, max=30, jitter=1)
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
+        if unreachable(exc):
+            return 0.5 * state.attempt_number
         asked = requested_wait(exc)
         return min(asked if asked is not None else self._backoff(state), self.max_wait_s)
+
+    def _stop(self, state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        limit = self.unreachable_attempts if unreachable(exc) else self.attempts
+        return state.attempt_number >= limit
 
     def _log(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
@@ -80,7 +94,7 @@ class GitHubRetry:
 
     def retrying(self) -> Retrying:
         return Retrying(
-            retry=retry_if_exception(is_transient), stop=stop_after_attempt(self.attempts),
+            retry=retry_if_exception(is_transient), stop=self._stop,
             wait=self._wait, sleep=self.sleep, before_sleep=self._log, reraise=True,
         )
 

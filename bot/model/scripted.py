@@ -80,6 +80,13 @@ def normalize_turn(turn: Any, index: int) -> list[dict[str, Any]]:
     blocks = []
     for n, block in enumerate(turn):
         block = dict(block)
+        if block["type"] == "text" and not isinstance(block.get("text"), str):
+            raise ConfigError(f"scripted turn {index + 1}, block {n + 1}: a text block needs a string `text`")
+        if block["type"] == "tool_use" and not isinstance(block.get("name"), str):
+            raise ConfigError(f"scripted turn {index + 1}, block {n + 1}: a tool_use block needs a string `name`")
+        if block["type"] == "tool_use" and not isinstance(block.get("input", {}), dict):
+            raise ConfigError(f"scripted turn {index + 1}, block {n + 1}: the `input` of a tool_use block must be "
+                              "an object")
         if block["type"] == "tool_use":
             block.setdefault("id", f"toolu_s{index + 1:03d}_{n}")
             block.setdefault("input", {})

@@ -7,13 +7,15 @@ import logging
 import sys
 from datetime import datetime, timezone
 
+from bot.errors import DecodeError
 from bot.redact import Redactor
 
 FIELDS = ("delivery_id", "job_id")
 
 
 class JsonFormatter(logging.Formatter):
-    """`{"at", "level", "logger", "msg", "delivery_id"?, "job_id"?, "exc"?}`, secrets redacted."""
+    """`{"at", "level", "logger", "msg", "delivery_id"?, "job_id"?, "exc"?}`, secrets redacted; "exc" (the stack)
+    only for an unexpected exception, not a `DecodeError`."""
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
@@ -27,7 +29,8 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         out.update({k: getattr(record, k) for k in FIELDS if getattr(record, k, None) is not None})
-        if record.exc_info:
+        if record.exc_info and not isinstance(record.exc_info[1], DecodeError):
+            # a DecodeError is an expected failure whose message says what to fix; a stack adds nothing
             out["exc"] = self.formatException(record.exc_info)
         # Redact the values, then encode: escaping first would hide a secret holding `"`, `\` or a
         # control character (and a PEM key's newlines) from the redactor.

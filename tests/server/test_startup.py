@@ -1,9 +1,9 @@
-"""`decode serve` and `decode worker` refuse to start on settings that cannot work, in one line and at
-once, and /healthz turns 503 when the store or the credentials break while serving."""
+"""`decode serve` and `decode worker` refuse a key GitHub does not take, in one line and at once, and /healthz
+turns 503 when the store or the credentials break while serving. The other start-up inputs (a broken App key,
+a busy or impossible port, a refused token, an unreachable GitHub) are rows of tests/test_entry_points.py."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 import urllib.error
@@ -14,8 +14,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.server.test_serve import DECODE, Server, env, free_port, wait_for  # noqa: F401 (env: a fixture)
-
-BROKEN_PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAthisisnotakey\n-----END RSA PRIVATE KEY-----\n"
 
 
 def other_key() -> str:
@@ -39,43 +37,10 @@ def command(request) -> list[str]:
     return ["serve", "--port", str(free_port())] if request.param == "serve" else ["worker"]
 
 
-def test_a_broken_app_key_is_refused_before_anything_starts(env, command, fake_github):
-    code, line = refused({**env, "GITHUB_APP_PRIVATE_KEY": BROKEN_PEM}, *command)
-    assert code == 2 and "GITHUB_APP_PRIVATE_KEY does not load as an RSA private key" in line
-    assert not fake_github.calls()
-
-
 def test_a_key_github_refuses_stops_start_up_naming_get_app(env, command, fake_github):
     code, line = refused({**env, "GITHUB_APP_PRIVATE_KEY": other_key()}, *command)
     assert code == 2 and "GET /app answered 401" in line and "GITHUB_APP_PRIVATE_KEY" in line, line
     assert [c.status for c in fake_github.calls("GET", "^/app$")] == [401]
-
-
-def test_a_token_github_refuses_stops_start_up(env, fake_github):
-    token_mode = {k: v for k, v in env.items() if not k.startswith("GITHUB_APP_")}
-    code, line = refused({**token_mode, "GITHUB_TOKEN": "ghp_" + "x" * 36}, "worker")
-    assert code == 2 and "GET /user answered 401" in line and "GITHUB_TOKEN" in line, line
-
-
-def test_an_unreachable_github_is_exit_1(env):
-    code, line = refused({**env, "GITHUB_API_URL": f"http://127.0.0.1:{free_port()}/api/v3"}, "worker")
-    assert code == 1 and "cannot reach GitHub" in line, line
-
-
-@pytest.mark.parametrize("port", ["99999", "0", "-1"])
-def test_a_port_out_of_range_is_refused(env, port, fake_github):
-    code, line = refused(env, "serve", "--port", port)
-    assert code == 2 and f"--port {port}" in line and "1 to 65535" in line, line
-    assert not fake_github.calls()
-
-
-def test_a_busy_port_is_one_line_naming_it(env):
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
-        code, line = refused(env, "serve", "--port", str(port))
-    assert code == 2 and f"127.0.0.1:{port}" in line and "in use" in line, line
 
 
 def healthz(server: Server) -> tuple[int, dict]:
