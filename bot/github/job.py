@@ -7,7 +7,6 @@ left silent. Pushes happen from the host's clean clone, never from the sandbox.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,12 +18,13 @@ from bot.errors import ConfigError, DecodeError
 from bot.github.body import BODY_LIMIT, pull_request_texts
 from bot.github.forge import Forge, IssueInfo, PullInfo, RepoInfo, access_problem
 from bot.github.notes import harness_notes, patch_parts
+from bot.github.plan import OpenPull, Plan, PushToPull, ToFork, plan
 from bot.model import Model
-from bot.pipeline import Job, Outcome, execute, issue_branch
+from bot.pipeline import Job, Outcome, execute
 from bot.redact import Redactor
 from bot.run_dirs import drop_clones
 from bot.sandbox import ISOLATING
-from bot.task_text import build_task, one_line
+from bot.task_text import one_line
 from bot.transcript import figures, load_events, render_figures, safe_prose
 from bot.triggers import Trigger, may_trigger, refusal_text
 
@@ -144,14 +144,6 @@ def _refuse(trigger: Trigger, forge: Forge, settings: Settings) -> Conclusion | 
     return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
 
 
-def _as_triggered(trigger: Trigger, issue: IssueInfo) -> IssueInfo:
-    """`issue` with the title and body the event carried, when it carried them: the job works on the text
-    the maintainer saw when they triggered it, not on what its author changed it to since."""
-    if trigger.title is None:
-        return issue
-    return dataclasses.replace(issue, title=trigger.title, body=trigger.body or "")
-
-
 def _edited_note(trigger: Trigger, forge: Forge) -> str | None:
     """A note for the report when the issue or pull request was edited after the event that started the job."""
     if trigger.title is None or trigger.number is None:
@@ -178,67 +170,61 @@ def _reaction_target(trigger: Trigger) -> tuple[str, int]:
 
 def _work(trigger: Trigger, info: RepoInfo, settings: Settings, forge: Forge, *, run_id: str, attempt: int,
           model: Model | None, progress: Callable[[str], None]) -> Conclusion:
+    """Fetch the facts, plan, run the plan, publish its delivery."""
     repo, number = trigger.repo, trigger.number
-    issue: IssueInfo | None = _as_triggered(trigger, forge.issue(repo, number)) if number is not None else None
+    issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
-    fork = pull is not None and not pull.same_repo(repo)
+    the_plan = plan(trigger, repo=info, issue=issue, pull=pull, run_id=run_id)
+    fork = isinstance(the_plan.delivery, ToFork)
     if fork and settings.sandbox_mode not in ISOLATING:
         return Conclusion("skipped", f"🔒 decode-bot did not run: this pull request comes from a fork, and a "
                           f"fork's code runs only in an isolating sandbox ({', '.join(ISOLATING)}). This "
                           f"installation runs SANDBOX_MODE={settings.sandbox_mode}, which would give the "
                           "fork's code the bot's own access; ask its operator to switch, or push the branch to "
                           "this repository.")
-    config_base = None  # the branch whose .github/decode.yml applies: the workspace's base unless a PR's
-    if issue is None:
-        task = build_task(trigger, issue_title="", issue_body=None)
-        branch, base, pr_base = f"decode/run-{run_id}", trigger.base_ref, trigger.base_ref or info.default_branch
-    else:
-        task = build_task(trigger, issue_title=issue.title, issue_body=issue.body,
-                          pr_body=pull.body if pull and trigger.body is None else None)
-        if pull and not fork:
-            branch, base, pr_base, config_base = pull.head_ref, pull.head_ref, None, pull.base_ref
-        elif pull:  # a fork's head, fetched from the base repository; the result never lands in a base branch
-            branch, base, pr_base, config_base = pull.head_ref, f"refs/pull/{number}/head", None, pull.base_ref
-        else:
-            branch, base, pr_base = issue_branch(issue.number, issue.title), None, info.default_branch
-    login = trigger.sender_login
-    co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
-    job = Job(repo=info.clone_url, task=task, branch=branch, run_id=run_id, base=base, co_author=co_author,
-              title=issue.title if issue else trigger.instructions, config_base=config_base, attempt=attempt)
+    job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
+              base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
+              config_base=the_plan.config_base, attempt=attempt)
     run_settings = settings.replace(github_token=forge.token_for(repo))
     outcome = execute(job, run_settings, model=model, progress=progress)
-    result = outcome.result
+    return _publish(the_plan, outcome, forge, repo, run_id, Redactor(run_settings.secrets()).redact)
+
+
+def _publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: str,
+             redact: Callable[[str], str]) -> Conclusion:
+    """Deliver the outcome as the plan says, and the report for the tracking comment."""
+    result, branch, delivery = outcome.result, the_plan.branch, the_plan.delivery
     events = load_events(outcome.transcript_jsonl)
     figs = render_figures(figures(events))
     transcript = outcome.transcript_md.read_text()
-    redact = Redactor(run_settings.secrets()).redact
     summary = safe_prose(redact(result.summary))  # whole, before any cap
     notes = harness_notes(left_out=outcome.left_out, blocked=outcome.blocked)
     failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
+    on_fork = isinstance(delivery, ToFork)
     if outcome.commit is None or outcome.workspace is None:
         if result.failed:
             return Conclusion("failed", f"{failure}\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
-                              branch=None if fork else branch, outcome=outcome)
+                              branch=None if on_fork else branch, outcome=outcome)
         return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
-                          branch=None if fork else branch, outcome=outcome)
+                          branch=None if on_fork else branch, outcome=outcome)
     state = "success" if result.completed else "failed" if result.failed else "incomplete"
-    if fork:
-        assert pull is not None
-        return _publish_to_fork(forge, repo, pull, outcome, run_id, state=state, summary=summary, figs=figs,
-                                notes=notes, transcript=transcript, failure=failure if result.failed else None)
-    outcome.workspace.push(forge.token_for(repo), force=pr_base is not None)
-    if pr_base is None:  # new commits on the PR's own branch; the reply carries summary and transcript
+    if isinstance(delivery, ToFork):
+        return _publish_to_fork(forge, repo, delivery.pull, outcome, run_id, state=state, summary=summary,
+                                figs=figs, notes=notes, transcript=transcript,
+                                failure=failure if result.failed else None)
+    outcome.workspace.push(forge.token_for(repo), force=isinstance(delivery, OpenPull))
+    if isinstance(delivery, PushToPull):  # new commits on the PR's own branch; the reply carries the rest
         body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs, transcript=transcript,
                                         notes=notes, limit=BODY_LIMIT - 1000)
-        _post_parts(forge, repo, number or 0, rest, run_id)
+        _post_parts(forge, repo, delivery.number, rest, run_id)
         head = f"✅ Pushed {outcome.commit[:12]} to `{branch}`." if result.completed else \
             f"{failure}. The work so far ({outcome.commit[:12]}) is pushed to `{branch}`." if result.failed else \
             f"⚠️ Pushed partial work ({outcome.commit[:12]}) to `{branch}`: {result.stop_reason}."
         return Conclusion(state, f"{head}\n\n{body}", branch=branch, outcome=outcome)
-    title = (issue.title if issue else trigger.instructions.splitlines()[0] if trigger.instructions else "decode run")
-    body, rest = pull_request_texts(summary=summary, issue_number=issue.number if issue else None,
-                                    figures=figs, transcript=transcript, notes=notes)
-    pr = forge.open_or_update_pull(repo, head=branch, base=pr_base, title=title[:250], body=body,
+    title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
+    body, rest = pull_request_texts(summary=summary, issue_number=delivery.closes, figures=figs,
+                                    transcript=transcript, notes=notes)
+    pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250], body=body,
                                    draft=not result.completed)
     _post_parts(forge, repo, pr.number, rest, run_id)
     verb = "Opened" if pr.created else "Updated"

@@ -1,0 +1,93 @@
+"""What a trigger means on GitHub, decided without I/O: the task text, the branch the agent starts
+from and lands on, whose decode.yml applies, and how the result is delivered.
+
+`plan` is a pure function of the trigger and what GitHub said about the repository, the issue
+and the pull request, so every case (issue, comment on an issue, comment or review comment on a
+pull request of the same repository or of a fork, dispatch) is tested without a network. The
+GitHub job fetches the facts, runs the plan and publishes its `delivery`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from bot.github.forge import IssueInfo, PullInfo, RepoInfo
+from bot.pipeline import issue_branch
+from bot.task_text import build_task
+from bot.triggers import Trigger
+
+
+@dataclass(frozen=True)
+class OpenPull:
+    """A branch of our own, force-pushed and delivered as a pull request against `base`; `closes` is
+    the issue the pull request resolves (None for a dispatch)."""
+
+    base: str
+    closes: int | None
+
+
+@dataclass(frozen=True)
+class PushToPull:
+    """New commits on pull request `number`'s own branch, in this repository; a reply carries the rest."""
+
+    number: int
+
+
+@dataclass(frozen=True)
+class ToFork:
+    """A fork's pull request: the one commit goes to the fork's branch when maintainers may edit it,
+    else (or when GitHub refuses the push) it comes back as a patch in a reply. Never into a branch of
+    the base repository, where the fork's commits would run its workflows with the base's secrets."""
+
+    pull: PullInfo
+
+
+Delivery = OpenPull | PushToPull | ToFork
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the run needs besides the repository: what to do, where, and where it goes."""
+
+    task: str
+    branch: str  # the branch the agent's commit lands on
+    clone_base: str | None  # what the workspace starts from: a branch, a `refs/pull/N/head`, or the default
+    config_base: str | None  # the branch whose .github/decode.yml applies; None: `clone_base` itself
+    title: str  # the commit subject and pull request title, raw user text
+    co_author: str | None
+    delivery: Delivery
+
+
+def plan(trigger: Trigger, *, repo: RepoInfo, issue: IssueInfo | None, pull: PullInfo | None,
+         run_id: str) -> Plan:
+    """The plan for `trigger` on `repo`; `issue` is the issue or pull request it is on (None for a
+    dispatch) and `pull` its pull request details when it is one."""
+    login = trigger.sender_login
+    co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
+    if issue is None:
+        base = trigger.base_ref or repo.default_branch
+        return Plan(task=build_task(trigger, issue_title="", issue_body=None), branch=f"decode/run-{run_id}",
+                    clone_base=trigger.base_ref, config_base=None, title=trigger.instructions, co_author=co_author,
+                    delivery=OpenPull(base=base, closes=None))
+    issue = as_triggered(trigger, issue)
+    task = build_task(trigger, issue_title=issue.title, issue_body=issue.body,
+                      pr_body=pull.body if pull and trigger.body is None else None)
+    if pull is None:
+        return Plan(task=task, branch=issue_branch(issue.number, issue.title), clone_base=None, config_base=None,
+                    title=issue.title, co_author=co_author,
+                    delivery=OpenPull(base=repo.default_branch, closes=issue.number))
+    if pull.same_repo(trigger.repo):
+        return Plan(task=task, branch=pull.head_ref, clone_base=pull.head_ref, config_base=pull.base_ref,
+                    title=issue.title, co_author=co_author, delivery=PushToPull(pull.number))
+    # a fork's head, fetched from the base repository; its decode.yml never applies
+    return Plan(task=task, branch=pull.head_ref, clone_base=f"refs/pull/{pull.number}/head",
+                config_base=pull.base_ref, title=issue.title, co_author=co_author, delivery=ToFork(pull))
+
+
+def as_triggered(trigger: Trigger, issue: IssueInfo) -> IssueInfo:
+    """`issue` with the title and body the event carried, when it carried them: the job works on the text
+    the maintainer saw when they triggered it, not on what its author changed it to since."""
+    if trigger.title is None:
+        return issue
+    return dataclasses.replace(issue, title=trigger.title, body=trigger.body or "")
