@@ -11,8 +11,9 @@ Payload shapes: https://docs.github.com/en/webhooks/webhook-events-and-payloads
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,3 +230,21 @@ def _common(payload: dict[str, Any]) -> dict[str, Any]:
         "sender_type": sender.get("type") or "User",
         "installation_id": (payload.get("installation") or {}).get("id"),
     }
+
+
+# -- jobs: a trigger stored in the queue and read back ------------------------
+
+
+def job_key(trigger: Trigger) -> str:
+    """Jobs with the same key never run at the same time: one issue or PR, one agent."""
+    return f"{trigger.repo.lower()}#{trigger.number if trigger.number is not None else 'run'}"
+
+
+def job_payload(trigger: Trigger, event: str, delivery: str) -> dict[str, Any]:
+    """What the store keeps for a job: the trigger, and the delivery it came from."""
+    return {"trigger": dataclasses.asdict(trigger), "event": event, "delivery": delivery}
+
+
+def trigger_of(payload: Mapping[str, Any]) -> Trigger:
+    """The `Trigger` stored by `job_payload`."""
+    return Trigger(**payload["trigger"])

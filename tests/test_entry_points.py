@@ -22,9 +22,8 @@ from pathlib import Path
 import pytest
 
 from bot.config import DEFAULT_MODEL
-from bot.server.intake import job_key, job_payload
 from bot.store import Store
-from bot.triggers import Trigger
+from bot.triggers import Trigger, job_key, job_payload
 from tests.conftest import git, make_repo
 from tests.server.conftest import SECRET
 from tests.test_action import rewritten

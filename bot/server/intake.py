@@ -6,7 +6,6 @@ job when the verdict has one, and answers with the verdict's status.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -15,7 +14,7 @@ from typing import Any
 
 from bot.config import Settings
 from bot.server.signature import InvalidSignature, validate
-from bot.triggers import Ignore, Trigger, decide
+from bot.triggers import Ignore, decide, job_key, job_payload
 
 
 @dataclass(frozen=True)
@@ -60,17 +59,3 @@ def body_digest(body: bytes) -> str:
     change it freely; two genuine deliveries never share a body.
     """
     return hashlib.sha256(body).hexdigest()
-
-
-def job_key(trigger: Trigger) -> str:
-    """Jobs with the same key never run at the same time: one issue or PR, one agent."""
-    return f"{trigger.repo.lower()}#{trigger.number if trigger.number is not None else 'run'}"
-
-
-def job_payload(trigger: Trigger, event: str, delivery: str) -> dict[str, Any]:
-    return {"trigger": dataclasses.asdict(trigger), "event": event, "delivery": delivery}
-
-
-def trigger_of(payload: Mapping[str, Any]) -> Trigger:
-    """The `Trigger` stored by `job_payload`."""
-    return Trigger(**payload["trigger"])

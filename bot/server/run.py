@@ -26,11 +26,11 @@ from bot.github.forge import Forge, GitHubForge
 from bot.github.job import marker, run_github_job
 from bot.redact import Redactor
 from bot.sandbox.client import close_all
-from bot.server.intake import trigger_of
 from bot.server.logs import configure_logging
 from bot.server.health import CredentialCheck
 from bot.server.metrics import Metrics
 from bot.store import JobRecord, Store
+from bot.triggers import trigger_of
 from bot.worker import WorkerPool
 
 log = logging.getLogger("decode.worker")
