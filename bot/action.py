@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bot.config import Settings
@@ -28,7 +28,7 @@ from bot.github.job import Conclusion, run_github_job
 from bot.model import Model, make_model
 from bot.redact import Redactor
 from bot.transcript import figures, load_events, render_figures
-from bot.triggers import Ignore, Trigger, decide
+from bot.triggers import WORKFLOW_RUNS, Ignore, Router, Rules, Trigger
 
 SUMMARY_LIMIT = 900_000  # GitHub allows 1 MiB of step summary per step
 RUNNER_PRIVATE = ("GITHUB_WORKSPACE", "RUNNER_TEMP", "HOME")  # what the sandbox must not see on a runner
@@ -41,17 +41,21 @@ def require(env: Mapping[str, str], name: str, what: str) -> str:
     return value
 
 
-def decide_action(event: str, payload: dict, settings: Settings, prompt: str, repo: str) -> Trigger | Ignore:
-    """The App's rules, plus schedule and workflow_dispatch runs with a prompt."""
-    if event in ("schedule", "workflow_dispatch"):
-        prompt = str((payload.get("inputs") or {}).get("prompt") or prompt).strip()
-        if not prompt:
-            return Ignore(f"a {event} run needs a prompt: set the `prompt` input of the action")
-        sender = payload.get("sender") or {}
-        ref = str(payload.get("ref") or "").removeprefix("refs/heads/") or None
-        return Trigger(kind="dispatch", repo=repo, number=None, sender_login=sender.get("login", ""),
-                       sender_type=sender.get("type", "User"), instructions=prompt, base_ref=ref)
-    return decide(event, payload, settings)
+def action_router(settings: Settings, prompt: str, repo: str) -> Router:
+    """The App's router, with the Action's own routes: `schedule` and `workflow_dispatch` runs with a
+    prompt (the dispatch's `prompt` input, else the action's `prompt` input), on `repo`."""
+    def run(event: str) -> Callable[[dict, Rules], Trigger | Ignore]:
+        def handle(payload: dict, rules: Rules) -> Trigger | Ignore:
+            text = str((payload.get("inputs") or {}).get("prompt") or prompt).strip()
+            if not text:
+                return Ignore(f"a {event} run needs a prompt: set the `prompt` input of the action")
+            sender = payload.get("sender") or {}
+            ref = str(payload.get("ref") or "").removeprefix("refs/heads/") or None
+            return Trigger(kind="dispatch", repo=repo, number=None, sender_login=sender.get("login", ""),
+                           sender_type=sender.get("type", "User"), instructions=text, base_ref=ref)
+        return handle
+
+    return Router(Rules.of(settings)).with_routes({event: run(event) for event in WORKFLOW_RUNS})
 
 
 def runner_sandbox(env: Mapping[str, str]) -> dict[str, tuple]:
@@ -104,7 +108,7 @@ def _prepare(env: Mapping[str, str]) -> tuple[Settings, Trigger, str, Model] | C
     event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
     repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
     event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")
-    trigger = decide_action(event, read_event(event_path), settings, env.get("DECODE_PROMPT", ""), repo)
+    trigger = action_router(settings, env.get("DECODE_PROMPT", ""), repo).decide(event, read_event(event_path))
     if isinstance(trigger, Ignore):
         return Conclusion("skipped", trigger.reason)
     if not settings.model.startswith("scripted:"):

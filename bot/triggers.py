@@ -4,8 +4,11 @@ Sans-I/O: nothing here talks to GitHub. The one rule that needs the API, the
 sender's permission on the repository, is left to the caller, which looks it up
 and asks `may_trigger`; a refused human gets `refusal_text` once.
 
-Handlers are registered per ``event.action`` (``event`` alone for events that
-carry no action) in `HANDLERS`, so the list of triggers reads in one screen.
+A `Router` maps ``event.action`` keys (``event`` alone for events that carry no
+action) to handlers, each given only the `Rules` it needs (the label and the
+command), not the settings. `APP_ROUTES` is the App's table and reads in one
+screen; the Action builds the same router with its schedule and dispatch routes
+added (bot/action.py), so both take every trigger through one `decide`.
 Payload shapes: https://docs.github.com/en/webhooks/webhook-events-and-payloads
 """
 
@@ -37,10 +40,7 @@ class Trigger:
     path: str | None = None  # review comments: the file the comment is on
     line: int | None = None  # review comments: the line (or original line) in that file
     diff_hunk: str | None = None
-    head_ref: str | None = None  # pull requests, when the payload carries pull_request.head
-    head_repo: str | None = None
-    base_ref: str | None = None
-    installation_id: int | None = None
+    base_ref: str | None = None  # dispatch: the branch to start from
     # The issue's (or pull request's) title and body as the event carried them, raw user text: the job
     # works on what the maintainer saw when they triggered it, not on a later edit. None: not in the event.
     title: str | None = None
@@ -54,39 +54,55 @@ class Ignore:
     reason: str
 
 
+@dataclass(frozen=True)
+class Rules:
+    """What the handlers decide with: the label that starts work on an issue, the comment command."""
+
+    label: str = "agent"
+    command: str = "/decode"
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Rules":
+        return cls(label=settings.trigger_label, command=settings.command)
+
+
+# Workflow runs: whoever started one may run workflows, and the job checks permissions again; labels and
+# comments are where a bot (or a loop of bots) could set the agent off, so only those refuse bot senders.
+WORKFLOW_RUNS = ("schedule", "workflow_dispatch")
+
 Decision = Trigger | Ignore
-Handler = Callable[[dict[str, Any], Settings], Decision]
-HANDLERS: dict[str, Handler] = {}
+Handler = Callable[[dict[str, Any], Rules], Decision]
 
 
-def on(*keys: str) -> Callable[[Handler], Handler]:
-    """Register a handler for one or more ``event.action`` keys."""
+class Router:
+    """Event keys -> handlers, applied with `rules`; build one per process and share it."""
 
-    def register(handler: Handler) -> Handler:
-        for key in keys:
-            HANDLERS[key] = handler
-        return handler
+    def __init__(self, rules: Rules, routes: Mapping[str, Handler] | None = None) -> None:
+        self.rules = rules
+        self.routes: dict[str, Handler] = dict(APP_ROUTES if routes is None else routes)
 
-    return register
+    def with_routes(self, routes: Mapping[str, Handler]) -> "Router":
+        """A router with `routes` added to (or replacing) these."""
+        return Router(self.rules, {**self.routes, **routes})
 
-
-def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
-    """Decide whether `event` (the ``X-GitHub-Event`` name) with `payload` starts work."""
-    if not isinstance(payload, dict):
-        return Ignore("the payload is not a JSON object")
-    action = payload.get("action")
-    key = f"{event}.{action}" if action else event
-    handler = HANDLERS.get(key)
-    if handler is None:
-        if not any(k == event or k.startswith(f"{event}.") for k in HANDLERS):
-            return Ignore(f"event {event!r} is not one decode-bot acts on")
-        return Ignore(f"{key} is not handled (handled: {', '.join(_keys_for(event))})")
-    if bot := _bot_sender(payload):
-        return Ignore(f"sender {bot} is a bot; bots never trigger work")
-    try:
-        return handler(payload, settings)
-    except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        return Ignore(f"malformed {key} payload: missing or bad field {exc}")
+    def decide(self, event: str, payload: dict[str, Any]) -> Decision:
+        """Whether `event` (the ``X-GitHub-Event`` name) with `payload` starts work."""
+        if not isinstance(payload, dict):
+            return Ignore("the payload is not a JSON object")
+        action = payload.get("action")
+        key = f"{event}.{action}" if action else event
+        handler = self.routes.get(key)
+        if handler is None:
+            keys = sorted(k for k in self.routes if k == event or k.startswith(f"{event}."))
+            if not keys:
+                return Ignore(f"event {event!r} is not one decode-bot acts on")
+            return Ignore(f"{key} is not handled (handled: {', '.join(keys)})")
+        if key not in WORKFLOW_RUNS and (bot := _bot_sender(payload)):
+            return Ignore(f"sender {bot} is a bot; bots never trigger work")
+        try:
+            return handler(payload, self.rules)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            return Ignore(f"malformed {key} payload: missing or bad field {exc}")
 
 
 def may_trigger(permission: str) -> bool:
@@ -123,21 +139,19 @@ def command_instructions(body: str | None, command: str) -> str | None:
 # -- the table ---------------------------------------------------------------
 
 
-@on("issues.labeled")
-def _issue_labeled(payload: dict[str, Any], settings: Settings) -> Decision:
+def _issue_labeled(payload: dict[str, Any], rules: Rules) -> Decision:
     label = (payload.get("label") or {}).get("name")
-    if label != settings.trigger_label:
-        return Ignore(f"label {label!r} is not the trigger label {settings.trigger_label!r}")
+    if label != rules.label:
+        return Ignore(f"label {label!r} is not the trigger label {rules.label!r}")
     # Labels on pull requests arrive as pull_request.labeled, which is not a trigger.
     return Trigger(kind="issue", number=payload["issue"]["number"], **_text(payload["issue"]), **_common(payload))
 
 
-@on("issue_comment.created")
-def _issue_comment(payload: dict[str, Any], settings: Settings) -> Decision:
+def _issue_comment(payload: dict[str, Any], rules: Rules) -> Decision:
     comment = payload["comment"]
-    instructions = command_instructions(comment.get("body"), settings.command)
+    instructions = command_instructions(comment.get("body"), rules.command)
     if instructions is None:
-        return Ignore(f"the comment does not start with {settings.command}")
+        return Ignore(f"the comment does not start with {rules.command}")
     issue = payload["issue"]
     is_pr = "pull_request" in issue
     return Trigger(
@@ -151,14 +165,12 @@ def _issue_comment(payload: dict[str, Any], settings: Settings) -> Decision:
     )
 
 
-@on("pull_request_review_comment.created")
-def _review_comment(payload: dict[str, Any], settings: Settings) -> Decision:
+def _review_comment(payload: dict[str, Any], rules: Rules) -> Decision:
     comment = payload["comment"]
-    instructions = command_instructions(comment.get("body"), settings.command)
+    instructions = command_instructions(comment.get("body"), rules.command)
     if instructions is None:
-        return Ignore(f"the review comment does not start with {settings.command}")
+        return Ignore(f"the review comment does not start with {rules.command}")
     pr = payload["pull_request"]
-    head = pr.get("head") or {}
     line = comment.get("line")
     return Trigger(
         kind="review_comment",
@@ -169,21 +181,16 @@ def _review_comment(payload: dict[str, Any], settings: Settings) -> Decision:
         path=comment.get("path"),
         line=line if line is not None else comment.get("original_line"),
         diff_hunk=comment.get("diff_hunk"),
-        head_ref=head.get("ref"),
-        head_repo=(head.get("repo") or {}).get("full_name"),
-        base_ref=(pr.get("base") or {}).get("ref"),
         **_text(pr),
         **_common(payload),
     )
 
 
-@on("issue_comment.edited", "pull_request_review_comment.edited")
-def _edited(payload: dict[str, Any], settings: Settings) -> Decision:
+def _edited(payload: dict[str, Any], rules: Rules) -> Decision:
     return Ignore("edited comments never re-trigger work")
 
 
-@on("workflow_dispatch")
-def _dispatch(payload: dict[str, Any], settings: Settings) -> Decision:
+def _dispatch(payload: dict[str, Any], rules: Rules) -> Decision:
     prompt = str((payload.get("inputs") or {}).get("prompt") or "").strip()
     if not prompt:
         return Ignore("workflow_dispatch without a `prompt` input")
@@ -197,11 +204,17 @@ def _dispatch(payload: dict[str, Any], settings: Settings) -> Decision:
     )
 
 
+APP_ROUTES: dict[str, Handler] = {
+    "issues.labeled": _issue_labeled,
+    "issue_comment.created": _issue_comment,
+    "pull_request_review_comment.created": _review_comment,
+    "issue_comment.edited": _edited,
+    "pull_request_review_comment.edited": _edited,
+    "workflow_dispatch": _dispatch,
+}
+
+
 # -- helpers -----------------------------------------------------------------
-
-
-def _keys_for(event: str) -> list[str]:
-    return sorted(k for k in HANDLERS if k == event or k.startswith(f"{event}."))
 
 
 def _bot_sender(payload: dict[str, Any]) -> str | None:
@@ -228,7 +241,6 @@ def _common(payload: dict[str, Any]) -> dict[str, Any]:
         "repo": payload["repository"]["full_name"],
         "sender_login": sender["login"],
         "sender_type": sender.get("type") or "User",
-        "installation_id": (payload.get("installation") or {}).get("id"),
     }
 
 
@@ -245,6 +257,10 @@ def job_payload(trigger: Trigger, event: str, delivery: str) -> dict[str, Any]:
     return {"trigger": dataclasses.asdict(trigger), "event": event, "delivery": delivery}
 
 
+TRIGGER_FIELDS = frozenset(f.name for f in dataclasses.fields(Trigger))
+
+
 def trigger_of(payload: Mapping[str, Any]) -> Trigger:
-    """The `Trigger` stored by `job_payload`."""
-    return Trigger(**payload["trigger"])
+    """The `Trigger` stored by `job_payload`; fields a job stored by an older version carries and this
+    one dropped (head_ref, head_repo, installation_id) are ignored."""
+    return Trigger(**{k: v for k, v in payload["trigger"].items() if k in TRIGGER_FIELDS})

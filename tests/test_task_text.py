@@ -13,7 +13,7 @@ ISSUE = Trigger(kind="issue", repo="o/r", number=7, sender_login="octocat", send
 REVIEW = Trigger(
     kind="review_comment", repo="o/r", number=9, sender_login="octocat", sender_type="User",
     is_pull_request=True, comment_id=1, instructions="use a constant", path="src/app.py", line=42,
-    diff_hunk="@@ -40,3 +40,3 @@\n-x = 1\n+x = 2", head_ref="feature", head_repo="o/r",
+    diff_hunk="@@ -40,3 +40,3 @@\n-x = 1\n+x = 2",
 )
 CLOSERS = re.compile(r"<\s*/\s*untrusted", re.IGNORECASE)
 OPENERS = re.compile(r"<\s*untrusted", re.IGNORECASE)

@@ -17,6 +17,7 @@ from bot.config import Settings
 from bot.errors import ConfigError
 from bot.server.metrics import Metrics
 from bot.store import Store
+from bot.triggers import Router, Rules
 
 if TYPE_CHECKING:
     from bot.server.health import CredentialCheck
@@ -37,7 +38,7 @@ def create_app(settings: Settings, store: Store | None = None, credentials: Cred
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     store = store or Store(settings.data_dir / "jobs.sqlite3")
     app.extensions["decode"] = {"settings": settings, "store": store, "metrics": Metrics(store.counts),
-                                "credentials": credentials}
+                                "credentials": credentials, "router": Router(Rules.of(settings))}
     app.register_blueprint(webhooks)
     app.register_blueprint(health)
     return app

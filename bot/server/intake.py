@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.config import Settings
 from bot.server.signature import InvalidSignature, validate
-from bot.triggers import Ignore, decide, job_key, job_payload
+from bot.triggers import Ignore, Router, job_key, job_payload
 
 
 @dataclass(frozen=True)
@@ -25,9 +24,8 @@ class Verdict:
     job: tuple[str, dict[str, Any]] | None = None  # (serialization key, payload) to store before answering
 
 
-def triage(headers: Mapping[str, str], body: bytes, settings: Settings) -> Verdict:
-    """Check the signature, then parse and apply the trigger rules."""
-    secret = settings.github_webhook_secret or ""
+def triage(headers: Mapping[str, str], body: bytes, secret: str, router: Router) -> Verdict:
+    """Check the signature against `secret`, then parse and apply `router`'s trigger rules."""
     try:
         validate(body, signature=headers.get("X-Hub-Signature-256"), secret=secret)
     except InvalidSignature as e:
@@ -46,7 +44,7 @@ def triage(headers: Mapping[str, str], body: bytes, settings: Settings) -> Verdi
         return Verdict(400, "malformed", "the body is not a JSON object")
     if event == "ping":
         return Verdict(200, "pong", "pong")
-    decision = decide(event, payload, settings)
+    decision = router.decide(event, payload)
     if isinstance(decision, Ignore):
         return Verdict(200, "ignored", decision.reason)
     return Verdict(202, "queued", "queued", (job_key(decision), job_payload(decision, event, delivery)))

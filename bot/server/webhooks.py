@@ -30,7 +30,7 @@ def receive():  # type: ignore[no-untyped-def]
     except RequestEntityTooLarge:
         ctx["metrics"].deliveries.labels("too_large").inc()
         return jsonify(error="the body is larger than GitHub's 25 MB limit"), 413
-    verdict = triage(request.headers, body, ctx["settings"])
+    verdict = triage(request.headers, body, ctx["settings"].github_webhook_secret, ctx["router"])
     outcome, status, message, job_id = verdict.outcome, verdict.status, verdict.message, None
     if verdict.job is not None:
         try:

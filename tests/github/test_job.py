@@ -15,7 +15,7 @@ from bot.github.forge import GitHubForge
 from bot.github.job import run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
-from bot.triggers import Trigger, decide
+from bot.triggers import Router, Rules, Trigger
 from tests.fakes.webhook_examples import example
 from tests.sandbox.conftest import MODES, require
 
@@ -64,7 +64,7 @@ def as_sent(fake, payload: dict) -> dict:
 
 def run(world, event: str, payload: dict, run_id: str = "r1", **kw):
     fake, anthropic, settings, forge, _ = world
-    trigger = decide(event, as_sent(fake, payload), settings)
+    trigger = Router(Rules.of(settings)).decide(event, as_sent(fake, payload))
     assert isinstance(trigger, Trigger), trigger
     model = AnthropicModel(settings, sleep=lambda s: None)
     return run_github_job(trigger, settings.replace(**kw), forge, run_id=run_id, model=model,
@@ -165,7 +165,7 @@ def test_a_bot_sender_triggers_nothing(world):
     number = fake.add_issue(OWNER, NAME, "x", "", user="alice")
     payload = delivery("issues", "labeled", sender="renovate[bot]", sender_type="Bot", issue__number=number,
                        label__name="agent")
-    assert "bot" in decide("issues", payload, settings).reason
+    assert "bot" in Router(Rules.of(settings)).decide("issues", payload).reason
     trigger = Trigger(kind="issue", repo=REPO, number=number, sender_login="helper", sender_type="Bot")
     before = len(fake.requests)
     assert run_github_job(trigger, settings, world[3], run_id="x").state == "skipped"
@@ -206,7 +206,8 @@ def test_app_mode_mints_one_repository_scoped_token(world):
     creds = AppCredentials(str(fake.app_id), fake.private_key_pem, fake.api_url)
     forge = GitHubForge(creds, retry=GitHubRetry(sleep=lambda s: None), throttle=False)
     anthropic.script(edit_turns("as an app"))
-    trigger = decide("issues", delivery("issues", "labeled", issue__number=number, label__name="agent"), settings)
+    payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
+    trigger = Router(Rules.of(settings)).decide("issues", payload)
     conclusion = run_github_job(trigger, settings.replace(github_token=None), forge, run_id="app",
                                 model=AnthropicModel(settings))
     assert conclusion.state == "success", conclusion.message

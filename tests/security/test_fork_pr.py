@@ -19,7 +19,7 @@ from bot.github.forge import GitHubForge
 from bot.github.job import run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
-from bot.triggers import decide
+from bot.triggers import Router, Rules
 from tests.github.test_job import NAME, OWNER, delivery, edit_turns, run, world  # noqa: F401 (fixture)
 from tests.sandbox.conftest import ISOLATED, require
 
@@ -47,7 +47,7 @@ def decode_comment(world, number: int, *, forge=None, **settings):
     if forge is None:
         return run(world, "issue_comment", payload, **settings)
     s = base_settings.replace(**settings)
-    return run_github_job(decide("issue_comment", payload, s), s, forge, run_id="fork",
+    return run_github_job(Router(Rules.of(s)).decide("issue_comment", payload), s, forge, run_id="fork",
                           model=AnthropicModel(s, sleep=lambda _: None))
 
 
