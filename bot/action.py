@@ -27,7 +27,7 @@ from bot.github.forge import GitHubForge
 from bot.github.job import Conclusion, run_github_job
 from bot.model import Model, make_model
 from bot.redact import Redactor
-from bot.transcript import figures, load_events, render_figures
+from bot.transcript import render_figures
 from bot.triggers import WORKFLOW_RUNS, Ignore, Router, Rules, Trigger
 
 SUMMARY_LIMIT = 900_000  # GitHub allows 1 MiB of step summary per step
@@ -169,7 +169,7 @@ def summary(conclusion: Conclusion) -> str:
     outcome = conclusion.outcome
     if outcome is None:
         return "\n".join(lines)
-    lines += [render_figures(figures(load_events(outcome.transcript_jsonl))), ""]
+    lines += [render_figures(outcome.result.figures()), ""]
     parts = split_markdown(outcome.transcript_md.read_text(), SUMMARY_LIMIT)
     transcript = parts[0] + ("\n(truncated: the whole transcript is in the artifact)\n" if len(parts) > 1 else "")
     lines += ["<details><summary>Transcript</summary>", "", transcript, "", "</details>", ""]

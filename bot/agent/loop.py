@@ -60,6 +60,11 @@ class AgentResult:
         """The model or the sandbox failed (after retries): the run failed, whatever it got done."""
         return self.stop_reason == "error"
 
+    def figures(self) -> dict[str, Any]:
+        """The run's totals, in the shape `bot.transcript.render_figures` takes (no file is read again)."""
+        return {"turns": self.turns, **_usage_dict(self.usage), "cost_usd": self.cost_usd, "wall_s": self.wall_s,
+                "stop_reason": self.stop_reason}
+
     @property
     def exit_code(self) -> int:
         """0 finished, 1 failed, 3 stopped by a budget cap, 130 interrupted (the work is kept in every case)."""

@@ -25,7 +25,7 @@ from bot.redact import Redactor
 from bot.run_dirs import drop_clones
 from bot.sandbox import ISOLATING
 from bot.task_text import one_line
-from bot.transcript import figures, load_events, render_figures, safe_prose
+from bot.transcript import render_figures, safe_prose
 from bot.triggers import Trigger, may_trigger, refusal_text
 
 log = logging.getLogger(__name__)
@@ -194,8 +194,7 @@ def _publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: 
              redact: Callable[[str], str]) -> Conclusion:
     """Deliver the outcome as the plan says, and the report for the tracking comment."""
     result, branch, delivery = outcome.result, the_plan.branch, the_plan.delivery
-    events = load_events(outcome.transcript_jsonl)
-    figs = render_figures(figures(events))
+    figs = render_figures(result.figures())
     transcript = outcome.transcript_md.read_text()
     summary = safe_prose(redact(result.summary))  # whole, before any cap
     notes = harness_notes(left_out=outcome.left_out, blocked=outcome.blocked)
