@@ -92,7 +92,7 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
     forge = GitHubForge(TokenCredentials(token, settings.github_api_url))
     try:
         conclusion = run_github_job(
-            trigger, settings.replace(github_token=token), forge, run_id=run_id, run_url=run_url, model=model,
+            trigger, settings, forge, run_id=run_id, run_url=run_url, model=model,
             authorize=trigger.kind != "dispatch", attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
             progress=lambda line: print(line, file=sys.stderr, flush=True))
     except Exception as e:  # noqa: BLE001 - already reported on the issue; the outputs must still be written

@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("action", help="the GitHub Actions entry point (reads the GITHUB_* variables)")
     worker = sub.add_parser("worker", help="run queued jobs only, against the server's store")
     worker.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
+    worker.add_argument("--host", default="127.0.0.1", help="address of --port (default 127.0.0.1)")
+    worker.add_argument("--port", type=int, help="serve GET /metrics on this port (default: none)")
     return parser
 
 
@@ -95,7 +97,7 @@ def _main(args: argparse.Namespace) -> int:
                 settings = settings.replace(workers=args.workers)
             if args.command == "serve":
                 return server.serve(settings, args.host, args.port)
-            return server.work(settings)
+            return server.work(settings, args.host, args.port)
         return cmd_run(args, settings)
     except ConfigError as e:
         print(f"decode: {e}", file=sys.stderr)
@@ -156,14 +158,14 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return run_on_github(args, settings, github_repo, run_id, progress)
     if args.issue is not None:
         raise ConfigError("--issue needs a GitHub repository (owner/name or its URL) and GITHUB_TOKEN, without --no-pr")
+    token = settings.github_token  # for a git URL that needs it
     if local.exists():
-        repo = local_repository(local)
+        repo, token = local_repository(local), None
     elif github_repo:
         repo, token = github_clone_url(github_repo, settings)
-        settings = settings.replace(github_token=token) if token else settings
     else:
         repo = args.repo
-    job = Job(repo=repo, task=args.task, branch=f"decode/run-{run_id}", run_id=run_id, base=args.base)
+    job = Job(repo=repo, task=args.task, branch=f"decode/run-{run_id}", run_id=run_id, base=args.base, token=token)
     outcome = execute(job, settings, progress=progress)
     delivered = deliver_local(outcome) if local.exists() else None
     if delivered:  # the branch is in the user's repository: the run's clone is not needed any more

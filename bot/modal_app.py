@@ -1,10 +1,12 @@
 """decode-bot on Modal, no host of yours: `modal deploy -m bot.modal_app`.
 
 Two functions. `web` is the control container: the Flask webhook app
-(`create_app`, unchanged intake) and the one job store, with a dispatcher
-thread that runs every job as a call of `run_job`, which executes the same
-handler as `decode worker` (SANDBOX_MODE=modal by default: the harness runs in
-the function, the agent's tools in Modal sandboxes).
+(`create_app`, unchanged intake) and the one job store, with a dispatcher: the
+lease runner of `decode worker` (bot/lease.py) with function calls of `run_job`
+in place of threads. `run_job` executes the same handler as `decode worker`
+(SANDBOX_MODE=modal by default: the harness runs in the function, the agent's
+tools in Modal sandboxes) and returns the run's figures with its result, so the
+control app's /metrics counts them.
 
 Durability. A Modal Volume is not a shared disk: a container sees other
 containers' writes only after they `commit` and it `reload`s, and concurrent
@@ -44,9 +46,10 @@ import modal.exception
 from flask import Flask
 
 from bot.config import Settings
+from bot.jobs import Record, RunFigures, exhausted_reporter, job_handler
+from bot.lease import LeaseRunner, Outcome, RunLost
 from bot.redact import Redactor
 from bot.store import JobRecord, Store, StoreError
-from bot.worker import worker_id
 
 log = logging.getLogger("decode.modal")
 
@@ -115,90 +118,61 @@ class SnapshotStore(Store):
             self._snapshot_started = started
 
 
-class CallLost(Exception):
+class CallLost(RunLost):
     """A job's function call ended without an outcome: crash, timeout, out of memory, preemption."""
 
 
 class Call(Protocol):
     def poll(self) -> dict | None:
-        """The job's outcome once the call returned, None while it runs; `CallLost` if it died."""
+        """The call's return value (`run_job`'s) once it returned, None while it runs; `CallLost` if it died."""
 
 
 Spawn = Callable[[JobRecord], Call]
 
 
-class Dispatcher:
-    """Runs the store's jobs as remote calls, one `sweep` at a time, from the store's only writer.
+def outcome_of(value: dict, record: Record | None) -> Outcome:
+    """The `Outcome` of what `run_job` returned; its run figures go to `record` (the control app's /metrics)."""
+    value = dict(value)
+    figures = value.pop("figures", None)
+    if figures is not None and record is not None:
+        record(RunFigures(**figures))
+    error = value.get("error")
+    return Outcome(error=error) if error else Outcome(result=value)
 
-    `spawn(job)` starts a call and returns a `Call`; the outcome it returns is the
-    job handler's result, or `{"error": text}` when the job failed.
-    """
 
-    def __init__(self, store: Store, spawn: Spawn, *, limit: int = 32,
-                 on_exhausted: Callable[[JobRecord], None] | None = None) -> None:
-        self.store = store
+class CallRun:
+    """A `Run` over a `Call`. A released job's call is left to end on its own: its outcome is discarded."""
+
+    def __init__(self, call: Call, record: Record | None) -> None:
+        self.call = call
+        self.record = record
+
+    def poll(self) -> Outcome | None:
+        value = self.call.poll()
+        return None if value is None else outcome_of(value, self.record)
+
+    def abandon(self) -> None:
+        pass
+
+
+class CallExecutor:
+    """Starts each job as a function call with `spawn(job)`; an `Executor`."""
+
+    def __init__(self, spawn: Spawn, record: Record | None = None) -> None:
         self.spawn = spawn
-        self.limit = limit
-        self.on_exhausted = on_exhausted
-        self.running: dict[int, tuple[str, Call]] = {}  # job id -> (lease owner, call)
+        self.record = record
 
-    def sweep(self) -> bool:
-        """Record ended calls, renew the leases of running ones, report exhausted jobs, start runnable ones.
+    def start(self, job: JobRecord) -> CallRun:
+        return CallRun(self.spawn(job), self.record)
 
-        Returns True when the store changed. A job claimed by a dispatcher that died
-        since (or whose call died) is claimed again here once its lease has expired.
-        """
-        changed = False
-        for job_id, (worker, call) in list(self.running.items()):
-            ids = {"job_id": job_id}
-            try:
-                outcome = call.poll()
-            except CallLost as e:
-                del self.running[job_id]  # its lease expires and the job is claimed again
-                log.error("job %d: its call died (%s); it runs again when its lease expires", job_id, e, extra=ids)
-                continue
-            if outcome is None:
-                self.store.heartbeat(job_id, worker)
-                continue
-            del self.running[job_id]
-            error = outcome.get("error")
-            self.store.finish(job_id, worker, "failed" if error else "done",
-                              result=None if error else outcome, error=error)
-            log.info("job %d %s", job_id, "failed: " + error if error else "done", extra=ids)
-            changed = True
-        for job in self.store.take_exhausted(worker_id()):
-            changed = True
-            log.error("job %d (%s) failed: %s", job.id, job.key, job.error, extra={"job_id": job.id})
-            if self.on_exhausted is not None:
-                try:
-                    self.on_exhausted(job)
-                except Exception:
-                    log.exception("job %d: reporting its failure failed", job.id, extra={"job_id": job.id})
-        while len(self.running) < self.limit:
-            worker = worker_id()
-            job = self.store.claim(worker)
-            if job is None:
-                break
-            changed = True
-            try:
-                call = self.spawn(job)
-            except Exception as e:  # noqa: BLE001 - Modal unreachable: the job waits for the next sweep
-                self.store.release(job.id, worker)
-                log.error("job %d: could not start its call (%s); trying again", job.id, e, extra={"job_id": job.id})
-                break
-            self.running[job.id] = (worker, call)
-            log.info("job %d (%s) started, attempt %d", job.id, job.key, job.attempts, extra={"job_id": job.id})
-        return changed
 
-    def run_forever(self, every_s: float = 2.0) -> None:
-        """Sweep every `every_s` seconds, committing the store's image after a sweep that changed it."""
-        while True:
-            try:
-                if self.sweep() and isinstance(self.store, SnapshotStore):
-                    self.store.persist()
-            except Exception:
-                log.exception("dispatcher sweep failed; trying again")
-            time.sleep(every_s)
+def dispatcher(store: Store, spawn: Spawn, *, limit: int = 32, record: Record | None = None,
+               on_exhausted: Callable[[JobRecord], None] | None = None, every_s: float = 2.0) -> LeaseRunner:
+    """The lease runner of the control app: jobs run as calls of `spawn`, the store's image is committed
+    after every sweep that changed it. The store's only writer, so it is the only runner."""
+    persist = store.persist if isinstance(store, SnapshotStore) else None
+    return LeaseRunner(store, CallExecutor(spawn, record), limit=limit, poll_s=every_s, name="dispatcher",
+                       on_exhausted=on_exhausted, on_changed=persist)
 
 
 def control(settings: Settings, *, state_dir: Path, commit: Callable[[], None], spawn: Spawn,
@@ -207,7 +181,6 @@ def control(settings: Settings, *, state_dir: Path, commit: Callable[[], None], 
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
     from bot.server import create_app
-    from bot.server.run import exhausted_reporter
 
     store = SnapshotStore(settings.data_dir / "jobs.sqlite3", state_dir / "jobs.sqlite3", commit,
                           lease_s=settings.lease_s, max_attempts=settings.max_attempts)
@@ -216,10 +189,11 @@ def control(settings: Settings, *, state_dir: Path, commit: Callable[[], None], 
     def report(job: JobRecord) -> None:
         exhausted_reporter(GitHubForge(credentials_from(settings)))(job)
 
-    dispatcher = Dispatcher(store, spawn, limit=settings.workers, on_exhausted=report)
-    app.extensions["decode"]["dispatcher"] = dispatcher
+    metrics = app.extensions["decode"]["metrics"]
+    runner = dispatcher(store, spawn, limit=settings.workers, record=metrics.record_run, on_exhausted=report)
+    app.extensions["decode"]["dispatcher"] = runner
     if start:
-        threading.Thread(target=dispatcher.run_forever, name="dispatcher", daemon=True).start()
+        runner.start()
     return app
 
 
@@ -257,20 +231,24 @@ class ModalCall:
 
 @app.function(image=image, secrets=[secret], timeout=JOB_TIMEOUT_S, cpu=1.0, memory=2048)
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One job, as `decode worker` runs it; the outcome, or `{"error": text}` (already told on the issue)."""
+    """One job, with the handler of `decode worker`: its result, or `{"error": text}` (already told on the
+    issue), with the run's `figures` when the agent ran."""
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
     from bot.server.logs import configure_logging
-    from bot.server.run import job_handler
 
     settings = settings_from(os.environ)
     redactor = Redactor(settings.secrets())
     configure_logging(redactor)
+    figures: list[RunFigures] = []
     try:
-        return job_handler(settings, GitHubForge(credentials_from(settings)))(JobRecord(**job))
+        value = job_handler(settings, GitHubForge(credentials_from(settings)), figures.append)(JobRecord(**job))
     except Exception as e:  # noqa: BLE001 - the dispatcher records it as the job's failure
         log.exception("job %s failed", job.get("id"), extra={"job_id": job.get("id")})
-        return {"error": redactor.redact(str(e) or type(e).__name__)}
+        value = {"error": redactor.redact(str(e) or type(e).__name__)}
+    if figures:  # recorded by the dispatcher into the control app's /metrics
+        value["figures"] = dataclasses.asdict(figures[0])
+    return value
 
 
 def spawn_job(job: JobRecord) -> Call:

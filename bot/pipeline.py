@@ -25,7 +25,7 @@ from bot.model import Model, make_model
 from bot.redact import Redactor
 from bot.repo_config import RepoConfig, load_repo_config
 from bot.run_dirs import drop_clones, fresh_dir, prune, write_record
-from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
+from bot.sandbox import Sandbox, SandboxSpec, capabilities, offering, open_sandbox
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.task_text import one_line
 from bot.transcript import Transcript, safe_commit_text
@@ -49,6 +49,7 @@ class Job:
     title: str | None = None
     config_base: str | None = None  # the branch whose .github/decode.yml applies; default: `base` itself
     attempt: int = 1  # a retried job (its worker died) runs again in a fresh run directory
+    token: str | None = None  # what the clone authenticates with (an installation token is per repository)
 
     @staticmethod
     def new_run_id() -> str:
@@ -82,7 +83,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     started = time.monotonic()  # the wall-clock cap counts from here: setup included
     prune(settings.data_dir / "runs", settings.keep_days)
     run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
-    redactor = Redactor(settings.secrets())
+    redactor = Redactor([*settings.secrets(), job.token])
     transcript = Transcript(run_dir, redactor)
     result = AgentResult("error", "", error="the run did not start")
     outcome = Outcome(job, result, run_dir, transcript.path, transcript.md_path)
@@ -91,7 +92,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         progress(f"checking the model {model.name}")
         model.check()  # a rejected key or unknown model id ends the run here, before any clone
         progress(f"preparing {job.repo} on branch {job.branch}")
-        ws = prepare(job.repo, run_dir, job.branch, job.base, settings.github_token, redactor=redactor)
+        ws = prepare(job.repo, run_dir, job.branch, job.base, job.token, redactor=redactor)
         outcome.workspace = ws
         config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
         config = load_repo_config(ws.git, config_sha)
@@ -101,14 +102,16 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         for note in ws.notes:  # e.g. a submodule the host could not fetch
             transcript.record("note", text=note)
             progress(note)
-        if config.gpu and settings.sandbox_mode != "modal":
-            note = (f".github/decode.yml asks for a GPU, which only SANDBOX_MODE=modal provides; the "
-                    f"{settings.sandbox_mode} sandbox runs without it")
+        offers = capabilities(settings.sandbox_mode)
+        if config.gpu and not offers.gpu:
+            note = (f".github/decode.yml asks for a GPU, which only SANDBOX_MODE={' and '.join(offering('gpu'))} "
+                    f"provides; the {settings.sandbox_mode} sandbox runs without it")
             transcript.record("note", text=note)
             progress(note)
-        if config.image and settings.sandbox_mode not in ("docker", "modal"):
-            note = (f".github/decode.yml names the image {config.image}, which only SANDBOX_MODE=docker and modal "
-                    f"use; the {settings.sandbox_mode} sandbox runs on the host's toolchain")
+        if config.image and not offers.image:
+            note = (f".github/decode.yml names the image {config.image}, which only SANDBOX_MODE="
+                    f"{' and '.join(offering('image'))} use; the {settings.sandbox_mode} sandbox runs on the host's "
+                    "toolchain")
             transcript.record("note", text=note)
             progress(note)
         progress(f"starting the {settings.sandbox_mode} sandbox")

@@ -1,13 +1,26 @@
-"""Fixtures shared by every test: small git repositories made on the spot."""
+"""Fixtures shared by every test: small git repositories made on the spot, and the modal double."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bot.sandbox.modal import use_client
+from tests.fakes import modal_double
+
 pytest_plugins = ["tests.fakes.anthropic_api", "tests.fakes.github"]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def modal_client() -> Iterator[None]:
+    """No test reaches Modal's servers: every SANDBOX_MODE=modal run in the session talks to the local
+    double (tests/fakes/modal_double.py). Child processes get it from tests/fakes/decode_modal_double.py."""
+    use_client(modal_double)
+    yield
+    use_client(None)
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",

@@ -28,7 +28,8 @@ def buggy_repo(tmp_path: Path) -> Path:
 
 
 def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local", **env: str):
-    """Run the `decode` console script as a user would; returns the CompletedProcess."""
+    """Run the `decode` console script as a user would (for SANDBOX_MODE=modal, its entry point with the
+    modal double injected); returns the CompletedProcess."""
     full_env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path / "home"),
@@ -37,12 +38,11 @@ def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local",
         "SANDBOX_MODE": mode,
         "DECODE_DATA_DIR": str(tmp_path / "data"),
         "GITHUB_TOKEN": GITHUB_TOKEN,
-        # SANDBOX_MODE=modal talks to the double of the modal client (tests/fakes/modal_double.py)
-        "DECODE_MODAL_CLIENT": "tests.fakes.modal_double",
         "PYTHONPATH": str(EXAMPLE.parents[1]),
         **env,
     }
-    return subprocess.run([DECODE, "run", "--repo", str(repo), task], env=full_env,
+    command = [sys.executable, "-m", "tests.fakes.decode_modal_double"] if mode == "modal" else [DECODE]
+    return subprocess.run([*command, "run", "--repo", str(repo), task], env=full_env,
                           capture_output=True, text=True, timeout=240)
 
 

@@ -148,7 +148,7 @@ def test_a_volume_that_refuses_the_commit_refuses_the_delivery(modal_app, tmp_pa
 def test_the_dispatcher_runs_a_job_and_records_its_outcome(modal_app, tmp_path):
     store = Store(tmp_path / "jobs.sqlite3")
     spawn = Spawner()
-    dispatcher = modal_app.Dispatcher(store, spawn)
+    dispatcher = modal_app.dispatcher(store, spawn)
     job_id = job_for(store, "d-1")
     assert dispatcher.sweep()
     assert [c.job.id for c in spawn.calls] == [job_id]
@@ -164,7 +164,7 @@ def test_the_dispatcher_runs_a_job_and_records_its_outcome(modal_app, tmp_path):
 def test_a_failed_job_is_recorded_as_failed(modal_app, tmp_path):
     store = Store(tmp_path / "jobs.sqlite3")
     spawn = Spawner()
-    dispatcher = modal_app.Dispatcher(store, spawn)
+    dispatcher = modal_app.dispatcher(store, spawn)
     job_id = job_for(store, "d-1")
     dispatcher.sweep()
     spawn.calls[0].outcome = {"error": "the agent could not clone the repository"}
@@ -177,7 +177,7 @@ def test_a_failed_job_is_recorded_as_failed(modal_app, tmp_path):
 def test_a_job_whose_spawn_failed_is_dispatched_by_the_next_sweep(modal_app, tmp_path):
     store = Store(tmp_path / "jobs.sqlite3")
     spawn = Spawner()
-    dispatcher = modal_app.Dispatcher(store, spawn)
+    dispatcher = modal_app.dispatcher(store, spawn)
     job_id = job_for(store, "d-1")
     spawn.down = True
     dispatcher.sweep()
@@ -195,10 +195,10 @@ def test_a_job_whose_dispatcher_died_is_dispatched_again(modal_app, tmp_path):
     store = Store(tmp_path / "jobs.sqlite3", lease_s=0.05)
     first, second = Spawner(), Spawner()
     job_id = job_for(store, "d-1")
-    modal_app.Dispatcher(store, first).sweep()  # claimed and spawned; then the container went away
+    modal_app.dispatcher(store, first).sweep()  # claimed and spawned; then the container went away
     assert len(first.calls) == 1
     time.sleep(0.1)
-    modal_app.Dispatcher(store, second).sweep()
+    modal_app.dispatcher(store, second).sweep()
     assert [c.job.id for c in second.calls] == [job_id]
     assert store.job(job_id).attempts == 2
     store.close()
@@ -208,7 +208,7 @@ def test_a_dead_call_runs_again_then_is_reported(modal_app, tmp_path):
     store = Store(tmp_path / "jobs.sqlite3", lease_s=0.05, max_attempts=2)
     spawn = Spawner()
     reported: list[JobRecord] = []
-    dispatcher = modal_app.Dispatcher(store, spawn, on_exhausted=reported.append)
+    dispatcher = modal_app.dispatcher(store, spawn, on_exhausted=reported.append)
     job_id = job_for(store, "d-1")
     for attempt in (1, 2):
         dispatcher.sweep()
@@ -225,10 +225,28 @@ def test_a_dead_call_runs_again_then_is_reported(modal_app, tmp_path):
 def test_one_job_per_issue_at_a_time(modal_app, tmp_path):
     store = Store(tmp_path / "jobs.sqlite3")
     spawn = Spawner()
-    dispatcher = modal_app.Dispatcher(store, spawn, limit=8)
+    dispatcher = modal_app.dispatcher(store, spawn, limit=8)
     first = job_for(store, "d-1", "octo/repo#1")
     job_for(store, "d-2", "octo/repo#1")
     other = job_for(store, "d-3", "octo/repo#2")
     dispatcher.sweep()
     assert sorted(c.job.id for c in spawn.calls) == [first, other]
     store.close()
+
+
+def test_the_run_figures_of_a_call_reach_the_control_apps_metrics(modal_app, tmp_path):
+    settings = Settings(github_webhook_secret=SECRET, data_dir=tmp_path / "local")
+    spawn = Spawner()
+    app = modal_app.control(settings, state_dir=tmp_path / "volume", commit=lambda: None, spawn=spawn, start=False)
+    store, dispatcher = app.extensions["decode"]["store"], app.extensions["decode"]["dispatcher"]
+    job_id = job_for(store, "d-1")
+    dispatcher.sweep()
+    spawn.calls[0].outcome = {"state": "success", "pr_url": None, "branch": "decode/1", "figures": {
+        "state": "success", "seconds": 42.0, "cost_usd": 0.25,
+        "tokens": {"input": 1000, "output": 200, "cache_read": 0, "cache_write": 0}}}
+    dispatcher.sweep()
+    assert store.job(job_id).result == {"state": "success", "pr_url": None, "branch": "decode/1"}
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    assert "decode_cost_usd_total 0.25" in text
+    assert 'decode_tokens_total{kind="input"} 1000.0' in text
+    assert 'decode_run_duration_seconds_count{state="success"} 1.0' in text

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from bot.store import JobRecord, Store
-from bot.worker import WorkerPool, worker_id
+from bot.lease import LeaseRunner, worker_id
+from bot.worker import ThreadExecutor
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +50,7 @@ def test_a_pool_runs_every_job(store: Store) -> None:
         time.sleep(0.05)
         return {"double": job.payload["n"] * 2}
 
-    pool = WorkerPool(store, handle, size=4, poll_s=0.05)
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=4, poll_s=0.05)
     pool.start()
     assert pool.wait_idle(10)
     pool.stop(1)
@@ -70,7 +71,7 @@ def test_jobs_on_one_key_never_overlap(store: Store) -> None:
 
     for _ in range(3):
         enqueue(store, "octo/hello#1")
-    pool = WorkerPool(store, handle, size=3, poll_s=0.02)
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=3, poll_s=0.02)
     pool.start()
     assert pool.wait_idle(10)
     pool.stop(1)
@@ -85,7 +86,7 @@ def test_a_handler_exception_fails_the_job(store: Store, caplog: pytest.LogCaptu
     def handle(job: JobRecord) -> dict:
         raise RuntimeError("the sandbox image is missing")
 
-    pool = WorkerPool(store, handle, size=1, poll_s=0.02)
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
     with caplog.at_level(logging.INFO, logger="bot.worker"):
         pool.start()
         assert pool.wait_idle(5)
@@ -99,7 +100,7 @@ def test_a_handler_exception_fails_the_job(store: Store, caplog: pytest.LogCaptu
 
 def test_a_result_that_is_not_json_fails_the_job(store: Store) -> None:
     job_id = enqueue(store, "octo/hello#1")
-    pool = WorkerPool(store, lambda job: {"when": object()}, size=1, poll_s=0.02)
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: {"when": object()}), limit=1, poll_s=0.02)
     pool.start()
     assert pool.wait_idle(5)
     pool.stop(1)
@@ -120,7 +121,7 @@ def test_heartbeats_keep_a_job_longer_than_its_lease(store: Store, tmp_path: Pat
             time.sleep(0.1)
         return {"slow": True}
 
-    pool = WorkerPool(store, handle, size=2, poll_s=0.02)
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=2, poll_s=0.02)
     pool.start()
     assert pool.wait_idle(10)
     pool.stop(1)
@@ -138,7 +139,7 @@ def test_stop_releases_a_job_still_running(store: Store) -> None:
         let_go.wait(10)
         return {"late": True}
 
-    pool = WorkerPool(store, handle, size=1, poll_s=0.02)
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
     pool.start()
     assert started.wait(5)
     t0 = time.monotonic()
@@ -151,6 +152,36 @@ def test_stop_releases_a_job_still_running(store: Store) -> None:
     assert store.job(job_id).state == "queued"
 
 
+def test_a_released_job_cancelled_under_its_thread_is_logged_not_raised(
+        store: Store, caplog: pytest.LogCaptureFixture) -> None:
+    from bot.errors import Cancelled
+
+    job_id = enqueue(store, "octo/hello#1")
+    started, cancel = threading.Event(), threading.Event()
+    raised: list[BaseException] = []
+
+    def handle(job: JobRecord) -> dict:
+        started.set()
+        cancel.wait(10)
+        raise Cancelled("the sandbox was removed at shutdown")
+
+    hook, threading.excepthook = threading.excepthook, lambda args: raised.append(args.exc_value)
+    try:
+        pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
+        with caplog.at_level(logging.INFO, logger="bot.worker"):
+            pool.start()
+            assert started.wait(5)
+            assert pool.stop(grace_s=0.1) == [job_id]
+            cancel.set()  # what `close_all` does to the released job's sandbox
+            deadline = time.monotonic() + 5
+            while "stopped after it was released" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.02)
+    finally:
+        threading.excepthook = hook
+    assert "stopped after it was released" in caplog.text and raised == []
+    assert store.job(job_id).state == "queued"
+
+
 def test_stop_waits_for_a_job_that_finishes_in_grace(store: Store) -> None:
     job_id = enqueue(store, "octo/hello#1")
     started = threading.Event()
@@ -160,7 +191,7 @@ def test_stop_waits_for_a_job_that_finishes_in_grace(store: Store) -> None:
         time.sleep(0.3)
         return {"ok": True}
 
-    pool = WorkerPool(store, handle, size=1, poll_s=0.02)
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
     pool.start()
     assert started.wait(5)
     assert pool.stop(grace_s=5) == []
@@ -170,7 +201,7 @@ def test_stop_waits_for_a_job_that_finishes_in_grace(store: Store) -> None:
 def test_a_job_whose_worker_died_is_taken_over(store: Store) -> None:
     job_id = enqueue(store, "octo/hello#1")
     assert store.claim("ghost-host:1:1").id == job_id  # claimed, never heartbeated nor finished
-    pool = WorkerPool(store, lambda job: {"attempt": job.attempts}, size=2, poll_s=0.05)
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: {"attempt": job.attempts}), limit=2, poll_s=0.05)
     pool.start()
     assert pool.wait_idle(5)
     pool.stop(1)
@@ -183,7 +214,7 @@ def test_exhausted_jobs_are_reported(tmp_path: Path) -> None:
     job_id = enqueue(store, "octo/hello#1")
     store.claim("ghost")
     reported: list[JobRecord] = []
-    pool = WorkerPool(store, lambda job: {}, size=1, poll_s=0.05, on_exhausted=reported.append)
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: {}), limit=1, poll_s=0.05, on_exhausted=reported.append)
     pool.start()
     assert pool.wait_idle(5)
     pool.stop(1)
@@ -196,14 +227,15 @@ RUNNER = """
 import sys, time
 from pathlib import Path
 from bot.store import Store
-from bot.worker import WorkerPool
+from bot.lease import LeaseRunner
+from bot.worker import ThreadExecutor
 store = Store(Path(sys.argv[1]), lease_s=0.5)
 def handle(job):
     print(job.id, flush=True)
     time.sleep(60)
     return {}
-pool = WorkerPool(store, handle, size=1, poll_s=0.02)
-pool.install_signal_handlers(grace_s=0.3, on_stopped=lambda: print("stopped", flush=True))
+pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
+pool.install_signal_handlers(grace_s=0.3, on_stopped=lambda released: print("stopped", flush=True))
 pool.start()
 pool.wait_stopped()
 """
@@ -231,7 +263,7 @@ def test_a_sigkilled_worker_process_loses_its_job_to_another(tmp_path: Path) -> 
     assert store.claim("w") is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    pool = WorkerPool(store, lambda job: {"by": "survivor"}, size=1, poll_s=0.05)
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: {"by": "survivor"}), limit=1, poll_s=0.05)
     pool.start()
     assert pool.wait_idle(5)
     pool.stop(1)

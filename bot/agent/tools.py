@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent.truncate import truncate
-from bot.sandbox import Sandbox
-from bot.sandbox.client import Refused
+from bot.sandbox.protocol import Refused, Sandbox
 from bot.utf8 import utf8_safe
 
 DEFAULT_TIMEOUT_S = 120.0

@@ -182,12 +182,12 @@ def _work(trigger: Trigger, info: RepoInfo, settings: Settings, forge: Forge, *,
                           f"installation runs SANDBOX_MODE={settings.sandbox_mode}, which would give the "
                           "fork's code the bot's own access; ask its operator to switch, or push the branch to "
                           "this repository.")
+    token = forge.token_for(repo)
     job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
-              config_base=the_plan.config_base, attempt=attempt)
-    run_settings = settings.replace(github_token=forge.token_for(repo))
-    outcome = execute(job, run_settings, model=model, progress=progress)
-    return _publish(the_plan, outcome, forge, repo, run_id, Redactor(run_settings.secrets()).redact)
+              config_base=the_plan.config_base, attempt=attempt, token=token)
+    outcome = execute(job, settings, model=model, progress=progress)
+    return _publish(the_plan, outcome, forge, repo, run_id, Redactor([*settings.secrets(), token]).redact)
 
 
 def _publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: str,

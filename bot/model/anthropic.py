@@ -23,7 +23,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from bot.config import Settings
 from bot.errors import ConfigError, DecodeError
-from bot.model import Reply, Usage
+from bot.model.protocol import Reply, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 EPHEMERAL = {"type": "ephemeral"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from bot.model import Usage
+from bot.model.protocol import Usage
 
 FAMILY_PRICES: dict[str, dict[str, float]] = {
     "claude-opus-4-0": {"input": 15.0, "output": 75.0},

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import ConfigError, DecodeError
-from bot.model import Reply, Usage
+from bot.model.protocol import Reply, Usage
 
 
 class ScriptExhausted(DecodeError):

@@ -49,12 +49,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bot.errors import ConfigError
-from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.cgroup import SandboxCgroup
 from bot.sandbox.client import AGENTD_PATH, ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
+from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import SAFE_PATH, clean_env, harness_bin
+from bot.sandbox.protocol import Capabilities, SandboxSpec
 
 WORKSPACE = "/workspace"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
@@ -72,7 +73,12 @@ FRESH = ("/tmp", "/run")  # masked already: a per-sandbox directory and a tmpfs
 class BwrapLauncher:
     """Starts agentd under bubblewrap with the host root read-only and its secrets hidden."""
 
+    capabilities = Capabilities(isolating=True, egress_policy=True, image=False, gpu=False, pool=False)
     root = WORKSPACE
+
+    @classmethod
+    def prepare_host(cls, spec: SandboxSpec) -> None:
+        """Nothing to prepare: a sandbox dies with its process (`--die-with-parent`)."""
 
     def __init__(self, spec: SandboxSpec, *, hide: Iterable[Path] = ()) -> None:
         """Prepare the sandbox for `spec`; `hide` adds host paths to mask. Refuses without a usable cgroup."""
@@ -127,6 +133,14 @@ class BwrapLauncher:
         self.disk.check()
         # bwrap itself runs on the host: no $HOME/.local/bin (the host's /tmp) on its PATH.
         return ProcessTransport(self.cgroup.wrap(self.argv()), clean_env("/tmp", "bwrap") | {"PATH": SAFE_PATH})
+
+    def recover(self) -> None:
+        """None: a dead sandbox is not restarted."""
+        return None
+
+    def stopped(self) -> str | None:
+        """The disk cap's message once the sandbox was stopped for passing it."""
+        return self.disk.exceeded
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""

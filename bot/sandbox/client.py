@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bot.errors import Cancelled, SandboxError
-from bot.sandbox import CommandResult, EgressPolicy, HandBack, Launcher, Transport
+from bot.sandbox.egress_policy import EgressPolicy
+from bot.sandbox.protocol import CommandResult, HandBack, Launcher, Refused, Transport
 
 AGENTD_PATH = Path(__file__).with_name("agentd.py")
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
@@ -51,10 +52,6 @@ def agentd_tar(inside: str, workspace: Path | None = None, workspace_inside: str
         info.size, info.mode = len(data), 0o444
         tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
-
-
-class Refused(SandboxError):
-    """agentd declined a request (a path outside the workspace, a missing file...)."""
 
 
 class PatchTooLarge(SandboxError):
@@ -202,24 +199,25 @@ class AgentdSandbox:
             raise Cancelled(f"the sandbox was closed under the {op} call: the process is stopping")
 
     def _recover(self, op: str, error: SandboxError, retried: bool) -> None:
-        """After the transport died: let a launcher with `recover()` replace the sandbox, once per call.
+        """After the transport died: let the launcher replace the sandbox (`Launcher.recover`), once per call.
 
-        Raises `error` when it cannot. For `exec` the call is then retried and the
-        launcher's notice leads its output; any other tool call is refused with
+        Raises `error` when it cannot, and the launcher's own reason when it stopped the
+        sandbox for good (`Launcher.stopped`). For `exec` the call is then retried and
+        the launcher's notice leads its output; any other tool call is refused with
         the notice, so the model learns of the restart on the call that hit it.
         """
-        stopped = getattr(getattr(self._launcher, "disk", None), "exceeded", None)  # the disk cap, see disk.py
-        if stopped:
+        if stopped := self._launcher.stopped():
             raise SandboxError(stopped)
-        recover = getattr(self._launcher, "recover", None)
-        if recover is None or retried or op in ("ping", "export", "export_read", "check") or self._recovering:
+        if retried or op in ("ping", "export", "export_read", "check") or self._recovering:
             raise error
         self._recovering = True
         try:
+            notice = self._launcher.recover()
+            if notice is None:
+                raise error
             if self._transport is not None:
                 self._transport.close()
                 self._transport = None
-            notice = recover()
             self._connect()
         finally:
             self._recovering = False

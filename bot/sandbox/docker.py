@@ -10,7 +10,7 @@ is polled by `disk.DiskGuard`), agentd.py copied in at /opt/decode/agentd.py
 (not bind-mounted, so the bot can itself run in a container), and a clean
 environment (no variable of the host's).
 It carries the label `decode.sandbox` so leftovers can be found and removed
-(`remove_leftovers`).
+(`remove_leftovers`, which `prepare_host` runs when a server starts).
 
 Network: the only way out is the launcher's egress proxy (egress.py) on the
 host: its private directory is bind-mounted read-only at /run/decode-egress,
@@ -40,6 +40,7 @@ told that /workspace is a safe directory (GIT_CONFIG_* variables).
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -49,11 +50,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.errors import ConfigError, SandboxError
-from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.client import ProcessTransport, agentd_tar
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
+from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
+from bot.sandbox.protocol import Capabilities, SandboxSpec
 
 WORKSPACE = "/workspace"
 AGENTD_INSIDE = "/opt/decode/agentd.py"
@@ -63,6 +65,7 @@ SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
 SANDBOX_UID = 1000  # the agent's uid when the workspace's owner is root
 CLIENT_VARS = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
                "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR")
+log = logging.getLogger(__name__)
 PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fnmatch\n"
          "assert sys.version_info >= (3, 8), sys.version\n"
          "st = os.stat(%r); print(st.st_uid, st.st_gid)" % WORKSPACE)
@@ -71,7 +74,14 @@ PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fn
 class DockerLauncher:
     """Runs one container per sandbox and agentd in it through a persistent `docker exec -i`."""
 
+    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=False, pool=False)
     root = WORKSPACE
+
+    @classmethod
+    def prepare_host(cls, spec: SandboxSpec) -> None:
+        """Remove the containers a crashed predecessor on this host left (`remove_leftovers`)."""
+        if removed := remove_leftovers():
+            log.info("removed %d sandbox containers left by dead processes", len(removed))
 
     def __init__(
         self,
@@ -193,6 +203,14 @@ class DockerLauncher:
         self.egress.policy = policy
         argv = [self._docker, "exec", "-i", self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
         return ProcessTransport(argv, self._env)
+
+    def recover(self) -> None:
+        """None: a dead container is not replaced."""
+        return None
+
+    def stopped(self) -> str | None:
+        """The disk cap's message once the sandbox was stopped for passing it."""
+        return self.disk.exceeded if self.disk is not None else None
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""

@@ -23,8 +23,9 @@ import shutil
 import sys
 import tempfile
 
-from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.client import AGENTD_PATH, ProcessTransport
+from bot.sandbox.egress_policy import EgressPolicy
+from bot.sandbox.protocol import Capabilities, SandboxSpec
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -77,6 +78,12 @@ def host_path(path: str | None = None) -> str:
 class LocalLauncher:
     """Starts agentd on the host, in the workspace, with a clean environment."""
 
+    capabilities = Capabilities(isolating=False, egress_policy=False, image=False, gpu=False, pool=False)
+
+    @classmethod
+    def prepare_host(cls, spec: SandboxSpec) -> None:
+        """Nothing to prepare: no sandbox outlives its process."""
+
     def __init__(self, spec: SandboxSpec) -> None:
         self.root = str(spec.workspace.resolve())
         make_undumpable()
@@ -86,6 +93,14 @@ class LocalLauncher:
         """Start agentd; `policy` cannot be enforced here (the host's network is the agent's)."""
         argv = [sys.executable, "-I", str(AGENTD_PATH), self.root]
         return ProcessTransport(argv, clean_env(self._home, "local", host_path()))
+
+    def recover(self) -> None:
+        """None: a dead agentd is not restarted."""
+        return None
+
+    def stopped(self) -> None:
+        """None: nothing here stops the sandbox for good."""
+        return None
 
     def blocked(self) -> dict[str, int]:
         return {}

@@ -35,15 +35,13 @@ again - and returns the notice the client shows the model once.
 
 With `DECODE_POOL_SIZE` > 0 sandboxes come from a warm pool (modal_pool.py).
 
-The client is the `modal` package, or the module named by
-`DECODE_MODAL_CLIENT` (tests: `tests.fakes.modal_double`, a double on local
-bubblewrap processes), or any object of the same shape passed as `client=`:
-that is the one place to run this backend against a double.
+The client is the `modal` package, unless another object of the same shape is
+injected: for the process with `use_client` (tests: `tests.fakes.modal_double`,
+a double on local bubblewrap processes), or for one launcher as `client=`.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import queue
 import threading
@@ -51,10 +49,11 @@ import time
 from typing import Any
 
 from bot.errors import ConfigError, SandboxError
-from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox import modal_pool
 from bot.sandbox.client import agentd_tar
+from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
+from bot.sandbox.protocol import Capabilities, SandboxSpec
 
 APP_NAME = "decode-bot"
 WORKSPACE = "/workspace"
@@ -67,14 +66,26 @@ RESTARTED = ("[decode] the sandbox died and was restarted: {lost}. Check the sta
              "before you continue.")
 
 
+_client: Any = None  # what `use_client` injected; None: the `modal` package
+
+
+def use_client(client: Any) -> None:
+    """Make `client` (an object shaped like the `modal` package, such as a test double) the modal client
+    of every launcher this process makes from now on; None goes back to the `modal` package."""
+    global _client
+    _client = client
+
+
 def load_client() -> Any:
-    """The modal client module: `DECODE_MODAL_CLIENT` if set, else `modal`."""
-    name = os.environ.get("DECODE_MODAL_CLIENT") or "modal"
+    """The modal client: the one given to `use_client`, else the `modal` package (imported only here, on
+    first use: it is large, and only this backend needs it)."""
+    if _client is not None:
+        return _client
     try:
-        return importlib.import_module(name)
+        import modal
     except ImportError as e:
-        raise ConfigError(f"SANDBOX_MODE=modal needs the modal client ({e}): pip install modal, "
-                          f"or set DECODE_MODAL_CLIENT to a module of the same shape") from None
+        raise ConfigError(f"SANDBOX_MODE=modal needs the modal client ({e}): pip install modal") from None
+    return modal
 
 
 def pool_size(env: Any = None) -> int:
@@ -152,7 +163,14 @@ class ModalTransport:
 class ModalLauncher:
     """One Modal sandbox per run; agentd in it through one persistent exec."""
 
+    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=True, pool=True)
     root = WORKSPACE
+
+    @classmethod
+    def prepare_host(cls, spec: SandboxSpec) -> None:
+        """With DECODE_POOL_SIZE, start filling the warm pool, so that even the first job claims a warm sandbox."""
+        if pool_size():
+            prewarm(spec)
 
     def __init__(self, spec: SandboxSpec, *, client: Any = None, pool: int | None = None) -> None:
         """Look up the app and describe the image; the sandbox itself is created by the first `start`."""
@@ -191,7 +209,7 @@ class ModalLauncher:
         """The process-wide warm pool for sandboxes like this one's (None with DECODE_POOL_SIZE=0).
 
         Calling it starts filling the pool: a server calls it once at startup
-        (see `prewarm`) so that even its first job claims a warm sandbox.
+        (`prepare_host`) so that even its first job claims a warm sandbox.
         """
         if self._pool_size <= 0:
             return None
@@ -271,6 +289,10 @@ class ModalLauncher:
             self._upload()
             lost = "the workspace was restored to its state at the start; all changes made since were lost"
         return RESTARTED.format(lost=lost)
+
+    def stopped(self) -> None:
+        """None: Modal enforces the sandbox's limits itself, and a dead sandbox is recovered."""
+        return None
 
     def blocked(self) -> dict[str, int]:
         """Always empty: Modal enforces the policy itself and reports nothing back."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from bot.jobs import RunFigures
 
 
 class _JobStates(Collector):
@@ -33,3 +37,10 @@ class Metrics:
         self.tokens = Counter("decode_tokens", "Model tokens used", ["kind"], registry=self.registry)
         self.cost = Counter("decode_cost_usd", "Model cost in USD", registry=self.registry)
         self.registry.register(_JobStates(job_counts))
+
+    def record_run(self, figures: RunFigures) -> None:
+        """Count one finished agent run: every runner (serve, worker, the Modal app) records through this."""
+        self.run_seconds.labels(figures.state).observe(figures.seconds)
+        for kind, value in figures.tokens.items():
+            self.tokens.labels(kind).inc(value)
+        self.cost.inc(figures.cost_usd)

@@ -14,78 +14,24 @@ the App key loads and GitHub takes it (`GET /app`), the port can be listened on
 from __future__ import annotations
 
 import logging
-import signal
-import threading
-from collections.abc import Callable
 from typing import Any
 
 from bot.config import Settings
-from bot.errors import ConfigError, DecodeError
+from bot.errors import ConfigError
 from bot.github.auth import Credentials, credentials_from
-from bot.github.forge import Forge, GitHubForge
-from bot.github.job import marker, run_github_job
+from bot.github.forge import GitHubForge
+from bot.jobs import exhausted_reporter, job_handler
+from bot.lease import LeaseRunner
 from bot.redact import Redactor
+from bot.sandbox import SandboxSpec, prepare_host
 from bot.sandbox.client import close_all
 from bot.server.logs import configure_logging
 from bot.server.health import CredentialCheck
 from bot.server.metrics import Metrics
-from bot.store import JobRecord, Store
-from bot.triggers import trigger_of
-from bot.worker import WorkerPool
+from bot.store import Store
+from bot.worker import ThreadExecutor
 
 log = logging.getLogger("decode.worker")
-
-
-def run_id_of(job: JobRecord) -> str:
-    """Stable across attempts, so a retried job finds the comments and branch of the last one."""
-    return f"job-{job.id}"
-
-
-def job_handler(settings: Settings, forge: Forge, metrics: Metrics | None = None) -> Callable[[JobRecord], dict]:
-    """What a worker does with a claimed job: the GitHub job, with metrics and logs keyed by job id."""
-
-    def handle(job: JobRecord) -> dict[str, Any]:
-        trigger = trigger_of(job.payload)
-        extra = {"job_id": job.id, "delivery_id": job.delivery_id}
-        log.info("job %s: %s on %s#%s (attempt %d)", job.id, trigger.kind, trigger.repo, trigger.number,
-                 job.attempts, extra=extra)
-        conclusion = run_github_job(trigger, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
-                                    progress=lambda line: log.info(line, extra=extra))
-        outcome = conclusion.outcome
-        if metrics is not None and outcome is not None:
-            r = outcome.result
-            metrics.run_seconds.labels(conclusion.state).observe(r.wall_s)
-            for kind, value in (("input", r.usage.input_tokens), ("output", r.usage.output_tokens),
-                                ("cache_read", r.usage.cache_read_tokens),
-                                ("cache_write", r.usage.cache_creation_tokens)):
-                metrics.tokens.labels(kind).inc(value)
-            metrics.cost.inc(r.cost_usd)
-        log.info("job %s: %s %s", job.id, conclusion.state, conclusion.pr_url or "", extra=extra)
-        if conclusion.state == "failed":
-            raise DecodeError(conclusion.message)
-        return {"state": conclusion.state, "pr_url": conclusion.pr_url, "branch": conclusion.branch}
-
-    return handle
-
-
-def exhausted_reporter(forge: Forge) -> Callable[[JobRecord], None]:
-    """Tell the issue that a job was given up on after its worker died on every attempt."""
-
-    def report(job: JobRecord) -> None:
-        trigger = trigger_of(job.payload)
-        log.error("job %s: %s", job.id, job.error, extra={"job_id": job.id})
-        if trigger.number is None:
-            return
-        tag = marker("run", run_id_of(job))
-        text = (f"❌ decode-bot gave up on this after {job.attempts} attempts: the worker stopped each time "
-                f"(crash, restart or out of memory). Comment again to retry.\n\n{tag}")
-        existing = forge.find_comment(trigger.repo, trigger.number, tag)
-        if existing is None:
-            forge.post_comment(trigger.repo, trigger.number, text, tag)
-        else:
-            forge.edit_comment(trigger.repo, existing, text)
-
-    return report
 
 
 def ask_github(check: CredentialCheck) -> None:
@@ -106,54 +52,46 @@ def listen(app: Any, host: str, port: int) -> Any:
         return waitress.create_server(app, host=host, port=port, threads=8, ident="decode-bot",
                                       max_request_body_size=MAX_BODY + 1)
     except OSError as e:
-        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}: stop what uses it or give "
-                          "another --port/--host") from None
+        raise cannot_listen(host, port, e) from None
 
 
-def start_pool(settings: Settings, store: Store, metrics: Metrics | None, size: int,
-               credentials: Credentials) -> WorkerPool:
+def cannot_listen(host: str, port: int, e: OSError) -> ConfigError:
+    """The error of a port that cannot be listened on, saying what to change."""
+    return ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}: stop what uses it or give "
+                       "another --port/--host")
+
+
+def start_pool(settings: Settings, store: Store, metrics: Metrics, size: int,
+               credentials: Credentials) -> LeaseRunner:
+    """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`."""
     forge = GitHubForge(credentials)
-    if settings.sandbox_mode == "docker":  # containers of a crashed predecessor on this host
-        from bot.sandbox.docker import remove_leftovers
-
-        if removed := remove_leftovers():
-            log.info("removed %d sandbox containers left by dead processes", len(removed))
-    if settings.sandbox_mode == "modal":  # fill DECODE_POOL_SIZE warm sandboxes before the first job
-        from bot.sandbox import SandboxSpec
-        from bot.sandbox.modal import pool_size, prewarm
-
-        if pool_size():
-            prewarm(SandboxSpec(workspace=settings.data_dir, image=settings.sandbox_image))
-    pool = WorkerPool(store, job_handler(settings, forge, metrics), size=size,
-                      on_exhausted=exhausted_reporter(forge))
+    prepare_host(settings.sandbox_mode, SandboxSpec(workspace=settings.data_dir, image=settings.sandbox_image))
+    pool = LeaseRunner(store, ThreadExecutor(job_handler(settings, forge, metrics.record_run)), limit=size,
+                       on_exhausted=exhausted_reporter(forge))
     pool.start()
     return pool
 
 
-def stop_pool(pool: WorkerPool, settings: Settings) -> None:
-    """Stop `pool` (running jobs get the grace period, the rest are released to run again), then remove the
-    sandboxes the released jobs still hold: the process is about to exit, and its containers (or Modal
+def remove_sandboxes(released: list[int]) -> None:
+    """Once the pool stopped (running jobs got the grace period, the rest were released to run again), remove
+    the sandboxes the released jobs still hold: the process is about to exit, and its containers (or Modal
     sandboxes) would outlive it."""
-    released = pool.stop(settings.shutdown_grace_s)
     closed = close_all()
     if released or closed:
         log.info("released %d running jobs and removed %d sandboxes", len(released), closed)
 
 
-def _on_signals(stop: Callable[[], None]) -> None:
-    def handler(signum: int, frame: object) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        threading.Thread(target=stop, daemon=True).start()
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+def check_port(port: int) -> None:
+    """A ConfigError unless `port` is a TCP port."""
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port {port} is not a port: give one from 1 to 65535")
 
 
 def serve(settings: Settings, host: str, port: int) -> int:
     """The webhook server (waitress) with an embedded worker pool, until SIGTERM."""
     from bot.server import create_app
 
-    if not 1 <= port <= 65535:
-        raise ConfigError(f"--port {port} is not a port: give one from 1 to 65535")
+    check_port(port)
     configure_logging(Redactor(settings.secrets()))
     check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)  # the key loads
     store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
@@ -165,39 +103,52 @@ def serve(settings: Settings, host: str, port: int) -> int:
         store.close()
         raise
     pool = start_pool(settings, store, app.extensions["decode"]["metrics"], settings.workers, check.credentials)
+
+    def stopped(released: list[int]) -> None:
+        remove_sandboxes(released)
+        close_server(server)
+
+    pool.install_signal_handlers(settings.shutdown_grace_s, on_stopped=stopped)
     log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.workers)
-
-    def interrupt(signum: int, frame: object) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        raise KeyboardInterrupt  # ends waitress's loop in the main thread; it stops its own threads
-
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, interrupt)
     try:
         server.run()
-    except KeyboardInterrupt:
-        pass
     finally:
-        stop_pool(pool, settings)
+        if not pool.stopping:  # waitress ended by itself, not by a signal
+            remove_sandboxes(pool.stop(settings.shutdown_grace_s))
+        server.task_dispatcher.shutdown()
         store.close()
     return 0
 
 
-def work(settings: Settings) -> int:
-    """Workers only, against the same store as `decode serve`, until SIGTERM."""
+def close_server(server: Any) -> None:
+    """End waitress's loop from any thread: its trigger runs the close on the loop's own thread, and
+    `server.run()` returns once no socket is left."""
+    from waitress import wasyncore
+
+    server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+
+
+def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -> int:
+    """Workers only, against the same store as `decode serve`, until SIGTERM; GET /metrics on host:port
+    when a port is given."""
+    from prometheus_client import start_http_server
+
+    if port is not None:
+        check_port(port)
     configure_logging(Redactor(settings.secrets()))
     check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)
     ask_github(check)
-    credentials = check.credentials
     store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
-    pool = start_pool(settings, store, None, settings.workers, credentials)
-    done = threading.Event()
-
-    def stop() -> None:
-        stop_pool(pool, settings)
-        done.set()
-
-    _on_signals(stop)
+    metrics = Metrics(store.counts)
+    if port is not None:
+        try:
+            start_http_server(port, addr=host, registry=metrics.registry)
+        except OSError as e:
+            store.close()
+            raise cannot_listen(host, port, e) from None
+    pool = start_pool(settings, store, metrics, settings.workers, check.credentials)
+    pool.install_signal_handlers(settings.shutdown_grace_s, on_stopped=remove_sandboxes)
     log.info("worker running with %d workers", settings.workers)
-    done.wait()
+    pool.wait_stopped()
+    store.close()
     return 0

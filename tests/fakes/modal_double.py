@@ -1,6 +1,6 @@
 """A double of the part of the `modal` client that `bot.sandbox.modal` calls, on local processes.
 
-Run the modal backend against it with `DECODE_MODAL_CLIENT=tests.fakes.modal_double`
+Run the modal backend against it with `bot.sandbox.modal.use_client(modal_double)`
 (or `ModalLauncher(spec, client=modal_double)`). Names and parameters are the
 real ones of modal 1.6.4; tests/sandbox/test_modal_api.py checks every
 parameter the double accepts against the installed package.

@@ -2,7 +2,8 @@
 
 `local` always runs. `bwrap` runs when bubblewrap can create namespaces here and
 `docker` when the engine answers and the sandbox image exists. `modal` runs
-against tests/fakes/modal_double.py (Modal's servers are out of reach here), which
+against tests/fakes/modal_double.py (Modal's servers are out of reach here; tests/conftest.py
+injects it for the whole session), which
 needs bubblewrap like `bwrap`; it shares the host workspace with the sandbox
 (`share_workspace`) because the suite inspects it mid-run. Locally a missing
 backend is skipped; with `CI` set it fails instead, so CI never goes green on a
@@ -32,10 +33,6 @@ MODES = [
     pytest.param("docker", marks=pytest.mark.docker),
     pytest.param("modal", marks=pytest.mark.bwrap),
 ]
-MODAL_DOUBLE = "tests.fakes.modal_double"
-# No test reaches Modal's servers: every SANDBOX_MODE=modal run in the test session (this suite, the
-# end-to-end job tests importing MODES) talks to the local double.
-os.environ.setdefault("DECODE_MODAL_CLIENT", MODAL_DOUBLE)
 ISOLATED = [p for p in MODES if p.values[0] != "local"]
 REPO_FILES = {
     "README.md": "# demo\n",
@@ -97,7 +94,6 @@ def workspace(tmp_path: Path) -> Path:
 def open_box(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Sandbox]]:
     """Call with (mode, workspace, **spec fields) to open a sandbox closed at teardown."""
     opened: list[Sandbox] = []
-    monkeypatch.setenv("DECODE_MODAL_CLIENT", MODAL_DOUBLE)
     monkeypatch.setenv("DECODE_POOL_SIZE", "0")
 
     def factory(mode: str, workspace: Path, **spec: object) -> Sandbox:

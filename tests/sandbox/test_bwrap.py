@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import EgressPolicy, SandboxSpec
+from bot.sandbox import EgressPolicy, Refused, SandboxSpec
 from bot.sandbox.bwrap import BwrapLauncher
-from bot.sandbox.client import AgentdSandbox, Refused
+from bot.sandbox.client import AgentdSandbox
 from tests.conftest import make_repo, unhidden_dir
 from tests.sandbox.conftest import REPO_FILES, require
 

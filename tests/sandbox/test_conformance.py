@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import EgressPolicy, Sandbox
-from bot.sandbox.client import OUTPUT_CAP, Refused
+from bot.sandbox import EgressPolicy, Refused, Sandbox
+from bot.sandbox.client import OUTPUT_CAP
 from tests.conftest import git
 
 FIND_CMDLINE = """python3 - {marker} <<'EOF'

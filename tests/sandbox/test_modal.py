@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import statistics
 import subprocess
+import sys
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +18,11 @@ from typing import Any
 import pytest
 
 from bot.errors import ConfigError, SandboxError
-from bot.sandbox import EgressPolicy, SandboxSpec, open_sandbox
+from bot.sandbox import EgressPolicy, SandboxSpec, open_sandbox, prepare_host
 from bot.sandbox import modal_pool
-from bot.sandbox.client import AgentdSandbox, Refused
-from bot.sandbox.modal import ENV, ModalLauncher, load_client, network_options, pool_size, prewarm
+from bot.sandbox import Refused
+from bot.sandbox.client import AgentdSandbox
+from bot.sandbox.modal import ENV, ModalLauncher, load_client, network_options, pool_size, prewarm, use_client
 from tests.conftest import git
 from tests.fakes import modal_double
 from tests.sandbox.conftest import require
@@ -28,7 +31,6 @@ from tests.sandbox.conftest import require
 @pytest.fixture(autouse=True)
 def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     require("modal")
-    monkeypatch.setenv("DECODE_MODAL_CLIENT", "tests.fakes.modal_double")
     monkeypatch.setenv("DECODE_POOL_SIZE", "0")
     before = len(modal_double.created)
     yield
@@ -221,9 +223,17 @@ def test_no_host_variable_is_given_to_modal(box: AgentdSandbox) -> None:
 
 
 def test_client_and_pool_size_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DECODE_MODAL_CLIENT", "no_such_modal_client")
-    with pytest.raises(ConfigError, match="DECODE_MODAL_CLIENT"):
-        load_client()
+    assert load_client() is modal_double, "the session's tests talk to the double (tests/conftest.py)"
+    use_client(None)
+    try:
+        import modal
+
+        assert load_client() is modal, "without an injected client, the modal package"
+        monkeypatch.setitem(sys.modules, "modal", None)  # as if the modal package were not installed
+        with pytest.raises(ConfigError, match="pip install modal"):
+            load_client()
+    finally:
+        use_client(modal_double)
     assert pool_size({"DECODE_POOL_SIZE": "3"}) == 3 and pool_size({}) == 0
     with pytest.raises(ConfigError, match="DECODE_POOL_SIZE"):
         pool_size({"DECODE_POOL_SIZE": "many"})
@@ -265,3 +275,16 @@ def test_pooled_sandboxes_are_terminated_at_exit(workspace: Path) -> None:
         launcher.close()
     modal_pool.close_all()
     assert all(s.poll() is not None for s in waiting)
+
+
+def test_host_start_up_fills_the_pool_only_with_a_pool_size(workspace: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    before = len(modal_double.created)
+    prepare_host("modal", spec(workspace))
+    assert len(modal_double.created) == before, "DECODE_POOL_SIZE=0: no sandbox before the first job"
+    monkeypatch.setenv("DECODE_POOL_SIZE", "1")
+    prepare_host("modal", spec(workspace))
+    deadline = time.monotonic() + 30
+    while len(modal_double.created) == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(modal_double.created) == before + 1, "one warm sandbox waits for the first job"

@@ -119,8 +119,8 @@ def test_a_running_server_answers_every_example_and_turns_a_labeled_issue_into_o
         [pr] = wait_for(lambda: fake_github.pulls(OWNER, NAME), what="the pull request")
         assert f"Fixes #{number}" in pr["body"] and pr["user"]["login"] == fake_github.bot_login
         wait_for(lambda: "Opened" in fake_github.comments(OWNER, NAME, number)[0]["body"], what="the report")
-        metrics = urllib.request.urlopen(server.url + "/metrics").read().decode()
-        assert 'decode_jobs{state="done"} 1.0' in metrics
+        wait_for(lambda: 'decode_jobs{state="done"} 1.0' in urllib.request.urlopen(server.url + "/metrics").read()
+                 .decode(), timeout=10, what="the job recorded done (after the comment: once per sweep)")
     finally:
         assert server.stop() == 0
     log = (tmp_path / "serve.log").read_text()

@@ -1,0 +1,71 @@
+"""The model protocol: what one call of the Messages API takes and gives back.
+
+The implementations (`anthropic.py`, `scripted.py`) import this module; the
+factory that picks one of them is `make_model` in `bot/model/__init__.py`,
+which imports them, so the two never import each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one or more calls, with Anthropic's cache split."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_creation_tokens + other.cache_creation_tokens,
+        )
+
+    @property
+    def total_input(self) -> int:
+        """Every prompt token, cached or not."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_creation_tokens
+
+    @property
+    def total(self) -> int:
+        return self.total_input + self.output_tokens
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One assistant turn: content blocks as plain dicts (`text`, `tool_use`)."""
+
+    content: list[dict[str, Any]]
+    stop_reason: str
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    request_id: str | None = None
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        return [b for b in self.content if b.get("type") == "tool_use"]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b["text"] for b in self.content if b.get("type") == "text").strip()
+
+
+class Model(Protocol):
+    """Something that answers a Messages API request."""
+
+    name: str
+
+    def check(self) -> None:
+        """Preflight, before any work: one cheap call that fails (`DecodeError`) on a bad key or model id."""
+        ...
+
+    def complete(
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
+    ) -> Reply: ...

@@ -1,0 +1,142 @@
+"""The sandbox protocol: the roles, the values they pass and the errors they raise.
+
+Backends (`local.py`, `bwrap.py`, `docker.py`, `modal.py`) and the one client
+(`client.py`) import this module; the table that picks a backend by name lives
+in `bot/sandbox/__init__.py`, which imports them all. So no backend imports the
+package that imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from bot.errors import SandboxError
+from bot.sandbox.egress_policy import EgressPolicy
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command did. A failed command is an observation, not an exception."""
+
+    exit_code: int | None  # None when the command was killed by its timeout
+    output: str  # stdout and stderr interleaved, capped by the sandbox
+    timed_out: bool
+    duration_s: float
+    dropped_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """The agent's changes as a binary patch, and what the sandbox left out of it (path -> why)."""
+
+    patch: bytes
+    left_out: dict[str, str]
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What to start: the host workspace and the limits it runs under."""
+
+    workspace: Path
+    image: str = "decode-sandbox:latest"
+    memory_mb: int = 4096
+    cpus: float = 2.0
+    pids: int = 1024
+    name: str = "decode"
+    hide: tuple[Path, ...] = ()  # host paths an isolating backend must not show (the data dir)
+    path: tuple[str, ...] = ()  # bwrap: host PATH entries (a runner's toolchains) to put first on the sandbox's PATH
+    gpu: str | None = None  # e.g. "H200:4"; only a backend with `Capabilities.gpu` offers GPUs
+    lifetime_s: int = 3 * 3600  # modal: the sandbox is terminated after this long, whatever happens
+    cgroup_parent: Path | None = None  # bwrap: a delegated cgroup v2 directory to make the sandbox's cgroup in
+    disk_mb: int = 10240  # what the agent may write: workspace plus temp (bwrap, docker; see disk.py)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers, declared on its launcher class: the pipeline and the server ask this,
+    never a backend by name."""
+
+    isolating: bool  # commands cannot reach the host's processes, files or secrets (may run a fork's code)
+    egress_policy: bool  # an `EgressPolicy` is enforced (otherwise the agent has the host's network as it is)
+    image: bool  # runs `spec.image` (`DECODE_SANDBOX_IMAGE`, `image:` in .github/decode.yml)
+    gpu: bool  # gives the sandbox `spec.gpu`
+    pool: bool  # can keep warm sandboxes ready (`DECODE_POOL_SIZE`)
+
+
+class Refused(SandboxError):
+    """agentd declined a request (a path outside the workspace, a missing file...)."""
+
+
+class Transport(Protocol):
+    """A line-oriented duplex channel to a running agentd."""
+
+    def send(self, line: bytes) -> None: ...
+
+    def recv(self, timeout: float) -> bytes | None: ...
+
+    def close(self) -> None: ...
+
+    def diagnostics(self) -> str: ...
+
+
+class Launcher(Protocol):
+    """One backend: starts agentd for a workspace, reaching what an `EgressPolicy` allows.
+
+    Constructed as `Launcher(spec)`. `capabilities` and `prepare_host` are read on the class,
+    without starting anything.
+    """
+
+    capabilities: ClassVar[Capabilities]
+    root: str  # the workspace's path as seen inside the sandbox
+
+    @classmethod
+    def prepare_host(cls, spec: SandboxSpec) -> None:
+        """Once, when a long-running host (`decode serve`, `decode worker`) starts, before its first job."""
+        ...
+
+    def start(self, policy: EgressPolicy) -> Transport: ...
+
+    def recover(self) -> str | None:
+        """After the transport died: replace the sandbox and return the notice to show the model once,
+        or None when this backend cannot (the client then raises the transport's error)."""
+        ...
+
+    def stopped(self) -> str | None:
+        """Why the sandbox was stopped for good (the disk cap, see disk.py), or None."""
+        ...
+
+    def blocked(self) -> dict[str, int]: ...
+
+    def close(self) -> None: ...
+
+
+class Sandbox(Protocol):
+    """The agent's view of the workspace. Paths are relative to `root`."""
+
+    root: str
+    mode: str
+
+    def run(self, command: str, *, timeout: float = 120.0) -> CommandResult: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file(self, path: str, data: bytes) -> None: ...
+
+    def glob(self, pattern: str, path: str = ".") -> list[str]: ...
+
+    def grep(self, pattern: str, path: str = ".", glob: str | None = None) -> list[str]: ...
+
+    def export_patch(self, base: str) -> bytes: ...
+
+    def hand_back(self, base: str, *, max_file_bytes: int | None = None,
+                  max_bytes: int | None = None) -> HandBack: ...
+
+    def check_hand_back(self, base: str, *, max_file_bytes: int | None = None) -> dict[str, str]: ...
+
+    def set_network(self, policy: EgressPolicy) -> None: ...
+
+    def blocked(self) -> dict[str, int]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,97 @@
+"""The modules of bot/ import each other without a cycle.
+
+Every `import` and `from ... import` naming a `bot` module counts, wherever it
+stands: at module level, inside a function, or under `if TYPE_CHECKING:`. So a
+cycle cannot be hidden by moving one of its imports into a function; the fix is
+a protocol module that both sides import (bot/sandbox/protocol.py,
+bot/model/protocol.py).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+BOT = Path(__file__).resolve().parents[1] / "bot"
+
+
+def module_files(top: Path = BOT) -> dict[str, Path]:
+    """Dotted module name -> source file, for every module under `top` (packages by their __init__.py)."""
+    found = {}
+    for path in sorted(top.rglob("*.py")):
+        parts = path.relative_to(top.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports_of(module: str, source: str, modules: set[str], *, package: bool = False) -> set[str]:
+    """The modules of `modules` that `source` (the text of `module`) imports, anywhere in the file."""
+
+    def known(name: str) -> str | None:  # `bot.a.b.Name` -> `bot.a.b`, the module that holds it
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    here = module if package else module.rpartition(".")[0]
+    found: set[str | None] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(known(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = here
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}".rstrip(".")
+            # `from bot.sandbox import modal_pool` imports a submodule; `from bot.sandbox import Sandbox` the package
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else known(base) for a in node.names)
+    return {name for name in found if name is not None and name != module}
+
+
+def import_graph(top: Path = BOT) -> dict[str, set[str]]:
+    """Module -> the modules under `top` it imports."""
+    files = module_files(top)
+    return {name: imports_of(name, path.read_text(), set(files), package=path.name == "__init__.py")
+            for name, path in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of `graph` as [a, b, ..., a], or None when it has none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return None
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if (cycle := visit(target)) is not None:
+                return cycle
+        path.pop()
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        if (cycle := visit(start)) is not None:
+            return cycle
+    return None
+
+
+def test_bot_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert "bot.sandbox.protocol" in graph["bot.sandbox"], "the graph is the real one"
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_an_import_inside_a_function_counts() -> None:
+    modules = {"bot", "bot.a", "bot.b", "bot.pkg", "bot.pkg.c"}
+    source = "from bot.pkg import c, Thing\nfrom . import b\ndef f():\n    import bot.a.x\n"
+    assert imports_of("bot.pkg.d", source, modules) == {"bot.pkg.c", "bot.pkg", "bot.a"}
+    assert imports_of("bot.pkg", "from . import c\nfrom .. import b\n", modules, package=True) == {"bot.pkg.c", "bot.b"}
+    graph = {"bot.a": {"bot.b"}, "bot.b": {"bot.pkg"}, "bot.pkg": {"bot.a"}}
+    assert find_cycle(graph) == ["bot.a", "bot.b", "bot.pkg", "bot.a"]
+    assert find_cycle({"bot.a": {"bot.b"}, "bot.b": set()}) is None
