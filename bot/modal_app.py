@@ -181,6 +181,7 @@ def control(settings: Settings, *, state_dir: Path, commit: Callable[[], None], 
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
     from bot.server import create_app
+    from bot.server.context import app_context
 
     store = SnapshotStore(settings.data_dir / "jobs.sqlite3", state_dir / "jobs.sqlite3", commit,
                           lease_s=settings.lease_s, max_attempts=settings.max_attempts)
@@ -189,9 +190,9 @@ def control(settings: Settings, *, state_dir: Path, commit: Callable[[], None], 
     def report(job: JobRecord) -> None:
         exhausted_reporter(GitHubForge(credentials_from(settings)))(job)
 
-    metrics = app.extensions["decode"]["metrics"]
-    runner = dispatcher(store, spawn, limit=settings.workers, record=metrics.record_run, on_exhausted=report)
-    app.extensions["decode"]["dispatcher"] = runner
+    context = app_context(app)
+    runner = dispatcher(store, spawn, limit=settings.workers, record=context.metrics.record_run, on_exhausted=report)
+    context.runner = runner
     if start:
         runner.start()
     return app

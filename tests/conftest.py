@@ -13,6 +13,55 @@ from tests.fakes import modal_double
 
 pytest_plugins = ["tests.fakes.anthropic_api", "tests.fakes.github"]
 
+TIERS = ("unit", "integration", "e2e")
+# What makes a test e2e: its module drives the real console script or server process (names imported
+# from tests/support), or the test runs action.yml through the runner emulation.
+E2E_NAMES = frozenset({"DECODE", "decode_run", "Server"})
+E2E_FIXTURES = frozenset({"runner"})
+# What makes a test integration: a real component behind a fixture (the fake HTTP servers, the fake
+# internet, a sandbox backend, git repositories made on the spot)...
+INTEGRATION_FIXTURES = frozenset({
+    "fake_github", "fake_anthropic", "internet", "world", "repo_factory", "buggy_repo",
+    "mode", "isolated_mode", "sandbox", "open_box", "workspace",
+})
+# ...a module that drives real git, a sandbox, the docker image or other processes directly...
+INTEGRATION_NAMES = frozenset({"git", "make_repo", "GIT_ENV", "require", "IMAGE", "unhidden_dir", "subprocess",
+                               "multiprocessing", "FakeAnthropic", "FakeGitHub"})
+INTEGRATION_DIRS = ("sandbox", "security")
+# ...or a module listed here: slow for a unit test although in process (measured with `pytest -m unit
+# --durations=0`; keep the unit tier under 30 s).
+INTEGRATION_MODULES: frozenset[str] = frozenset()
+
+
+def tier(item: pytest.Item) -> str:
+    """The one test tier of `item`, by this rule, first match wins:
+
+    - e2e: its module imports a driver of the real console script or server (`DECODE`, `decode_run`,
+      `Server` from tests/support), or it uses the `runner` fixture (action.yml under the runner emulation);
+    - integration: it uses a fixture that stands up a real component (E2E/INTEGRATION_FIXTURES: the fake
+      GitHub and Messages API servers, the fake internet, sandboxes, git repositories), or its module
+      imports git, sandbox or process helpers (INTEGRATION_NAMES, `subprocess` among them), lives under tests/sandbox/ or tests/security/,
+      or is listed in INTEGRATION_MODULES, or it carries the docker or bwrap marker;
+    - unit: everything else: in process, no subprocess, no server, no sandbox; `pytest -m unit` runs
+      in well under 30 s.
+    """
+    module = vars(getattr(item, "module", None) or object)
+    fixtures = set(getattr(item, "fixturenames", ()))
+    path = Path(str(item.path)).resolve().relative_to(Path(__file__).resolve().parents[1]).as_posix()
+    if E2E_NAMES & module.keys() or E2E_FIXTURES & fixtures:
+        return "e2e"
+    if (INTEGRATION_FIXTURES & fixtures or INTEGRATION_NAMES & module.keys()
+            or path.split("/")[1] in INTEGRATION_DIRS or path in INTEGRATION_MODULES
+            or item.get_closest_marker("docker") or item.get_closest_marker("bwrap")):
+        return "integration"
+    return "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with exactly one tier (see `tier`): `pytest -m unit` is the fast tier."""
+    for item in items:
+        item.add_marker(tier(item))
+
 
 @pytest.fixture(autouse=True, scope="session")
 def modal_client() -> Iterator[None]:

@@ -14,40 +14,7 @@ import pytest
 from tests.conftest import git, make_repo
 from tests.fakes.internet import internet  # noqa: F401 (fixture)
 from tests.sandbox.conftest import MODES, require
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fix-weekend"
-SESSION = json.loads((EXAMPLE / "session.json").read_text())
-GITHUB_TOKEN = "ghp_" + "T0kenThatMustNeverLeakAnywhere0123456"
-DECODE = str(Path(sys.executable).with_name("decode"))  # the console script of this interpreter
-
-
-@pytest.fixture
-def buggy_repo(tmp_path: Path) -> Path:
-    files = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}
-    return make_repo(tmp_path / "calendar", files)
-
-
-def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local", **env: str):
-    """Run the `decode` console script as a user would (for SANDBOX_MODE=modal, its entry point with the
-    modal double injected); returns the CompletedProcess."""
-    full_env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path / "home"),
-        "ANTHROPIC_API_KEY": fake.api_key,
-        "ANTHROPIC_BASE_URL": fake.url,
-        "SANDBOX_MODE": mode,
-        "DECODE_DATA_DIR": str(tmp_path / "data"),
-        "GITHUB_TOKEN": GITHUB_TOKEN,
-        "PYTHONPATH": str(EXAMPLE.parents[1]),
-        **env,
-    }
-    command = [sys.executable, "-m", "tests.fakes.decode_modal_double"] if mode == "modal" else [DECODE]
-    return subprocess.run([*command, "run", "--repo", str(repo), task], env=full_env,
-                          capture_output=True, text=True, timeout=240)
-
-
-def printed(stdout: str, key: str) -> str:
-    return next(line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith(f"{key}: "))
+from tests.support.cli import DECODE, EXAMPLE, GITHUB_TOKEN, SESSION, buggy_repo, decode_run, printed  # noqa: F401 (fixture)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, make_repo
-from tests.test_cli import DECODE, EXAMPLE, printed
+from tests.support.cli import DECODE, EXAMPLE, printed
 
 DONE = [[{"type": "text", "text": "Nothing to change."}]]
 NOTE = [[{"type": "tool_use", "name": "bash", "input": {"command": "echo checked > NOTES.md"}}],

@@ -26,8 +26,8 @@ from bot.store import Store
 from bot.triggers import Trigger, job_key, job_payload
 from tests.conftest import git, make_repo
 from tests.server.conftest import SECRET
-from tests.test_action import rewritten
-from tests.test_cli import DECODE, EXAMPLE, printed
+from tests.support.action import rewritten
+from tests.support.cli import DECODE, EXAMPLE, printed
 
 OWNER, NAME, REPO = "octo", "calendar", "octo/calendar"
 FILES = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}

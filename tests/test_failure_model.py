@@ -12,7 +12,7 @@ from bot.github.auth import TokenCredentials
 from bot.github.forge import GitHubForge
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
-from tests.test_cli import EXAMPLE
+from tests.support.cli import EXAMPLE
 
 OWNER, NAME, REPO = "octo", "calendar", "octo/calendar"
 FILES = {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()}

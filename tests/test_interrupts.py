@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import git
 from tests.sandbox.conftest import require
-from tests.test_cli import DECODE, buggy_repo, printed  # noqa: F401 (fixture)
+from tests.support.cli import DECODE, buggy_repo, printed  # noqa: F401 (fixture)
 
 EDIT_THEN_WAIT = [
     [{"type": "tool_use", "name": "bash", "input": {"command": "echo partial > NOTES.md"}}],

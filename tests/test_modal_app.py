@@ -17,9 +17,10 @@ import modal
 import pytest
 
 from bot.config import Settings
+from bot.server.context import app_context
 from bot.store import JobRecord, Store
 from tests.server.conftest import SECRET, delivery
-from tests.server.test_webhooks import labeled
+from tests.support.webhooks import labeled
 
 
 class NoNetwork:
@@ -238,7 +239,7 @@ def test_the_run_figures_of_a_call_reach_the_control_apps_metrics(modal_app, tmp
     settings = Settings(github_webhook_secret=SECRET, data_dir=tmp_path / "local")
     spawn = Spawner()
     app = modal_app.control(settings, state_dir=tmp_path / "volume", commit=lambda: None, spawn=spawn, start=False)
-    store, dispatcher = app.extensions["decode"]["store"], app.extensions["decode"]["dispatcher"]
+    store, dispatcher = app_context(app).store, app_context(app).runner
     job_id = job_for(store, "d-1")
     dispatcher.sweep()
     spawn.calls[0].outcome = {"state": "success", "pr_url": None, "branch": "decode/1", "figures": {

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from bot.run_dirs import DAY_S, prune
 from tests.conftest import git
-from tests.github.test_job import OWNER, NAME, SESSION, delivery, run, world  # noqa: F401 (fixture)
-from tests.test_cli import buggy_repo, decode_run, printed  # noqa: F401 (fixture)
+from tests.support.github_job import OWNER, NAME, SESSION, delivery, run, world  # noqa: F401 (fixture)
+from tests.support.cli import buggy_repo, decode_run, printed  # noqa: F401 (fixture)
 
 NOTE = [[{"type": "tool_use", "name": "bash", "input": {"command": "echo noted > NOTES.md"}}],
         [{"type": "text", "text": "Noted."}]]

@@ -9,23 +9,19 @@ credentials.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from flask import Flask
 
 from bot.config import Settings
 from bot.errors import ConfigError
+from bot.server.context import KEY, AppContext, HealthCheck
 from bot.server.metrics import Metrics
 from bot.store import Store
 from bot.triggers import Router, Rules
 
-if TYPE_CHECKING:
-    from bot.server.health import CredentialCheck
-
 MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 
 
-def create_app(settings: Settings, store: Store | None = None, credentials: CredentialCheck | None = None) -> Flask:
+def create_app(settings: Settings, store: Store | None = None, credentials: HealthCheck | None = None) -> Flask:
     """The webhook app for `settings`; `store` defaults to SQLite under DECODE_DATA_DIR; `credentials`,
     when given, is part of /healthz."""
     if not settings.github_webhook_secret:
@@ -37,8 +33,8 @@ def create_app(settings: Settings, store: Store | None = None, credentials: Cred
     app = Flask("decode-bot")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     store = store or Store(settings.data_dir / "jobs.sqlite3")
-    app.extensions["decode"] = {"settings": settings, "store": store, "metrics": Metrics(store.counts),
-                                "credentials": credentials, "router": Router(Rules.of(settings))}
+    app.extensions[KEY] = AppContext(settings=settings, store=store, metrics=Metrics(store.counts),
+                                     router=Router(Rules.of(settings)), credentials=credentials)
     app.register_blueprint(webhooks)
     app.register_blueprint(health)
     return app

@@ -11,11 +11,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from flask import Blueprint, Response, current_app, jsonify
+from flask import Blueprint, Response, jsonify
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bot.errors import DecodeError
 from bot.github.auth import Credentials
+from bot.server.context import app_context
 
 health = Blueprint("health", __name__)
 
@@ -48,16 +49,15 @@ class CredentialCheck:
 
 @health.get("/healthz")
 def healthz():  # type: ignore[no-untyped-def]
-    ctx = current_app.extensions["decode"]
-    if not ctx["store"].writable():
+    ctx = app_context()
+    if not ctx.store.writable():
         return jsonify(status="unavailable", reason="the job store is not writable: check DECODE_DATA_DIR"), 503
-    check: CredentialCheck | None = ctx.get("credentials")
-    if check is not None and (error := check.error()) is not None:
+    if ctx.credentials is not None and (error := ctx.credentials.error()) is not None:
         return jsonify(status="unavailable", reason=str(error)), 503
     return jsonify(status="ok")
 
 
 @health.get("/metrics")
 def metrics() -> Response:
-    registry = current_app.extensions["decode"]["metrics"].registry
+    registry = app_context().metrics.registry
     return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)

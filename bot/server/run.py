@@ -25,8 +25,9 @@ from bot.lease import LeaseRunner
 from bot.redact import Redactor
 from bot.sandbox import SandboxSpec, prepare_host
 from bot.sandbox.client import close_all
-from bot.server.logs import configure_logging
+from bot.server.context import app_context
 from bot.server.health import CredentialCheck
+from bot.server.logs import configure_logging
 from bot.server.metrics import Metrics
 from bot.store import Store
 from bot.worker import ThreadExecutor
@@ -102,7 +103,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     except BaseException:
         store.close()
         raise
-    pool = start_pool(settings, store, app.extensions["decode"]["metrics"], settings.workers, check.credentials)
+    pool = start_pool(settings, store, app_context(app).metrics, settings.workers, check.credentials)
 
     def stopped(released: list[int]) -> None:
         remove_sandboxes(released)

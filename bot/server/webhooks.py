@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from bot.server.context import app_context
 from bot.server.intake import body_digest, triage
 from bot.store import StoreError
 
@@ -23,28 +24,28 @@ webhooks = Blueprint("webhooks", __name__)
 
 @webhooks.post("/webhook")
 def receive():  # type: ignore[no-untyped-def]
-    ctx = current_app.extensions["decode"]
+    ctx = app_context()
     delivery = request.headers.get("X-GitHub-Delivery", "")
     try:
         body = request.get_data(cache=False)
     except RequestEntityTooLarge:
-        ctx["metrics"].deliveries.labels("too_large").inc()
+        ctx.metrics.deliveries.labels("too_large").inc()
         return jsonify(error="the body is larger than GitHub's 25 MB limit"), 413
-    verdict = triage(request.headers, body, ctx["settings"].github_webhook_secret, ctx["router"])
+    verdict = triage(request.headers, body, ctx.settings.github_webhook_secret or "", ctx.router)
     outcome, status, message, job_id = verdict.outcome, verdict.status, verdict.message, None
     if verdict.job is not None:
         try:
-            stored = ctx["store"].record_delivery(delivery, request.headers["X-GitHub-Event"], outcome, verdict.job,
+            stored = ctx.store.record_delivery(delivery, request.headers["X-GitHub-Event"], outcome, verdict.job,
                                                   digest=body_digest(body))
         except StoreError as e:  # not stored, so not accepted: GitHub shows the 503 for a manual redelivery
             log.error("delivery not stored: %s", e, extra={"delivery_id": delivery})
-            ctx["metrics"].deliveries.labels("store_error").inc()
+            ctx.metrics.deliveries.labels("store_error").inc()
             return jsonify(outcome="store_error", message=str(e)), 503
         if stored is False:
             outcome, status, message = "duplicate", 200, "this delivery (or the same body) was already received"
         else:
             job_id = stored
-    ctx["metrics"].deliveries.labels(outcome).inc()
+    ctx.metrics.deliveries.labels(outcome).inc()
     log.info("delivery %s: %s (%s)", outcome, message, request.headers.get("X-GitHub-Event"),
              extra={"delivery_id": delivery, "job_id": job_id})
     answer = {"outcome": outcome, "message": message}

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import make_repo, unhidden_dir
-from tests.test_action import NAME, OWNER, rewritten, runner, runner_temp  # noqa: F401 (fixtures)
+from tests.support.action import NAME, OWNER, rewritten, runner, runner_temp  # noqa: F401 (fixture)
 
 STEAL = """H={home}; W={checkout}
 {{ for f in /proc/[0-9]*/environ; do echo "== $f"; tr '\\0' '\\n' < "$f"; echo; done

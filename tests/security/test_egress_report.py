@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.github.test_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
+from tests.support.github_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
 from tests.sandbox.conftest import require
 
 FETCH = ("python3 -c \"import urllib.request as u\ntry: u.urlopen('http://{host}/simple/', timeout=10)\n"

@@ -20,7 +20,7 @@ from bot.github.job import run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
 from bot.triggers import Router, Rules
-from tests.github.test_job import NAME, OWNER, delivery, edit_turns, run, world  # noqa: F401 (fixture)
+from tests.support.github_job import NAME, OWNER, delivery, edit_turns, run, world  # noqa: F401 (fixture)
 from tests.sandbox.conftest import ISOLATED, require
 
 FORK_CONFIG = "setup:\n  - echo FORK-SETUP-RAN > fork-setup.txt\nnetwork: true\n"

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.github.test_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
+from tests.support.github_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
 from tests.sandbox.conftest import ISOLATED, require
 
 HOSTILE = ("mkdir -p sub && ln -s .. sub/up && ln -s sub/up/sub/up/../../../etc/passwd chained"

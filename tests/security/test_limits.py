@@ -22,7 +22,7 @@ from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
 from bot.transcript import Transcript
 from tests.conftest import make_repo
 from tests.sandbox.conftest import open_box, require, workspace  # noqa: F401 (fixtures)
-from tests.test_cli import decode_run
+from tests.support.cli import decode_run
 
 BACKENDS = [pytest.param("bwrap", marks=pytest.mark.bwrap), pytest.param("docker", marks=pytest.mark.docker)]
 HOG = ("python3 -c \"import time; b = bytearray(150 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096]); "

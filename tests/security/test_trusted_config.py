@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
-from tests.github.test_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
+from tests.support.github_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
 
 
 def commit_on_main(fake, change) -> None:

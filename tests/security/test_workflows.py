@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.github.test_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
+from tests.support.github_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
 
 WRITE_WORKFLOW = [
     [{"type": "tool_use", "name": "bash", "input": {"command": (

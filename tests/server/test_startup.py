@@ -13,7 +13,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.server.test_serve import DECODE, Server, env, free_port, wait_for  # noqa: F401 (env: a fixture)
+from tests.support.cli import DECODE
+from tests.support.server import Server, env, free_port, wait_for  # noqa: F401 (fixture)
 
 
 def other_key() -> str:

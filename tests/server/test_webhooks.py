@@ -7,10 +7,7 @@ from bot.errors import ConfigError
 from bot.server import create_app
 from tests.fakes.webhook_examples import all_examples, example
 from tests.server.conftest import delivery
-
-
-def labeled(label="agent"):
-    return example("issues", "labeled", sender_type="User", label__name=label)
+from tests.support.webhooks import labeled
 
 
 def post(client, event, payload, **kw):

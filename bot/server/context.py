@@ -1,0 +1,43 @@
+"""What the webhook app's views share: one typed object, built once by `create_app`.
+
+Views read it with `app_context()`; `decode serve` and the Modal control app reach
+the same object through the app they built, never through a loose dict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from flask import Flask, current_app
+
+from bot.config import Settings
+from bot.errors import DecodeError
+from bot.lease import LeaseRunner
+from bot.server.metrics import Metrics
+from bot.store import Store
+from bot.triggers import Router
+
+KEY = "decode"
+
+
+class HealthCheck(Protocol):
+    """The credential check /healthz asks (bot.server.health.CredentialCheck)."""
+
+    def error(self) -> DecodeError | None: ...
+
+
+@dataclass
+class AppContext:
+    settings: Settings
+    store: Store
+    metrics: Metrics
+    router: Router
+    credentials: HealthCheck | None = None  # when given, /healthz is 503 while GitHub refuses them
+    runner: LeaseRunner | None = None  # the Modal control app's dispatcher; `decode serve` keeps its own
+
+
+def app_context(app: Flask | None = None) -> AppContext:
+    """The context of `app`, by default the app handling the current request."""
+    context: AppContext = (app or current_app).extensions[KEY]
+    return context
