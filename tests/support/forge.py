@@ -1,0 +1,90 @@
+"""An in-process `Forge`: the GitHub job's steps tested without HTTP.
+
+It keeps comments, reactions and permissions in memory and raises what the real
+forge raises: a `GithubException` for a refused call (`refuse`), a `ConfigError`
+from the repository preflight. The HTTP fake (tests/fakes/github.py) stays the
+contract test of the real `GitHubForge`; this one only has to be the same shape.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from github import GithubException
+
+from bot.errors import ConfigError
+from bot.github.forge import IssueInfo, PullInfo, PullRef, RepoInfo
+
+BOT = "decode-bot[bot]"
+
+
+@dataclass
+class Comment:
+    id: int
+    number: int
+    body: str
+    author: str = BOT
+
+
+@dataclass
+class MemoryForge:
+    repo: str = "octo/calendar"
+    permissions: dict[str, str] = field(default_factory=dict)
+    issues: dict[int, IssueInfo] = field(default_factory=dict)
+    comments: list[Comment] = field(default_factory=list)
+    reactions: list[tuple[tuple[str, int], str]] = field(default_factory=list)
+    refusals: dict[str, int] = field(default_factory=dict)  # method name -> HTTP status it answers
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def refuse(self, method: str, status: int) -> "MemoryForge":
+        self.refusals[method] = status
+        return self
+
+    def _check(self, method: str) -> None:
+        if method in self.refusals:
+            status = self.refusals[method]
+            raise GithubException(status, {"message": {401: "Bad credentials", 404: "Not Found"}.get(status, "no")}, {})
+
+    def token_for(self, repo: str) -> str:
+        return "ghs_memory"
+
+    def bot_login(self) -> str | None:
+        return BOT
+
+    def repository(self, repo: str) -> RepoInfo:
+        if (status := self.refusals.get("repository")) is not None:
+            raise ConfigError(f"the repository {repo} cannot be read with this token ({status})", status=status)
+        return RepoInfo(repo, "main", f"https://git.example/{repo}.git", f"https://web.example/{repo}")
+
+    def issue(self, repo: str, number: int) -> IssueInfo:
+        self._check("issue")
+        return self.issues[number]
+
+    def pull(self, repo: str, number: int) -> PullInfo:
+        raise NotImplementedError("no pull requests in memory")
+
+    def permission(self, repo: str, login: str) -> str:
+        self._check("permission")
+        return self.permissions.get(login, "none")
+
+    def react(self, repo: str, target: tuple[str, int], content: str = "eyes") -> None:
+        self._check("react")
+        self.reactions.append((target, content))
+
+    def post_comment(self, repo: str, number: int, body: str, marker: str) -> int:
+        self._check("post_comment")
+        comment = Comment(next(self._ids), number, body)
+        self.comments.append(comment)
+        return comment.id
+
+    def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
+        next(c for c in self.comments if c.id == comment_id).body = body
+
+    def find_comment(self, repo: str, number: int, marker: str) -> int | None:
+        found = [c.id for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
+        return found[-1] if found else None
+
+    def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
+                            draft: bool) -> PullRef:
+        raise NotImplementedError("no pull requests in memory")
