@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import HandBack, SandboxSpec, open_sandbox
+from bot.sandbox import HandBack
 from bot.workspace import LFS_NEW_REASON, LFS_REASON, Workspace, prepare
 from tests.conftest import GIT_ENV, git
+from tests.support.hand_back import hand_back
 
 CONTENT = b"\x00real model weights\x01" * 100
 OTHER = b"other large content\n"
@@ -33,17 +34,6 @@ FILES = {".gitattributes": "*.bin filter=lfs diff=lfs merge=lfs -text\n", "model
 @pytest.fixture
 def ws(repo_factory: Callable[..., Path], tmp_path: Path) -> Workspace:
     return prepare(str(repo_factory(FILES)), tmp_path / "run", "decode/run-1")
-
-
-def hand_back(ws: Workspace, script: str) -> HandBack:
-    """Make the agent's changes with `script` in the sandbox's copy, then hand them back through a local sandbox."""
-    subprocess.run(["bash", "-ec", script], cwd=ws.path, check=True, env=GIT_ENV)
-    sandbox = open_sandbox("local", SandboxSpec(workspace=ws.path))
-    try:
-        assert sandbox.check_hand_back(ws.base_sha) == sandbox.hand_back(ws.base_sha).left_out
-        return sandbox.hand_back(ws.base_sha)
-    finally:
-        sandbox.close()
 
 
 @pytest.mark.parametrize("script", [

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import HandBack, SandboxSpec, open_sandbox
+from bot.sandbox import HandBack
 from bot.workspace import Workspace, git_env, prepare
 from tests.conftest import GIT_ENV, git, make_repo
 from tests.fakes.git_http import GitHttpServer
+from tests.support.hand_back import hand_back
 
 TOKEN = "ghs_" + "T0kenT0ken" * 4
 REASON = "changes inside the submodule vendor/lib are not carried (decode-bot commits to this repository only)"
@@ -38,17 +39,6 @@ def origin(tmp_path: Path) -> Path:
 @pytest.fixture
 def ws(origin: Path, tmp_path: Path) -> Workspace:
     return prepare(str(origin), tmp_path / "run", "decode/run-1")
-
-
-def hand_back(ws: Workspace, script: str) -> HandBack:
-    """Make the agent's changes with `script` in the sandbox's copy, then hand them back through a local sandbox."""
-    subprocess.run(["bash", "-ec", script], cwd=ws.path, check=True, env=GIT_ENV)
-    sandbox = open_sandbox("local", SandboxSpec(workspace=ws.path))
-    try:
-        assert sandbox.check_hand_back(ws.base_sha) == sandbox.hand_back(ws.base_sha).left_out
-        return sandbox.hand_back(ws.base_sha)
-    finally:
-        sandbox.close()
 
 
 def inodes(path: Path) -> set[int]:
