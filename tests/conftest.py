@@ -22,7 +22,7 @@ E2E_FIXTURES = frozenset({"runner"})
 # internet, a sandbox backend, git repositories made on the spot)...
 INTEGRATION_FIXTURES = frozenset({
     "fake_github", "fake_anthropic", "internet", "world", "repo_factory", "buggy_repo",
-    "mode", "isolated_mode", "sandbox", "open_box", "workspace",
+    "mode", "isolated_mode", "sandbox", "open_box", "workspace", "browser",
 })
 # ...a module that drives real git, a sandbox, the docker image or other processes directly...
 INTEGRATION_NAMES = frozenset({"git", "make_repo", "GIT_ENV", "require", "IMAGE", "unhidden_dir", "subprocess",
