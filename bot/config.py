@@ -51,6 +51,9 @@ class Settings:
     trigger_label: str = "agent"
     command: str = "/decode"
     public_url: str | None = None
+    github_client_id: str | None = None  # the App's OAuth client, for dashboard sign-in (GITHUB_CLIENT_ID)
+    github_client_secret: str | None = None  # (GITHUB_CLIENT_SECRET)
+    metrics_token: str | None = None  # /metrics needs it as a bearer token unless bound privately (DECODE_METRICS_TOKEN)
     budget: Budget = field(default_factory=Budget)
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     workers: int = 4
@@ -85,7 +88,10 @@ class Settings:
             "data_dir": _data_dir(env),
             "trigger_label": env.get("DECODE_TRIGGER_LABEL") or "agent",
             "command": env.get("DECODE_COMMAND") or "/decode",
-            "public_url": env.get("DECODE_PUBLIC_URL") or None,
+            "public_url": (env.get("DECODE_PUBLIC_URL") or "").rstrip("/") or None,
+            "github_client_id": env.get("GITHUB_CLIENT_ID") or None,
+            "github_client_secret": env.get("GITHUB_CLIENT_SECRET") or None,
+            "metrics_token": env.get("DECODE_METRICS_TOKEN") or None,
             "budget": Budget(
                 max_turns=_number(env, "DECODE_MAX_TURNS", int, Budget.max_turns),
                 max_tokens=_number(env, "DECODE_MAX_TOKENS", int, Budget.max_tokens),
@@ -110,6 +116,15 @@ class Settings:
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
+    @property
+    def github_web_url(self) -> str:
+        """Where people use GitHub (sign-in, the App manifest flow): github.com for the public API, the
+        Enterprise host for `https://HOST/api/v3`, else the API's own base (the test double serves both)."""
+        api = self.github_api_url
+        if api == "https://api.github.com":
+            return "https://github.com"
+        return api.removesuffix("/api/v3")
+
     def secret_paths(self) -> tuple[Path, ...]:
         """Host paths holding a secret, which no sandbox may show: the data dir and the App key file."""
         paths = [self.data_dir, *self.sandbox_hide]
@@ -120,7 +135,7 @@ class Settings:
     def secrets(self) -> list[str]:
         """Every configured secret value, for redaction."""
         values = [self.anthropic_api_key, self.github_token, self.github_app_private_key,
-                  self.github_webhook_secret]
+                  self.github_webhook_secret, self.github_client_secret, self.metrics_token]
         return [v for v in values if v]
 
 
