@@ -26,9 +26,9 @@ from bot.github.body import split_markdown
 from bot.github.forge import GitHubForge
 from bot.github.job import Conclusion, run_github_job
 from bot.model import Model, make_model
-from bot.redact import Redactor
 from bot.transcript import render_figures
-from bot.triggers import WORKFLOW_RUNS, Ignore, Router, Rules, Trigger
+from bot.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
+from bot.work import Dispatch, Work
 
 SUMMARY_LIMIT = 900_000  # GitHub allows 1 MiB of step summary per step
 RUNNER_PRIVATE = ("GITHUB_WORKSPACE", "RUNNER_TEMP", "HOME")  # what the sandbox must not see on a runner
@@ -44,15 +44,15 @@ def require(env: Mapping[str, str], name: str, what: str) -> str:
 def action_router(settings: Settings, prompt: str, repo: str) -> Router:
     """The App's router, with the Action's own routes: `schedule` and `workflow_dispatch` runs with a
     prompt (the dispatch's `prompt` input, else the action's `prompt` input), on `repo`."""
-    def run(event: str) -> Callable[[dict, Rules], Trigger | Ignore]:
-        def handle(payload: dict, rules: Rules) -> Trigger | Ignore:
+    def run(event: str) -> Callable[[dict, Rules], Decision]:
+        def handle(payload: dict, rules: Rules) -> Decision:
             text = str((payload.get("inputs") or {}).get("prompt") or prompt).strip()
             if not text:
                 return Ignore(f"a {event} run needs a prompt: set the `prompt` input of the action")
             sender = payload.get("sender") or {}
             ref = str(payload.get("ref") or "").removeprefix("refs/heads/") or None
-            return Trigger(kind="dispatch", repo=repo, number=None, sender_login=sender.get("login", ""),
-                           sender_type=sender.get("type", "User"), instructions=text, base_ref=ref)
+            return Dispatch(repo=repo, sender_login=sender.get("login", ""), sender_type=sender.get("type", "User"),
+                            instructions=text, base_ref=ref)
         return handle
 
     return Router(Rules.of(settings)).with_routes({event: run(event) for event in WORKFLOW_RUNS})
@@ -84,39 +84,35 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
         raise
     if isinstance(prepared, Conclusion):
         return finish(env, prepared)
-    settings, trigger, token, model = prepared
-    repo = trigger.repo
+    settings, work, token, model = prepared
+    repo = work.repo
     run_id = env.get("GITHUB_RUN_ID") or "local"
     server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if env.get("GITHUB_RUN_ID") else None
     forge = GitHubForge(TokenCredentials(token, settings.github_api_url))
-    try:
-        conclusion = run_github_job(
-            trigger, settings, forge, run_id=run_id, run_url=run_url, model=model,
-            authorize=trigger.kind != "dispatch", attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
-            progress=lambda line: print(line, file=sys.stderr, flush=True))
-    except Exception as e:  # noqa: BLE001 - already reported on the issue; the outputs must still be written
-        message = Redactor(settings.secrets() + [token]).redact(f"{type(e).__name__}: {e}")
-        conclusion = Conclusion("failed", message)
+    conclusion = run_github_job(
+        work, settings, forge, run_id=run_id, run_url=run_url, model=model,
+        authorize=not isinstance(work, Dispatch), attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
+        progress=lambda line: print(line, file=sys.stderr, flush=True))
     return finish(env, conclusion)
 
 
-def _prepare(env: Mapping[str, str]) -> tuple[Settings, Trigger, str, Model] | Conclusion:
-    """The settings, the trigger, the token and the model for this event, or the skipped conclusion;
+def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conclusion:
+    """The settings, the work, the token and the model for this event, or the skipped conclusion;
     a `ConfigError` for anything that cannot work."""
     settings = Settings.from_env(env, **runner_sandbox(env))
     event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
     repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
     event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")
-    trigger = action_router(settings, env.get("DECODE_PROMPT", ""), repo).decide(event, read_event(event_path))
-    if isinstance(trigger, Ignore):
-        return Conclusion("skipped", trigger.reason)
+    work = action_router(settings, env.get("DECODE_PROMPT", ""), repo).decide(event, read_event(event_path))
+    if isinstance(work, Ignore):
+        return Conclusion("skipped", work.reason)
     if not settings.model.startswith("scripted:"):
         require(env, "ANTHROPIC_API_KEY", "the anthropic_api_key input is empty: set it to "
                 "${{ secrets.ANTHROPIC_API_KEY }} (add the secret under Settings > Secrets and variables > Actions)")
     token = require(env, "GITHUB_TOKEN", "the github_token input is empty: leave it at its default "
                     "(${{ github.token }}) or pass a GitHub App token")
-    return settings, trigger, token, make_model(settings)  # a session file that does not load is a ConfigError
+    return settings, work, token, make_model(settings)  # a session file that does not load is a ConfigError
 
 
 def read_event(path: str) -> dict:

@@ -248,16 +248,14 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
     from bot.github.job import run_github_job
-    from bot.triggers import Trigger
+    from bot.work import Dispatch, Issue
 
     forge = GitHubForge(credentials_from(settings))
     if args.issue is not None:
-        trigger = Trigger(kind="issue", repo=repo, number=args.issue, sender_login="", sender_type="User",
-                          instructions=args.task or "")
+        work: Issue | Dispatch = Issue(repo=repo, number=args.issue, sender_login="", instructions=args.task or "")
     else:
-        trigger = Trigger(kind="dispatch", repo=repo, number=None, sender_login="", sender_type="User",
-                          instructions=args.task, base_ref=args.base)
-    conclusion = run_github_job(trigger, settings, forge, run_id=run_id, authorize=False, progress=progress)
+        work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
+    conclusion = run_github_job(work, settings, forge, run_id=run_id, authorize=False, progress=progress)
     if conclusion.outcome is not None:
         report(conclusion.outcome, None)
     if conclusion.pr_url:

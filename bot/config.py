@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import ConfigError
+from bot.sandbox import BACKENDS
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
-SANDBOX_MODES = ("local", "bwrap", "docker", "modal")
 PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 
 
@@ -76,7 +76,7 @@ class Settings:
             "model": env.get("DECODE_MODEL") or DEFAULT_MODEL,
             "anthropic_api_key": env.get("ANTHROPIC_API_KEY") or None,
             "anthropic_base_url": env.get("ANTHROPIC_BASE_URL") or None,
-            "sandbox_mode": _choice(env, "SANDBOX_MODE", SANDBOX_MODES, "docker"),
+            "sandbox_mode": _choice(env, "SANDBOX_MODE", tuple(BACKENDS), "docker"),
             "sandbox_image": env.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest",
             "github_token": env.get("GITHUB_TOKEN") or None,
             "github_app_id": env.get("GITHUB_APP_ID") or None,

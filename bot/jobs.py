@@ -1,9 +1,11 @@
-"""What running a queued job means: the GitHub job of its trigger, and the report of one given up on.
+"""What running a queued job means: the GitHub job of its work, and the report of one given up on.
 
 Every runner uses these: the worker threads of `decode serve` and `decode
 worker`, and the `run_job` function call of the Modal app. A finished run's
-figures (`RunFigures`) go to `record`, which is how they reach /metrics
-(`Metrics.record_run`); on Modal they travel back in the call's result.
+conclusion is stored as its record (`Conclusion.record`: state, exit code,
+error, links, figures); its figures (`RunFigures`) go to `record`, which is how
+they reach /metrics (`Metrics.record_run`); on Modal the record is the call's
+return value, and the control app records its figures.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config import Settings
-from bot.errors import DecodeError
 from bot.github.forge import Forge
 from bot.github.job import marker, run_github_job
+from bot.lease import Outcome
 from bot.store import JobRecord
-from bot.triggers import trigger_of
+from bot.work import work_of
 
 log = logging.getLogger("decode.worker")
 
@@ -32,6 +34,15 @@ class RunFigures:
     tokens: dict[str, int]  # input, output, cache_read, cache_write
     cost_usd: float
 
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> "RunFigures | None":
+        """The figures of a job's record (`Conclusion.record`), None when no agent ran."""
+        figures = record.get("figures")
+        if not figures:
+            return None
+        return cls(state=record["state"], seconds=figures["seconds"], tokens=figures["tokens"],
+                   cost_usd=figures["cost_usd"])
+
 
 Record = Callable[[RunFigures], None]
 
@@ -41,28 +52,31 @@ def run_id_of(job: JobRecord) -> str:
     return f"job-{job.id}"
 
 
-def job_handler(settings: Settings, forge: Forge, record: Record | None = None) -> Callable[[JobRecord], dict]:
+def outcome_of(record: dict[str, Any]) -> Outcome:
+    """The lease outcome of a job's record: failed with its one-line error, or done."""
+    if record.get("state") == "failed":
+        return Outcome(result=record, error=record.get("error") or "failed")
+    return Outcome(result=record)
+
+
+def job_handler(settings: Settings, forge: Forge, record: Record | None = None) -> Callable[[JobRecord], Outcome]:
     """What a runner does with a claimed job: the GitHub job, its figures to `record`, logs keyed by job id.
 
-    Returns the job's result; raises `DecodeError` with the message when the job failed.
+    Returns the outcome to store: the conclusion's record, failed when the job failed.
     """
 
-    def handle(job: JobRecord) -> dict[str, Any]:
-        trigger = trigger_of(job.payload)
+    def handle(job: JobRecord) -> Outcome:
+        work = work_of(job.payload)
         extra = {"job_id": job.id, "delivery_id": job.delivery_id}
-        log.info("job %s: %s on %s#%s (attempt %d)", job.id, trigger.kind, trigger.repo, trigger.number,
+        log.info("job %s: %s on %s#%s (attempt %d)", job.id, work.kind, work.repo, work.number,
                  job.attempts, extra=extra)
-        conclusion = run_github_job(trigger, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
+        conclusion = run_github_job(work, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
                                     progress=lambda line: log.info(line, extra=extra))
-        if record is not None and conclusion.outcome is not None:
-            r = conclusion.outcome.result
-            record(RunFigures(state=conclusion.state, seconds=r.wall_s, cost_usd=r.cost_usd, tokens={
-                "input": r.usage.input_tokens, "output": r.usage.output_tokens,
-                "cache_read": r.usage.cache_read_tokens, "cache_write": r.usage.cache_creation_tokens}))
+        result = conclusion.record()
+        if record is not None and (figures := RunFigures.of(result)) is not None:
+            record(figures)
         log.info("job %s: %s %s", job.id, conclusion.state, conclusion.pr_url or "", extra=extra)
-        if conclusion.state == "failed":
-            raise DecodeError(conclusion.message)
-        return {"state": conclusion.state, "pr_url": conclusion.pr_url, "branch": conclusion.branch}
+        return outcome_of(result)
 
     return handle
 
@@ -71,17 +85,17 @@ def exhausted_reporter(forge: Forge) -> Callable[[JobRecord], None]:
     """Tell the issue that a job was given up on after its worker died on every attempt."""
 
     def report(job: JobRecord) -> None:
-        trigger = trigger_of(job.payload)
+        work = work_of(job.payload)
         log.error("job %s: %s", job.id, job.error, extra={"job_id": job.id})
-        if trigger.number is None:
+        if work.number is None:
             return
         tag = marker("run", run_id_of(job))
         text = (f"❌ decode-bot gave up on this after {job.attempts} attempts: the worker stopped each time "
                 f"(crash, restart or out of memory). Comment again to retry.\n\n{tag}")
-        existing = forge.find_comment(trigger.repo, trigger.number, tag)
+        existing = forge.find_comment(work.repo, work.number, tag)
         if existing is None:
-            forge.post_comment(trigger.repo, trigger.number, text, tag)
+            forge.post_comment(work.repo, work.number, text, tag)
         else:
-            forge.edit_comment(trigger.repo, existing, text)
+            forge.edit_comment(work.repo, existing, text)
 
     return report

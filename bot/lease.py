@@ -38,7 +38,8 @@ def worker_id() -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a run ended: `result` when the job is done, `error` (the text to record) when it failed."""
+    """How a run ended: its `result` (the job's record, when it got that far), and `error`, the one-line
+    text to record, when it failed."""
 
     result: dict | None = None
     error: str | None = None
@@ -139,8 +140,8 @@ class LeaseRunner:
 
     def _finish(self, leased: _Leased, outcome: Outcome) -> None:
         job, ids = leased.job, ids_of(leased.job)
-        state, result, error = ("failed", None, outcome.error) if outcome.error is not None \
-            else ("done", outcome.result, None)
+        result, error = outcome.result, outcome.error
+        state = "done" if error is None else "failed"
         try:
             json.dumps(result)
         except (TypeError, ValueError) as e:

@@ -46,7 +46,7 @@ import modal.exception
 from flask import Flask
 
 from bot.config import Settings
-from bot.jobs import Record, RunFigures, exhausted_reporter, job_handler
+from bot.jobs import Record, RunFigures, exhausted_reporter, job_handler, outcome_of
 from bot.lease import LeaseRunner, Outcome, RunLost
 from bot.redact import Redactor
 from bot.store import JobRecord, Store, StoreError
@@ -130,14 +130,12 @@ class Call(Protocol):
 Spawn = Callable[[JobRecord], Call]
 
 
-def outcome_of(value: dict, record: Record | None) -> Outcome:
-    """The `Outcome` of what `run_job` returned; its run figures go to `record` (the control app's /metrics)."""
-    value = dict(value)
-    figures = value.pop("figures", None)
-    if figures is not None and record is not None:
-        record(RunFigures(**figures))
-    error = value.get("error")
-    return Outcome(error=error) if error else Outcome(result=value)
+def recorded(value: dict, record: Record | None) -> Outcome:
+    """The `Outcome` of the job record `run_job` returned; its run figures go to `record` (the control
+    app's /metrics), as `decode worker` records them."""
+    if record is not None and (figures := RunFigures.of(value)) is not None:
+        record(figures)
+    return outcome_of(value)
 
 
 class CallRun:
@@ -149,7 +147,7 @@ class CallRun:
 
     def poll(self) -> Outcome | None:
         value = self.call.poll()
-        return None if value is None else outcome_of(value, self.record)
+        return None if value is None else recorded(value, self.record)
 
     def abandon(self) -> None:
         pass
@@ -232,8 +230,8 @@ class ModalCall:
 
 @app.function(image=image, secrets=[secret], timeout=JOB_TIMEOUT_S, cpu=1.0, memory=2048)
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One job, with the handler of `decode worker`: its result, or `{"error": text}` (already told on the
-    issue), with the run's `figures` when the agent ran."""
+    """One job, with the handler of `decode worker`: the job's record (`Conclusion.record`: state, error,
+    links, the run's figures), already told on the issue."""
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
     from bot.server.logs import configure_logging
@@ -241,15 +239,12 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     settings = settings_from(os.environ)
     redactor = Redactor(settings.secrets())
     configure_logging(redactor)
-    figures: list[RunFigures] = []
     try:
-        value = job_handler(settings, GitHubForge(credentials_from(settings)), figures.append)(JobRecord(**job))
+        outcome = job_handler(settings, GitHubForge(credentials_from(settings)))(JobRecord(**job))
     except Exception as e:  # noqa: BLE001 - the dispatcher records it as the job's failure
         log.exception("job %s failed", job.get("id"), extra={"job_id": job.get("id")})
-        value = {"error": redactor.redact(str(e) or type(e).__name__)}
-    if figures:  # recorded by the dispatcher into the control app's /metrics
-        value["figures"] = dataclasses.asdict(figures[0])
-    return value
+        return {"state": "failed", "error": redactor.redact(str(e) or type(e).__name__), "figures": None}
+    return outcome.result or {"state": "failed", "error": outcome.error, "figures": None}
 
 
 def spawn_job(job: JobRecord) -> Call:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bot.agent.loop import AgentResult, run_agent
 from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
@@ -78,19 +79,24 @@ def issue_branch(number: int, title: str) -> str:
     return f"decode/issue-{number}-{slug}"
 
 
-def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print) -> Outcome:
-    """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run."""
+def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print,
+            watch: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
+    """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run.
+
+    `watch` sees every transcript event as it is recorded, `phase` events among them (preparing, sandbox,
+    setup, agent): the live tracking comment follows the run through it."""
     started = time.monotonic()  # the wall-clock cap counts from here: setup included
     prune(settings.data_dir / "runs", settings.keep_days)
     run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
     redactor = Redactor([*settings.secrets(), job.token])
-    transcript = Transcript(run_dir, redactor)
+    transcript = Transcript(run_dir, redactor, watch)
     result = AgentResult("error", "", error="the run did not start")
     outcome = Outcome(job, result, run_dir, transcript.path, transcript.md_path)
     try:
         model = model or make_model(settings)
         progress(f"checking the model {model.name}")
         model.check()  # a rejected key or unknown model id ends the run here, before any clone
+        transcript.record("phase", name="preparing")
         progress(f"preparing {job.repo} on branch {job.branch}")
         ws = prepare(job.repo, run_dir, job.branch, job.base, job.token, redactor=redactor)
         outcome.workspace = ws
@@ -114,6 +120,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
                     "toolchain")
             transcript.record("note", text=note)
             progress(note)
+        transcript.record("phase", name="sandbox")
         progress(f"starting the {settings.sandbox_mode} sandbox")
         spec = SandboxSpec(workspace=ws.path, image=config.image or settings.sandbox_image,
                            name=f"decode-{job.run_id}", hide=settings.secret_paths(), path=settings.sandbox_path,
@@ -128,6 +135,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
             run_setup(sandbox, config, transcript, progress, redactor.redact,
                       deadline=started + settings.budget.max_wall_s)
             sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
+            transcript.record("phase", name="agent")
             facts = repo_facts(ws, job.branch)
             network = network_rule(internet=config.network, allow_domains=config.allow_domains,
                                    allow_cidrs=config.allow_cidrs)
@@ -203,6 +211,8 @@ def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, prog
     The output is redacted whole before its tail is kept, so no secret is cut in two. Each command gets
     `setup_timeout`, clamped by what is left before `deadline` (the run's wall clock, `time.monotonic()`).
     """
+    if config.setup:
+        transcript.record("phase", name="setup")
     for command in config.setup:
         left = deadline - time.monotonic()
         if left < 1:

@@ -13,8 +13,8 @@ import unicodedata
 from collections.abc import Sequence
 
 from bot.agent.prompt import fence_untrusted
-from bot.triggers import Trigger
 from bot.utf8 import utf8_safe
+from bot.work import Dispatch, Issue, ReviewComment, Work
 
 # Every Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt,
 # https://www.unicode.org/Public/UCD/latest/ucd/DerivedCoreProperties.txt): zero-width and
@@ -70,62 +70,58 @@ def _visible(text: str) -> str:
 
 
 def build_task(
-    trigger: Trigger,
+    work: Work,
     *,
     issue_title: str,
     issue_body: str | None,
+    is_pull: bool = False,
     pr_body: str | None = None,
     comments: Sequence[tuple[str, str]] | None = None,
 ) -> str:
     """The task for the agent: plain framing from us, every user-written part cleaned and fenced.
 
-    For a pull request, `issue_title`/`issue_body` are its title and description (GitHub
+    For a pull request (`is_pull`), `issue_title`/`issue_body` are its title and description (GitHub
     serves a PR as an issue); `pr_body` is shown too when given and different.
     `comments` are earlier (login, body) pairs of the conversation, oldest first.
     For review comments the file and diff hunk are fenced too, the line number given plainly.
     """
-    number = trigger.number
-    what = "pull request" if trigger.is_pull_request else "issue"
-    parts: list[str] = []
-    if trigger.kind == "issue":
-        parts.append(f"Resolve {what} #{number} in {trigger.repo}, described below.")
-    elif trigger.kind == "dispatch":
-        parts.append(f"Carry out the request below in {trigger.repo}.")
-    elif trigger.is_pull_request:
-        parts.append(
-            f"@{trigger.sender_login} asked for changes on pull request #{number} in {trigger.repo}. "
-            "Make them on this branch."
-        )
-    else:
-        parts.append(f"@{trigger.sender_login} asked for work on issue #{number} in {trigger.repo}.")
-
-    if trigger.kind != "dispatch":
+    number, repo, login = work.number, work.repo, work.sender_login
+    what = "pull request" if is_pull else "issue"
+    match work:
+        case Dispatch():
+            parts = [f"Carry out the request below in {repo}."]
+        case Issue():
+            parts = [f"Resolve {what} #{number} in {repo}, described below."]
+        case _ if is_pull:
+            parts = [f"@{login} asked for changes on pull request #{number} in {repo}. Make them on this branch."]
+        case _:
+            parts = [f"@{login} asked for work on issue #{number} in {repo}."]
+    if not isinstance(work, Dispatch):
         title = " ".join(clean(issue_title).split())
         parts.append(f"Title of {what} #{number}:\n" + _fence(title, f"{what} title"))
         parts.append(f"Description of {what} #{number}:\n" + _fence(issue_body, f"{what} body"))
     if pr_body is not None and pr_body != issue_body:
         parts.append("Pull request description:\n" + _fence(pr_body, "pull request description"))
-    for login, body in comments or ():
-        parts.append(f"Comment by @{_login(login)}:\n" + _fence(body, f"comment by @{_login(login)}"))
-
-    if trigger.kind == "review_comment":
-        parts.append(_review_context(trigger))
-    if trigger.instructions:
-        source = "prompt" if trigger.kind == "dispatch" else f"instructions from @{_login(trigger.sender_login)}"
-        parts.append(f"Instructions ({source}):\n" + _fence(trigger.instructions, source))
-    elif trigger.kind != "issue":
+    for author, body in comments or ():
+        parts.append(f"Comment by @{_login(author)}:\n" + _fence(body, f"comment by @{_login(author)}"))
+    if isinstance(work, ReviewComment):
+        parts.append(_review_context(work))
+    if work.instructions:
+        source = "prompt" if isinstance(work, Dispatch) else f"instructions from @{_login(login)}"
+        parts.append(f"Instructions ({source}):\n" + _fence(work.instructions, source))
+    elif not isinstance(work, Issue):
         parts.append(f"No further instructions were given: do what the {what} above asks.")
     return "\n\n".join(parts) + "\n"
 
 
-def _review_context(trigger: Trigger) -> str:
+def _review_context(comment: ReviewComment) -> str:
     """Where the review comment sits. The path and the hunk come from the pull request's branch (a
     fork's author chooses them): cleaned and fenced like any other user text; the line number is GitHub's."""
-    where = "the file named below" + (f", line {trigger.line}" if trigger.line is not None else "")
-    text = f"The review comment is on {where}.\nFile:\n" + fence_untrusted(one_line(trigger.path) or "(unknown)",
+    where = "the file named below" + (f", line {comment.line}" if comment.line is not None else "")
+    text = f"The review comment is on {where}.\nFile:\n" + fence_untrusted(one_line(comment.path) or "(unknown)",
                                                                           "review comment file path")
-    if trigger.diff_hunk:
-        hunk = _visible(trigger.diff_hunk.replace("\r\n", "\n")).rstrip()
+    if comment.diff_hunk:
+        hunk = _visible(comment.diff_hunk.replace("\r\n", "\n")).rstrip()
         ticks = "`" * max(3, _longest_backtick_run(hunk) + 1)
         text += "\nDiff hunk it refers to:\n" + fence_untrusted(f"{ticks}diff\n{hunk}\n{ticks}",
                                                                  "review comment diff hunk")

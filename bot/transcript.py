@@ -29,6 +29,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
@@ -44,8 +45,11 @@ _RESERVED = {"type", "t", "at"}
 class Transcript:
     """Records a run's events in `directory/transcript.jsonl`, redacted, one flushed line each."""
 
-    def __init__(self, directory: Path, redactor: Redactor) -> None:
+    def __init__(self, directory: Path, redactor: Redactor,
+                 watch: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """`watch` sees every event as written (redacted), after it is on disk: the live tracking comment."""
         self.directory = Path(directory)
+        self._watch = watch
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / JSONL_NAME
         self.md_path = self.directory / MD_NAME
@@ -73,6 +77,8 @@ class Transcript:
                 raise ValueError(f"the transcript {self.path} is closed")
             self._file.write(line)
             self._file.flush()
+        if self._watch is not None:
+            self._watch(redacted)
         return redacted
 
     def events(self) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Trigger rules: a GitHub event and its payload -> a `Trigger`, or the reason to `Ignore` it.
+"""Trigger rules: a GitHub event and its payload -> the `Work` it asks for, or the reason to `Ignore` it.
 
 Sans-I/O: nothing here talks to GitHub. The one rule that needs the API, the
 sender's permission on the repository, is left to the caller, which looks it up
@@ -14,37 +14,15 @@ Payload shapes: https://docs.github.com/en/webhooks/webhook-events-and-payloads
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bot.config import Settings
+from bot.work import Comment, Dispatch, Issue, ReviewComment, Work, work_of
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
-
-
-@dataclass(frozen=True)
-class Trigger:
-    """Work to do, as decided from one event. `instructions` is raw user text: clean it before use."""
-
-    kind: str  # "issue" | "pr_comment" | "issue_comment" | "review_comment" | "dispatch"
-    repo: str  # "owner/name"
-    number: int | None  # issue or pull request number; None for a dispatch
-    sender_login: str
-    sender_type: str
-    is_pull_request: bool = False
-    comment_id: int | None = None
-    instructions: str = ""
-    path: str | None = None  # review comments: the file the comment is on
-    line: int | None = None  # review comments: the line (or original line) in that file
-    diff_hunk: str | None = None
-    base_ref: str | None = None  # dispatch: the branch to start from
-    # The issue's (or pull request's) title and body as the event carried them, raw user text: the job
-    # works on what the maintainer saw when they triggered it, not on a later edit. None: not in the event.
-    title: str | None = None
-    body: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +48,7 @@ class Rules:
 # comments are where a bot (or a loop of bots) could set the agent off, so only those refuse bot senders.
 WORKFLOW_RUNS = ("schedule", "workflow_dispatch")
 
-Decision = Trigger | Ignore
+Decision = Work | Ignore
 Handler = Callable[[dict[str, Any], Rules], Decision]
 
 
@@ -144,7 +122,7 @@ def _issue_labeled(payload: dict[str, Any], rules: Rules) -> Decision:
     if label != rules.label:
         return Ignore(f"label {label!r} is not the trigger label {rules.label!r}")
     # Labels on pull requests arrive as pull_request.labeled, which is not a trigger.
-    return Trigger(kind="issue", number=payload["issue"]["number"], **_text(payload["issue"]), **_common(payload))
+    return Issue(number=payload["issue"]["number"], **_text(payload["issue"]), **_common(payload))
 
 
 def _issue_comment(payload: dict[str, Any], rules: Rules) -> Decision:
@@ -154,8 +132,7 @@ def _issue_comment(payload: dict[str, Any], rules: Rules) -> Decision:
         return Ignore(f"the comment does not start with {rules.command}")
     issue = payload["issue"]
     is_pr = "pull_request" in issue
-    return Trigger(
-        kind="pr_comment" if is_pr else "issue_comment",
+    return Comment(
         is_pull_request=is_pr,
         number=issue["number"],
         comment_id=comment["id"],
@@ -172,9 +149,7 @@ def _review_comment(payload: dict[str, Any], rules: Rules) -> Decision:
         return Ignore(f"the review comment does not start with {rules.command}")
     pr = payload["pull_request"]
     line = comment.get("line")
-    return Trigger(
-        kind="review_comment",
-        is_pull_request=True,
+    return ReviewComment(
         number=pr["number"],
         comment_id=comment["id"],
         instructions=instructions,
@@ -195,9 +170,7 @@ def _dispatch(payload: dict[str, Any], rules: Rules) -> Decision:
     if not prompt:
         return Ignore("workflow_dispatch without a `prompt` input")
     ref = payload.get("ref") or ""
-    return Trigger(
-        kind="dispatch",
-        number=None,
+    return Dispatch(
         instructions=prompt,
         base_ref=ref.removeprefix("refs/heads/") or None,
         **_common(payload),
@@ -244,23 +217,4 @@ def _common(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# -- jobs: a trigger stored in the queue and read back ------------------------
-
-
-def job_key(trigger: Trigger) -> str:
-    """Jobs with the same key never run at the same time: one issue or PR, one agent."""
-    return f"{trigger.repo.lower()}#{trigger.number if trigger.number is not None else 'run'}"
-
-
-def job_payload(trigger: Trigger, event: str, delivery: str) -> dict[str, Any]:
-    """What the store keeps for a job: the trigger, and the delivery it came from."""
-    return {"trigger": dataclasses.asdict(trigger), "event": event, "delivery": delivery}
-
-
-TRIGGER_FIELDS = frozenset(f.name for f in dataclasses.fields(Trigger))
-
-
-def trigger_of(payload: Mapping[str, Any]) -> Trigger:
-    """The `Trigger` stored by `job_payload`; fields a job stored by an older version carries and this
-    one dropped (head_ref, head_repo, installation_id) are ignored."""
-    return Trigger(**{k: v for k, v in payload["trigger"].items() if k in TRIGGER_FIELDS})
+trigger_of = work_of  # TEMPORARY while the dashboard lands: read jobs with bot.work.work_of

@@ -1,7 +1,7 @@
 """The thread executor of the lease runner: each claimed job runs `handle(job)` on a thread of its own.
 
 `decode serve` and `decode worker` run jobs this way (bot/lease.py holds the
-lease protocol). The handler's result is the job's result; an exception is the
+lease protocol). The handler's `Outcome` is the job's; an exception is the
 job's failure. A job released at shutdown keeps its thread (a daemon: the
 process is about to exit): what it ends with is discarded, and a
 `BaseException` it ends with (e.g. `Cancelled`, its sandbox closed under it) is
@@ -20,7 +20,7 @@ from bot.store import JobRecord
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[JobRecord], dict]
+Handler = Callable[[JobRecord], Outcome]
 
 
 class ThreadRun:
@@ -48,7 +48,7 @@ class ThreadRun:
         job, ids = self.job, ids_of(self.job)
         try:
             try:
-                outcome = Outcome(result=self._handle(job))
+                outcome = self._handle(job)
             except Exception as e:
                 log.exception("job %d failed: %s", job.id, e, extra=ids)
                 outcome = Outcome(error=str(e) or type(e).__name__)

@@ -23,7 +23,7 @@ import pytest
 
 from bot.config import DEFAULT_MODEL
 from bot.store import Store
-from bot.triggers import Trigger, job_key, job_payload
+from bot.work import Issue, job_key, job_payload
 from tests.conftest import git, make_repo
 from tests.server.conftest import SECRET
 from tests.support.action import rewritten
@@ -141,7 +141,7 @@ def worker_failed_the_job(w: World, done: Done) -> None:
 
 def queue_the_issue(w: World) -> None:
     """A labeled issue as `decode serve` would have queued it, for `decode worker` to run."""
-    trigger = Trigger(kind="issue", repo=REPO, number=w.issue, sender_login="alice", sender_type="User")
+    trigger = Issue(repo=REPO, number=w.issue, sender_login="alice")
     store = Store(w.tmp / "data" / "jobs.sqlite3")
     try:
         w.job_id = store.record_delivery("d-1", "issues", "queued",

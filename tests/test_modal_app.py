@@ -168,10 +168,12 @@ def test_a_failed_job_is_recorded_as_failed(modal_app, tmp_path):
     dispatcher = modal_app.dispatcher(store, spawn)
     job_id = job_for(store, "d-1")
     dispatcher.sweep()
-    spawn.calls[0].outcome = {"error": "the agent could not clone the repository"}
+    spawn.calls[0].outcome = {"state": "failed", "exit_code": 1, "error": "the agent could not clone the repository",
+                              "pr_url": None, "branch": None, "figures": None}
     dispatcher.sweep()
     assert store.job(job_id).state == "failed"
     assert store.job(job_id).error == "the agent could not clone the repository"
+    assert store.job(job_id).result["exit_code"] == 1  # the whole conclusion is kept, failed or not
     store.close()
 
 
@@ -242,11 +244,12 @@ def test_the_run_figures_of_a_call_reach_the_control_apps_metrics(modal_app, tmp
     store, dispatcher = app_context(app).store, app_context(app).runner
     job_id = job_for(store, "d-1")
     dispatcher.sweep()
-    spawn.calls[0].outcome = {"state": "success", "pr_url": None, "branch": "decode/1", "figures": {
-        "state": "success", "seconds": 42.0, "cost_usd": 0.25,
+    record = {"state": "success", "exit_code": 0, "error": None, "pr_url": None, "branch": "decode/1", "figures": {
+        "turns": 3, "seconds": 42.0, "cost_usd": 0.25,
         "tokens": {"input": 1000, "output": 200, "cache_read": 0, "cache_write": 0}}}
+    spawn.calls[0].outcome = record
     dispatcher.sweep()
-    assert store.job(job_id).result == {"state": "success", "pr_url": None, "branch": "decode/1"}
+    assert store.job(job_id).result == record
     text = app.test_client().get("/metrics").get_data(as_text=True)
     assert "decode_cost_usd_total 0.25" in text
     assert 'decode_tokens_total{kind="input"} 1000.0' in text

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
-from bot.triggers import APP_ROUTES, Ignore, Router, Rules, Trigger, job_payload, may_trigger, refusal_text, trigger_of
+from bot.triggers import APP_ROUTES, Ignore, Router, Rules, may_trigger, refusal_text
+from bot.work import Comment, Dispatch, Issue, ReviewComment, Work, job_payload, work_of
 from tests.fakes.webhook_examples import ExamplesUnavailable, all_examples, examples
 
 ROUTER = Router(Rules())
@@ -35,7 +37,7 @@ def test_every_example_decides_without_exception(every) -> None:
     assert {"issues", "issue_comment", "pull_request_review_comment"} <= events
     for host, event, payload in every:
         decision = ROUTER.decide(event, copy.deepcopy(payload))
-        assert isinstance(decision, (Trigger, Ignore)), (host, event)
+        assert isinstance(decision, (*Work.__args__, Ignore)), (host, event)
         if isinstance(decision, Ignore):
             assert decision.reason
         # No real example carries the trigger label or the command: none triggers as shipped.
@@ -59,10 +61,10 @@ def test_issues_labeled_triggers_iff_trigger_label(every) -> None:
         )
         payload["label"]["name"] = "agent"
         t = ROUTER.decide("issues", payload)
-        assert isinstance(t, Trigger) and t.kind == "issue"
+        assert isinstance(t, Issue) and t.kind == "issue"
         assert (t.repo, t.number) == (payload["repository"]["full_name"], payload["issue"]["number"])
-        assert (t.sender_login, t.sender_type, t.is_pull_request) == (payload["sender"]["login"], "User", False)
-        assert t.comment_id is None and t.instructions == ""
+        assert (t.sender_login, t.sender_type) == (payload["sender"]["login"], "User")
+        assert t.instructions == "" and t.title == payload["issue"]["title"]
         assert isinstance(Router(Rules(label="other")).decide("issues", payload), Ignore)
 
 
@@ -73,7 +75,7 @@ def test_issue_comment_created_with_command(every) -> None:
         assert isinstance(ROUTER.decide("issue_comment", payload), Ignore)
         payload["comment"]["body"] = "/decode fix it"
         t = ROUTER.decide("issue_comment", payload)
-        assert isinstance(t, Trigger)
+        assert isinstance(t, Comment)
         assert t.instructions == "fix it"
         assert t.comment_id == payload["comment"]["id"]
         assert t.number == payload["issue"]["number"]
@@ -106,7 +108,7 @@ def test_command_matching(every, body, expected) -> None:
     if expected is None:
         assert isinstance(decision, Ignore) and "/decode" in decision.reason
     else:
-        assert isinstance(decision, Trigger) and decision.instructions == expected
+        assert isinstance(decision, Comment) and decision.instructions == expected
 
 
 def test_custom_command(every) -> None:
@@ -142,7 +144,7 @@ def test_review_comment_carries_file_line_and_hunk(every) -> None:
         comment = payload["comment"]
         comment["body"] = "/decode use more emoji here"
         t = ROUTER.decide("pull_request_review_comment", payload)
-        assert isinstance(t, Trigger) and t.kind == "review_comment" and t.is_pull_request
+        assert isinstance(t, ReviewComment) and t.kind == "review_comment" and t.is_pull_request
         assert (t.path, t.diff_hunk) == (comment["path"], comment["diff_hunk"])
         assert t.line == (comment.get("line") if comment.get("line") is not None else comment.get("original_line"))
         assert t.instructions == "use more emoji here"
@@ -156,7 +158,7 @@ def test_workflow_dispatch_needs_a_prompt(every) -> None:
     assert isinstance(ROUTER.decide("workflow_dispatch", payload), Ignore)
     payload["inputs"] = {"prompt": "update the changelog"}
     t = ROUTER.decide("workflow_dispatch", payload)
-    assert isinstance(t, Trigger) and (t.kind, t.instructions, t.number) == ("dispatch", "update the changelog", None)
+    assert isinstance(t, Dispatch) and (t.kind, t.instructions, t.number) == ("dispatch", "update the changelog", None)
 
 
 def test_malformed_payloads_are_ignored_not_raised() -> None:
@@ -172,8 +174,24 @@ def test_permissions() -> None:
     assert "@octocat" in text and "`read`" in text and "/decode" in text and "write access" in text
 
 
+@pytest.mark.parametrize("work", [
+    Issue(repo="o/r", number=3, sender_login="alice", title="T", body="B"),
+    Comment(repo="o/r", number=4, sender_login="alice", sender_type="User", comment_id=9, instructions="go",
+            is_pull_request=True),
+    ReviewComment(repo="o/r", number=5, sender_login="alice", sender_type="User", comment_id=10, instructions="x",
+                  path="a.py", line=3, diff_hunk="@@"),
+    Dispatch(repo="o/r", sender_login="alice", sender_type="User", instructions="bump", base_ref="release"),
+])
+def test_every_kind_of_work_reads_back_from_the_queue_as_it_went_in(work) -> None:
+    stored = json.loads(json.dumps(job_payload(work, "event", "d-1")))
+    assert work_of(stored) == work and stored["work"]["kind"] == work.kind
+
+
 def test_a_job_stored_by_an_older_version_still_decodes() -> None:
-    t = Trigger(kind="issue", repo="o/r", number=3, sender_login="alice", sender_type="User", title="T", body="B")
-    stored = job_payload(t, "issues", "d-1")
-    stored["trigger"].update(head_ref=None, head_repo=None, installation_id=42)  # fields since dropped
-    assert trigger_of(stored) == t
+    # the flat trigger of the version before bot/work.py, every field present, some since dropped
+    stored = {"event": "issue_comment", "delivery": "d-1", "trigger": {
+        "kind": "pr_comment", "repo": "o/r", "number": 3, "sender_login": "alice", "sender_type": "User",
+        "is_pull_request": True, "comment_id": 7, "instructions": "fix", "path": None, "line": None,
+        "diff_hunk": None, "base_ref": None, "title": "T", "body": "B", "head_ref": None, "installation_id": 42}}
+    assert work_of(stored) == Comment(repo="o/r", number=3, sender_login="alice", sender_type="User", comment_id=7,
+                                      instructions="fix", is_pull_request=True, title="T", body="B")

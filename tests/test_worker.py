@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import JobRecord, Store
-from bot.lease import LeaseRunner, worker_id
+from bot.lease import LeaseRunner, Outcome, worker_id
 from bot.worker import ThreadExecutor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def test_a_pool_runs_every_job(store: Store) -> None:
     def handle(job: JobRecord) -> dict:
         threads.add(threading.current_thread().name)
         time.sleep(0.05)
-        return {"double": job.payload["n"] * 2}
+        return Outcome(result={"double": job.payload["n"] * 2})
 
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=4, poll_s=0.05)
     pool.start()
@@ -67,7 +67,7 @@ def test_jobs_on_one_key_never_overlap(store: Store) -> None:
         start = time.monotonic()
         time.sleep(0.1)
         spans.append((start, time.monotonic()))
-        return {}
+        return Outcome(result={})
 
     for _ in range(3):
         enqueue(store, "octo/hello#1")
@@ -100,7 +100,7 @@ def test_a_handler_exception_fails_the_job(store: Store, caplog: pytest.LogCaptu
 
 def test_a_result_that_is_not_json_fails_the_job(store: Store) -> None:
     job_id = enqueue(store, "octo/hello#1")
-    pool = LeaseRunner(store, ThreadExecutor(lambda job: {"when": object()}), limit=1, poll_s=0.02)
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: Outcome(result={"when": object()})), limit=1, poll_s=0.02)
     pool.start()
     assert pool.wait_idle(5)
     pool.stop(1)
@@ -119,7 +119,7 @@ def test_heartbeats_keep_a_job_longer_than_its_lease(store: Store, tmp_path: Pat
         while time.monotonic() < deadline:
             assert other.claim("intruder") is None
             time.sleep(0.1)
-        return {"slow": True}
+        return Outcome(result={"slow": True})
 
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=2, poll_s=0.02)
     pool.start()
@@ -137,7 +137,7 @@ def test_stop_releases_a_job_still_running(store: Store) -> None:
     def handle(job: JobRecord) -> dict:
         started.set()
         let_go.wait(10)
-        return {"late": True}
+        return Outcome(result={"late": True})
 
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
     pool.start()
@@ -189,7 +189,7 @@ def test_stop_waits_for_a_job_that_finishes_in_grace(store: Store) -> None:
     def handle(job: JobRecord) -> dict:
         started.set()
         time.sleep(0.3)
-        return {"ok": True}
+        return Outcome(result={"ok": True})
 
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
     pool.start()
@@ -201,7 +201,7 @@ def test_stop_waits_for_a_job_that_finishes_in_grace(store: Store) -> None:
 def test_a_job_whose_worker_died_is_taken_over(store: Store) -> None:
     job_id = enqueue(store, "octo/hello#1")
     assert store.claim("ghost-host:1:1").id == job_id  # claimed, never heartbeated nor finished
-    pool = LeaseRunner(store, ThreadExecutor(lambda job: {"attempt": job.attempts}), limit=2, poll_s=0.05)
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: Outcome(result={"attempt": job.attempts})), limit=2, poll_s=0.05)
     pool.start()
     assert pool.wait_idle(5)
     pool.stop(1)
@@ -214,7 +214,7 @@ def test_exhausted_jobs_are_reported(tmp_path: Path) -> None:
     job_id = enqueue(store, "octo/hello#1")
     store.claim("ghost")
     reported: list[JobRecord] = []
-    pool = LeaseRunner(store, ThreadExecutor(lambda job: {}), limit=1, poll_s=0.05, on_exhausted=reported.append)
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: Outcome(result={})), limit=1, poll_s=0.05, on_exhausted=reported.append)
     pool.start()
     assert pool.wait_idle(5)
     pool.stop(1)
@@ -227,13 +227,13 @@ RUNNER = """
 import sys, time
 from pathlib import Path
 from bot.store import Store
-from bot.lease import LeaseRunner
+from bot.lease import LeaseRunner, Outcome
 from bot.worker import ThreadExecutor
 store = Store(Path(sys.argv[1]), lease_s=0.5)
 def handle(job):
     print(job.id, flush=True)
     time.sleep(60)
-    return {}
+    return Outcome(result={})
 pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
 pool.install_signal_handlers(grace_s=0.3, on_stopped=lambda released: print("stopped", flush=True))
 pool.start()
@@ -263,7 +263,7 @@ def test_a_sigkilled_worker_process_loses_its_job_to_another(tmp_path: Path) -> 
     assert store.claim("w") is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    pool = LeaseRunner(store, ThreadExecutor(lambda job: {"by": "survivor"}), limit=1, poll_s=0.05)
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: Outcome(result={"by": "survivor"})), limit=1, poll_s=0.05)
     pool.start()
     assert pool.wait_idle(5)
     pool.stop(1)

@@ -1,4 +1,4 @@
-"""A trigger, start to end on GitHub: authorize, acknowledge, run, publish, report.
+"""A piece of work, start to end on GitHub: authorize, acknowledge, run, publish, report.
 
 The tracking comment is posted before anything can fail and is always edited at
 the end, to the pull request or to the error: a job that was accepted is never
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from github import GithubException
 
@@ -18,7 +19,8 @@ from bot.errors import ConfigError, DecodeError
 from bot.github.body import BODY_LIMIT, pull_request_texts
 from bot.github.forge import Forge, IssueInfo, PullInfo, RepoInfo, access_problem
 from bot.github.notes import harness_notes, patch_parts
-from bot.github.plan import OpenPull, Plan, PushToPull, ToFork, plan
+from bot.github.plan import Facts, OpenPull, Plan, PushToPull, ToFork, plan
+from bot.github.tracking import Tracker
 from bot.model import Model
 from bot.pipeline import Job, Outcome, execute
 from bot.redact import Redactor
@@ -26,21 +28,22 @@ from bot.run_dirs import drop_clones
 from bot.sandbox import ISOLATING
 from bot.task_text import one_line
 from bot.transcript import render_figures, safe_prose
-from bot.triggers import Trigger, may_trigger, refusal_text
+from bot.triggers import may_trigger, refusal_text
+from bot.work import Comment, Dispatch, Issue, ReviewComment, Work, asked_by, reaction_target
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Conclusion:
-    """How a job ended, for the caller (webhook worker, Action outputs, CLI)."""
+    """How a job ended: the one value the webhook worker, the Modal app, the Action and the CLI all read."""
 
     state: str  # success | incomplete | no_changes | failed | skipped
     message: str = ""
     pr_url: str | None = None
     branch: str | None = None
     outcome: Outcome | None = None
-    error: DecodeError | None = None  # why it failed, when it did before the run (a ConfigError: input to fix)
+    error: Exception | None = None  # why it failed before or around the run (a ConfigError: input to fix)
 
     @property
     def exit_code(self) -> int:
@@ -52,129 +55,131 @@ class Conclusion:
             return self.outcome.result.exit_code
         return 3 if self.state == "incomplete" else 0
 
+    def record(self) -> dict[str, Any]:
+        """The conclusion as the job store keeps it (and a Modal function call returns it): JSON, no secret
+        (`message` is redacted where it is made), the figures of the run when the agent ran."""
+        figures = None
+        if self.outcome is not None:
+            r = self.outcome.result
+            figures = {"turns": r.turns, "seconds": r.wall_s, "cost_usd": r.cost_usd, "tokens": {
+                "input": r.usage.input_tokens, "output": r.usage.output_tokens,
+                "cache_read": r.usage.cache_read_tokens, "cache_write": r.usage.cache_creation_tokens}}
+        error = (self.message or "failed").splitlines()[0].removeprefix("❌ ") if self.state == "failed" else None
+        return {"state": self.state, "exit_code": self.exit_code, "error": error, "pr_url": self.pr_url,
+                "branch": self.branch, "figures": figures}
+
 
 def marker(kind: str, key: object) -> str:
     """A hidden tag that lets a retried job find the comment it already posted."""
     return f"<!-- decode-bot:{kind}:{key} -->"
 
 
-def run_github_job(trigger: Trigger, settings: Settings, forge: Forge, *, run_id: str, run_url: str | None = None,
+def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str, run_url: str | None = None,
                    model: Model | None = None, authorize: bool = True, attempt: int = 1,
                    progress: Callable[[str], None] = lambda line: None) -> Conclusion:
-    """Carry out `trigger` and report on GitHub; errors end in the tracking comment, not in silence.
+    """Carry out `work` and report on GitHub; errors end in the tracking comment, not in silence.
 
     `run_id` must stay the same when a job is retried (`attempt` > 1): it tags the
     comments the job posts, so a retry finds and reuses them instead of doubling them.
     """
-    repo, number = trigger.repo, trigger.number
+    repo = work.repo
     redactor = Redactor(settings.secrets())
     try:
-        if authorize and (refused := _refuse(trigger, forge, settings)) is not None:
+        if authorize and (refused := _refuse(work, forge, settings)) is not None:
             return refused
-        tracking = _track(trigger, forge, run_id, run_url, attempt) if number is not None else None
-    except (GithubException, DecodeError) as e:  # nowhere to report it: the token or the issue is refused
-        if isinstance(e, GithubException) and e.status not in (401, 403, 404):
-            raise
-        error = _refusal(e, trigger, forge, settings.github_api_url) if isinstance(e, GithubException) else e
-        text = redactor.redact(str(error))
-        log.error("job %s failed: %s", run_id, text)
+        tracking = None if isinstance(work, Dispatch) else _track(work, forge, run_id, run_url, attempt)
+    except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
+        refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
+        error = _refusal(e, work, forge, settings.github_api_url) if refused else e
+        text = redactor.redact(str(error) or type(error).__name__)
+        log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(error, DecodeError))
         return Conclusion("failed", text, error=error)
     try:
         info = forge.repository(repo)  # preflight: the token works and can read the repository
-        edited = _edited_note(trigger, forge)
-        conclusion = _work(trigger, info, settings, forge, run_id=run_id, attempt=attempt, model=model,
-                           progress=progress)
+        edited = _edited_note(work, forge)
+        conclusion = _work(work, info, settings, forge, run_id=run_id, attempt=attempt, model=model,
+                           progress=progress, tracking=tracking)
         if conclusion.outcome is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.outcome.run_dir)
         if edited:
             conclusion.message = f"{conclusion.message}\n\n{edited}"
-    except Exception as e:  # noqa: BLE001 - every failure is reported on the issue, then re-raised below
+    except Exception as e:  # noqa: BLE001 - every failure is reported on the issue and concluded
         text = redactor.redact(str(e) or type(e).__name__)
-        log.error("job %s failed: %s", run_id, text)
+        log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(e, DecodeError))
         if tracking is not None:
-            forge.edit_comment(repo, tracking, f"❌ decode-bot could not finish this run{_run(run_url)}:\n\n"
-                               f"```text\n{text}\n```\n\n{marker('run', run_id)}")
-        if isinstance(e, DecodeError):
-            return Conclusion("failed", text, error=e)
-        raise
+            tracking.finish(f"❌ decode-bot could not finish this run{_run(run_url)}:\n\n```text\n{text}\n```")
+        return Conclusion("failed", text, error=e)
     if tracking is not None:
-        link = f"\n\n[The run]({run_url})" if run_url else ""
-        forge.edit_comment(repo, tracking, conclusion.message + link + f"\n\n{marker('run', run_id)}")
+        tracking.finish(conclusion.message)
     return conclusion
 
 
-def _track(trigger: Trigger, forge: Forge, run_id: str, run_url: str | None, attempt: int) -> int:
-    """React to the trigger and post (or, for a retried or released job, find and edit) the tracking comment."""
-    repo, number = trigger.repo, trigger.number or 0
-    forge.react(repo, _reaction_target(trigger), "eyes")
+def _track(work: Issue | Comment | ReviewComment, forge: Forge, run_id: str, run_url: str | None,
+           attempt: int) -> Tracker:
+    """React to the request and post (or, for a retried or released job, find and edit) the tracking comment."""
+    repo, number = work.repo, work.number
+    forge.react(repo, reaction_target(work), "eyes")
     tag = marker("run", run_id)
-    tracking = forge.find_comment(repo, number, tag)
-    working = f"👀 decode-bot is working on this{_run(run_url)}" + (f" (attempt {attempt})" if attempt > 1 else "")
-    if tracking is None:
-        return forge.post_comment(repo, number, f"{working}.\n\n{tag}", tag)
-    forge.edit_comment(repo, tracking, f"{working}.\n\n{tag}")
-    return tracking
+    footer = (f"[The run]({run_url})\n\n" if run_url else "") + tag
+    heading = "👀 decode-bot is working on this" + (f" (attempt {attempt})." if attempt > 1 else ".")
+    tracker = Tracker(forge, repo, forge.find_comment(repo, number, tag), footer=footer, heading=heading)
+    tracker.start(number, tag)
+    return tracker
 
 
-def _refusal(e: GithubException, trigger: Trigger, forge: Forge, api_url: str) -> DecodeError:
-    """Why GitHub refused the first calls on `trigger`: the token, the repository, or the issue number."""
-    if e.status == 401 or trigger.number is None:
-        return ConfigError(access_problem(e, trigger.repo, api_url), status=e.status)
+def _refusal(e: GithubException, work: Work, forge: Forge, api_url: str) -> DecodeError:
+    """Why GitHub refused the first calls on `work`: the token, the repository, or the issue number."""
+    if e.status == 401 or work.number is None:
+        return ConfigError(access_problem(e, work.repo, api_url), status=e.status)
     try:
-        forge.repository(trigger.repo)
+        forge.repository(work.repo)
     except DecodeError as refused:
         return refused
-    return ConfigError(f"#{trigger.number} is not an issue or pull request of {trigger.repo} that this token can "
+    return ConfigError(f"#{work.number} is not an issue or pull request of {work.repo} that this token can "
                        f"see ({e.status}): check the number", status=e.status)
 
 
-def _refuse(trigger: Trigger, forge: Forge, settings: Settings) -> Conclusion | None:
+def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
     """None when the sender may start work; else the skipped conclusion, after one polite reply."""
-    login = trigger.sender_login
-    if trigger.sender_type == "Bot" or login == forge.bot_login():
+    login = work.sender_login
+    if work.sender_type == "Bot" or login == forge.bot_login():
         return Conclusion("skipped", f"{login} is a bot")
-    permission = forge.permission(trigger.repo, login)
+    permission = forge.permission(work.repo, login)
     if may_trigger(permission):
         return None
-    if trigger.number is not None:
-        tag = marker("refused", trigger.comment_id or f"{trigger.kind}-{trigger.number}-{login}")
-        if forge.find_comment(trigger.repo, trigger.number, tag) is None:
-            forge.post_comment(trigger.repo, trigger.number,
+    if work.number is not None:
+        tag = marker("refused", asked_by(work))
+        if forge.find_comment(work.repo, work.number, tag) is None:
+            forge.post_comment(work.repo, work.number,
                                refusal_text(login, permission, settings.command) + "\n\n" + tag, tag)
     return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
 
 
-def _edited_note(trigger: Trigger, forge: Forge) -> str | None:
+def _edited_note(work: Work, forge: Forge) -> str | None:
     """A note for the report when the issue or pull request was edited after the event that started the job."""
-    if trigger.title is None or trigger.number is None:
+    if isinstance(work, Dispatch) or work.title is None:
         return None
-    now = forge.issue(trigger.repo, trigger.number)
+    now = forge.issue(work.repo, work.number)
 
     def same(a: str | None, b: str | None) -> bool:
         return (a or "").replace("\r\n", "\n").strip() == (b or "").replace("\r\n", "\n").strip()
 
-    if same(now.title, trigger.title) and same(now.body, trigger.body):
+    if same(now.title, work.title) and same(now.body, work.body):
         return None
-    what = "pull request" if trigger.is_pull_request else "issue"
-    when = ("it was labeled", "as it was when labeled") if trigger.kind == "issue" else \
+    what = "pull request" if now.is_pull else "issue"
+    when = ("it was labeled", "as it was when labeled") if work.kind == "issue" else \
         ("the command was posted", "as it was when the command was posted")
     return (f"ℹ️ The {what} was edited after {when[0]}; decode-bot worked on the text {when[1]}. "
             f"Run it again to work on the current text.")
 
 
-def _reaction_target(trigger: Trigger) -> tuple[str, int]:
-    if trigger.comment_id is None:
-        return ("issue", trigger.number or 0)
-    return ("review_comment" if trigger.kind == "review_comment" else "comment", trigger.comment_id)
-
-
-def _work(trigger: Trigger, info: RepoInfo, settings: Settings, forge: Forge, *, run_id: str, attempt: int,
-          model: Model | None, progress: Callable[[str], None]) -> Conclusion:
-    """Fetch the facts, plan, run the plan, publish its delivery."""
-    repo, number = trigger.repo, trigger.number
+def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_id: str, attempt: int,
+          model: Model | None, progress: Callable[[str], None], tracking: Tracker | None) -> Conclusion:
+    """Fetch the facts, plan, run the plan, publish its delivery; `tracking` follows the run."""
+    repo, number = work.repo, work.number
     issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
-    the_plan = plan(trigger, repo=info, issue=issue, pull=pull, run_id=run_id)
+    the_plan = plan(work, Facts(info, issue, pull), run_id=run_id)
     fork = isinstance(the_plan.delivery, ToFork)
     if fork and settings.sandbox_mode not in ISOLATING:
         return Conclusion("skipped", f"🔒 decode-bot did not run: this pull request comes from a fork, and a "
@@ -186,7 +191,10 @@ def _work(trigger: Trigger, info: RepoInfo, settings: Settings, forge: Forge, *,
     job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token)
-    outcome = execute(job, settings, model=model, progress=progress)
+    outcome = execute(job, settings, model=model, progress=progress,
+                      watch=tracking.on_event if tracking is not None else None)
+    if tracking is not None:
+        tracking.move("publishing")
     return _publish(the_plan, outcome, forge, repo, run_id, Redactor([*settings.secrets(), token]).redact)
 
 

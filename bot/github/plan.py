@@ -1,8 +1,8 @@
 """What a trigger means on GitHub, decided without I/O: the task text, the branch the agent starts
 from and lands on, whose decode.yml applies, and how the result is delivered.
 
-`plan` is a pure function of the trigger and what GitHub said about the repository, the issue
-and the pull request, so every case (issue, comment on an issue, comment or review comment on a
+`plan` is a pure function of the work and the `Facts` (what GitHub said about the repository, the
+issue and the pull request), so every case (issue, comment on an issue, comment or review comment on a
 pull request of the same repository or of a fork, dispatch) is tested without a network. The
 GitHub job fetches the facts, runs the plan and publishes its `delivery`.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from bot.github.forge import IssueInfo, PullInfo, RepoInfo
 from bot.pipeline import issue_branch
 from bot.task_text import build_task
-from bot.triggers import Trigger
+from bot.work import Comment, Dispatch, Issue, ReviewComment, Work
 
 
 @dataclass(frozen=True)
@@ -59,25 +59,35 @@ class Plan:
     delivery: Delivery
 
 
-def plan(trigger: Trigger, *, repo: RepoInfo, issue: IssueInfo | None, pull: PullInfo | None,
-         run_id: str) -> Plan:
-    """The plan for `trigger` on `repo`; `issue` is the issue or pull request it is on (None for a
-    dispatch) and `pull` its pull request details when it is one."""
-    login = trigger.sender_login
+@dataclass(frozen=True)
+class Facts:
+    """What GitHub said before the run: the repository, the issue or pull request the work is on (None for
+    a workflow run), and that pull request's details when it is one."""
+
+    repo: RepoInfo
+    issue: IssueInfo | None = None
+    pull: PullInfo | None = None
+
+
+def plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
+    """The plan for `work` given `facts`; `run_id` names the branch of a workflow run."""
+    login = work.sender_login
     co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
+    repo, issue, pull = facts.repo, facts.issue, facts.pull
+    if isinstance(work, Dispatch):
+        return Plan(task=build_task(work, issue_title="", issue_body=None), branch=f"decode/run-{run_id}",
+                    clone_base=work.base_ref, config_base=None, title=work.instructions, co_author=co_author,
+                    delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:
-        base = trigger.base_ref or repo.default_branch
-        return Plan(task=build_task(trigger, issue_title="", issue_body=None), branch=f"decode/run-{run_id}",
-                    clone_base=trigger.base_ref, config_base=None, title=trigger.instructions, co_author=co_author,
-                    delivery=OpenPull(base=base, closes=None))
-    issue = as_triggered(trigger, issue)
-    task = build_task(trigger, issue_title=issue.title, issue_body=issue.body,
-                      pr_body=pull.body if pull and trigger.body is None else None)
+        raise ValueError(f"work on #{work.number} is planned with the facts of its issue")
+    issue = as_triggered(work, issue)
+    task = build_task(work, issue_title=issue.title, issue_body=issue.body, is_pull=issue.is_pull,
+                      pr_body=pull.body if pull and work.body is None else None)
     if pull is None:
         return Plan(task=task, branch=issue_branch(issue.number, issue.title), clone_base=None, config_base=None,
                     title=issue.title, co_author=co_author,
                     delivery=OpenPull(base=repo.default_branch, closes=issue.number))
-    if pull.same_repo(trigger.repo):
+    if pull.same_repo(work.repo):
         return Plan(task=task, branch=pull.head_ref, clone_base=pull.head_ref, config_base=pull.base_ref,
                     title=issue.title, co_author=co_author, delivery=PushToPull(pull.number))
     # a fork's head, fetched from the base repository; its decode.yml never applies
@@ -85,9 +95,9 @@ def plan(trigger: Trigger, *, repo: RepoInfo, issue: IssueInfo | None, pull: Pul
                 config_base=pull.base_ref, title=issue.title, co_author=co_author, delivery=ToFork(pull))
 
 
-def as_triggered(trigger: Trigger, issue: IssueInfo) -> IssueInfo:
+def as_triggered(work: Issue | Comment | ReviewComment, issue: IssueInfo) -> IssueInfo:
     """`issue` with the title and body the event carried, when it carried them: the job works on the text
     the maintainer saw when they triggered it, not on what its author changed it to since."""
-    if trigger.title is None:
+    if work.title is None:
         return issue
-    return dataclasses.replace(issue, title=trigger.title, body=trigger.body or "")
+    return dataclasses.replace(issue, title=work.title, body=work.body or "")

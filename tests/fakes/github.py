@@ -16,7 +16,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -51,6 +51,7 @@ class Request:
     body: Any
     kind: str = "rest"  # "rest", "git" or "other"
     status: int = 0
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 @dataclass

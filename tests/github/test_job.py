@@ -15,7 +15,8 @@ from bot.github.forge import GitHubForge
 from bot.github.job import run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
-from bot.triggers import Router, Rules, Trigger
+from bot.triggers import Router, Rules
+from bot.work import Issue
 from tests.sandbox.conftest import MODES, require
 from tests.support.github_job import NAME, OWNER, REPO, SESSION, delivery, edit_turns, run, world  # noqa: F401 (fixture)
 
@@ -117,7 +118,7 @@ def test_a_bot_sender_triggers_nothing(world):
     payload = delivery("issues", "labeled", sender="renovate[bot]", sender_type="Bot", issue__number=number,
                        label__name="agent")
     assert "bot" in Router(Rules.of(settings)).decide("issues", payload).reason
-    trigger = Trigger(kind="issue", repo=REPO, number=number, sender_login="helper", sender_type="Bot")
+    trigger = Issue(repo=REPO, number=number, sender_login="helper", sender_type="Bot")
     before = len(fake.requests)
     assert run_github_job(trigger, settings, world[3], run_id="x").state == "skipped"
     assert len(fake.requests) == before and not fake.comments(OWNER, NAME, number)
@@ -188,3 +189,25 @@ def test_a_failure_is_reported_in_the_tracking_comment_with_the_real_error(world
     [tracking] = fake.comments(OWNER, NAME, number)
     assert "could not finish" in tracking["body"] and "unknown key 'netwrk'" in tracking["body"]
     assert fake.token not in tracking["body"]
+
+
+def test_the_tracking_comment_follows_the_run_without_flooding_github(world):
+    fake, anthropic, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Take notes", "Write many notes.", user="alice")
+    turns = [[{"type": "tool_use", "name": "bash", "input": {"command": f"echo {n} >> NOTES.md"}}] for n in range(12)]
+    anthropic.script([*turns, [{"type": "text", "text": "Added twelve notes."}]])
+    conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
+    assert conclusion.state == "success", conclusion.message
+    [tracking] = fake.comments(OWNER, NAME, number)
+    edits = [r for r in fake.requests if r.method == "PATCH" and r.path.endswith(f"/comments/{tracking['id']}")]
+    bodies = [r.body["body"] for r in edits]
+    assert len(set(bodies)) >= 4, bodies  # sandbox, agent, publishing, the result
+    assert "✅ Starting the sandbox" in bodies[-2] and "⏳ **Publishing**" in bodies[-2]
+    assert bodies[-1] == tracking["body"] and conclusion.pr_url in bodies[-1]
+
+    def phase(body: str) -> str | None:
+        return next((line for line in body.splitlines() if line.startswith("- ⏳")), "").split(":")[0] or None
+
+    for before, after in zip(edits, edits[1:]):  # 13 turns: without the throttle, an edit each
+        if phase(before.body["body"]) == phase(after.body["body"]) is not None:
+            assert after.at - before.at >= 10, (before.body["body"], after.body["body"])

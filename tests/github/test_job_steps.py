@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from bot.config import Settings
 from bot.github.job import marker, run_github_job
-from bot.triggers import Trigger
+from bot.work import Issue
 from tests.support.forge import BOT, Comment, MemoryForge
 
 SETTINGS = Settings(github_token="ghp_" + "m" * 36, github_webhook_secret="s")
 
 
-def labeled(sender: str = "alice", sender_type: str = "User") -> Trigger:
-    return Trigger(kind="issue", repo="octo/calendar", number=7, sender_login=sender, sender_type=sender_type,
-                   title="Weekend check", body="Saturdays count.")
+def labeled(sender: str = "alice", sender_type: str = "User") -> Issue:
+    return Issue(repo="octo/calendar", number=7, sender_login=sender, sender_type=sender_type,
+                 title="Weekend check", body="Saturdays count.")
 
 
 def test_a_bot_is_skipped_without_a_word():

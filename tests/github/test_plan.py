@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bot.github.forge import IssueInfo, PullInfo, RepoInfo
-from bot.github.plan import OpenPull, PushToPull, ToFork, plan
-from bot.triggers import Trigger
+from bot.github.plan import Facts, OpenPull, PushToPull, ToFork, plan
+from bot.work import Comment, Dispatch, Issue, ReviewComment
 
 REPO = RepoInfo("octo/calendar", "main", "https://git.example/octo/calendar.git", "https://web.example/octo/calendar")
 ISSUE = IssueInfo(7, "Weekend check is wrong", "Saturdays count.", "alice", False, "https://web.example/i/7")
@@ -18,13 +18,11 @@ FORK_PULL = PullInfo(9, "Speed up parsing", "Faster.", "patch-1", "b" * 40, "mal
                      "https://web.example/p/9", "https://git.example/mallory/calendar.git", True)
 
 
-def trigger(kind: str, **fields) -> Trigger:
-    defaults = {"repo": "octo/calendar", "number": 7, "sender_login": "alice", "sender_type": "User"}
-    return Trigger(kind=kind, **{**defaults, **fields})
+ALICE = {"repo": "octo/calendar", "sender_login": "alice", "sender_type": "User"}
 
 
 def test_a_labeled_issue_gets_its_own_branch_and_a_pull_request_that_closes_it():
-    p = plan(trigger("issue"), repo=REPO, issue=ISSUE, pull=None, run_id="r1")
+    p = plan(Issue(number=7, **ALICE), Facts(REPO, ISSUE), run_id="r1")
     assert p.branch == "decode/issue-7-weekend-check-is-wrong"
     assert (p.clone_base, p.config_base) == (None, None)  # the default branch, and its decode.yml
     assert p.delivery == OpenPull(base="main", closes=7)
@@ -33,39 +31,39 @@ def test_a_labeled_issue_gets_its_own_branch_and_a_pull_request_that_closes_it()
 
 
 def test_a_comment_on_a_pull_request_of_the_repository_pushes_to_its_branch_with_the_base_branchs_config():
-    t = trigger("pr_comment", number=9, is_pull_request=True, comment_id=1, instructions="add a test")
-    p = plan(t, repo=REPO, issue=PR_AS_ISSUE, pull=OWN_PULL, run_id="r1")
+    t = Comment(number=9, is_pull_request=True, comment_id=1, instructions="add a test", **ALICE)
+    p = plan(t, Facts(REPO, PR_AS_ISSUE, OWN_PULL), run_id="r1")
     assert (p.branch, p.clone_base, p.config_base) == ("fast-parse", "fast-parse", "release")
     assert p.delivery == PushToPull(9)
     assert "add a test" in p.task
 
 
 def test_a_fork_starts_from_its_pull_ref_and_never_lands_in_a_base_branch():
-    t = trigger("pr_comment", number=9, is_pull_request=True, comment_id=1, instructions="tidy up")
-    p = plan(t, repo=REPO, issue=PR_AS_ISSUE, pull=FORK_PULL, run_id="r1")
+    t = Comment(number=9, is_pull_request=True, comment_id=1, instructions="tidy up", **ALICE)
+    p = plan(t, Facts(REPO, PR_AS_ISSUE, FORK_PULL), run_id="r1")
     assert p.clone_base == "refs/pull/9/head" and p.config_base == "main"  # the fork's decode.yml never applies
     assert p.delivery == ToFork(FORK_PULL)
 
 
 @pytest.mark.parametrize("base_ref,expected", [(None, "main"), ("release", "release")])
 def test_a_dispatch_opens_a_pull_request_from_a_run_branch(base_ref, expected):
-    t = trigger("dispatch", number=None, instructions="Bump the linter\nand fix what it finds", base_ref=base_ref)
-    p = plan(t, repo=REPO, issue=None, pull=None, run_id="r42")
+    t = Dispatch(instructions="Bump the linter\nand fix what it finds", base_ref=base_ref, **ALICE)
+    p = plan(t, Facts(REPO), run_id="r42")
     assert (p.branch, p.clone_base) == ("decode/run-r42", base_ref)
     assert p.delivery == OpenPull(base=expected, closes=None)
     assert p.title.startswith("Bump the linter") and "Carry out the request below" in p.task
 
 
 def test_the_text_the_event_carried_wins_over_a_later_edit():
-    t = trigger("issue", title="As labeled", body="The body when labeled.")
+    t = Issue(number=7, title="As labeled", body="The body when labeled.", **ALICE)
     edited = IssueInfo(7, "Edited since", "Now asks for something else.", "alice", False, "u")
-    p = plan(t, repo=REPO, issue=edited, pull=None, run_id="r1")
+    p = plan(t, Facts(REPO, edited), run_id="r1")
     assert p.branch == "decode/issue-7-as-labeled" and p.title == "As labeled"
     assert "The body when labeled." in p.task and "something else" not in p.task
 
 
 def test_a_review_comment_carries_its_file_and_line():
-    t = trigger("review_comment", number=9, is_pull_request=True, comment_id=3, instructions="rename this",
-                path="src/parse.py", line=12, diff_hunk="@@ -1 +1 @@\n-a\n+b")
-    p = plan(t, repo=REPO, issue=PR_AS_ISSUE, pull=OWN_PULL, run_id="r1")
+    t = ReviewComment(number=9, comment_id=3, instructions="rename this", path="src/parse.py", line=12,
+                      diff_hunk="@@ -1 +1 @@\n-a\n+b", **ALICE)
+    p = plan(t, Facts(REPO, PR_AS_ISSUE, OWN_PULL), run_id="r1")
     assert "src/parse.py" in p.task and "line 12" in p.task and p.delivery == PushToPull(9)

@@ -35,8 +35,8 @@ def test_a_labeled_issue_is_stored_then_answered_202(client, store):
     res = post(client, "issues", labeled())
     assert res.status_code == 202 and res.get_json()["outcome"] == "queued"
     job = store.job(res.get_json()["job"])
-    assert job.state == "queued" and job.payload["trigger"]["kind"] == "issue"
-    assert job.key.endswith(f"#{job.payload['trigger']['number']}")
+    assert job.state == "queued" and job.payload["work"]["kind"] == "issue"
+    assert job.key.endswith(f"#{job.payload['work']['number']}")
 
 
 def test_a_redelivery_does_not_make_a_second_job(client, store):

@@ -35,6 +35,7 @@ class MemoryForge:
     comments: list[Comment] = field(default_factory=list)
     reactions: list[tuple[tuple[str, int], str]] = field(default_factory=list)
     refusals: dict[str, int] = field(default_factory=dict)  # method name -> HTTP status it answers
+    edits: list[tuple[int, str]] = field(default_factory=list)  # (comment id, new body), in order
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def refuse(self, method: str, status: int) -> "MemoryForge":
@@ -79,7 +80,9 @@ class MemoryForge:
         return comment.id
 
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
+        self._check("edit_comment")
         next(c for c in self.comments if c.id == comment_id).body = body
+        self.edits.append((comment_id, body))
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         found = [c.id for c in self.comments if c.number == number and marker in c.body and c.author == BOT]

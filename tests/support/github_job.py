@@ -13,7 +13,7 @@ from bot.github.forge import GitHubForge
 from bot.github.job import run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
-from bot.triggers import Router, Rules, Trigger
+from bot.triggers import Ignore, Router, Rules
 from tests.fakes.webhook_examples import example
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fix-weekend"
@@ -61,7 +61,7 @@ def as_sent(fake, payload: dict) -> dict:
 def run(world, event: str, payload: dict, run_id: str = "r1", **kw):
     fake, anthropic, settings, forge, _ = world
     trigger = Router(Rules.of(settings)).decide(event, as_sent(fake, payload))
-    assert isinstance(trigger, Trigger), trigger
+    assert not isinstance(trigger, Ignore), trigger
     model = AnthropicModel(settings, sleep=lambda s: None)
     return run_github_job(trigger, settings.replace(**kw), forge, run_id=run_id, model=model,
                           run_url="https://ci.example/run/1")

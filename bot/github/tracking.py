@@ -1,0 +1,139 @@
+"""The live tracking comment: one comment per run, edited as the run moves, then to its result.
+
+`Tracker.on_event` watches the run's transcript events (already redacted): a
+`phase` event moves the checklist (preparing, sandbox, setup, agent, verifying,
+publishing), a model response counts a turn and its cost, a tool call is the
+last action. A phase change edits the comment at once; anything else at most
+once per `interval_s` (10 s), which keeps a run far below GitHub's secondary
+rate limits on content-creating requests
+(https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits).
+A failed edit is logged and never fails the run: the comment is a view of the
+run, and the next edit (or the final one) brings it up to date.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bot.github.forge import Forge
+
+log = logging.getLogger(__name__)
+
+PHASES = {
+    "preparing": "Preparing the workspace",
+    "sandbox": "Starting the sandbox",
+    "setup": "Running setup",
+    "agent": "Agent at work",
+    "verifying": "Verifying",
+    "publishing": "Publishing",
+}
+INTERVAL_S = 10.0
+
+
+class Tracker:
+    """The tracking comment on `repo`, kept up to date; `footer` ends every version (links, the tag that finds
+    it again). `comment_id` is the comment a retried job posted before, None for a new run."""
+
+    def __init__(self, forge: Forge, repo: str, comment_id: int | None, *, footer: str, heading: str = "",
+                 interval_s: float = INTERVAL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.forge, self.repo, self.comment_id = forge, repo, comment_id
+        self.footer, self.heading = footer, heading
+        self.interval_s, self.clock = interval_s, clock
+        self.phase = "preparing"
+        self.seen: list[str] = ["preparing"]
+        self.turn = 0
+        self.cost_usd = 0.0
+        self.action = ""
+        self.started = clock()
+        self.edited_at = float("-inf")
+        self.edits = 0
+        self.last_text = ""
+
+    def start(self, number: int, tag: str) -> None:
+        """Post the comment on issue or pull request `number` (or edit the one found): unlike later edits, a
+        failure here raises, since it says the token cannot write to the issue."""
+        text = self.text()
+        if self.comment_id is None:
+            self.comment_id = self.forge.post_comment(self.repo, number, text, tag)
+        else:
+            self.forge.edit_comment(self.repo, self.comment_id, text)
+        self.last_text, self.edited_at, self.edits = text, self.clock(), 1
+
+    def text(self) -> str:
+        """The comment as it stands: the checklist, the agent's progress, the footer."""
+        lines = [self.heading or "👀 decode-bot is working on this.", ""]
+        for name, label in PHASES.items():
+            if name == self.phase:
+                lines.append(f"- ⏳ **{label}**{self._detail(name)}")
+            elif name in self.seen:
+                lines.append(f"- ✅ {label}")
+            elif name not in ("setup", "verifying"):  # shown only when the run has them
+                lines.append(f"- ⬜ {label}")
+        return "\n".join(lines) + f"\n\n{self.footer}"
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Take one transcript event; edit the comment on a phase change, else when the interval has passed."""
+        try:
+            kind = event.get("type")
+            if kind == "phase" and event.get("name") in PHASES:
+                self.move(str(event["name"]))
+                return
+            if kind == "model_response":
+                self.turn = int(event.get("turn") or self.turn)
+                self.cost_usd += float(event.get("cost_usd") or 0)
+            elif kind == "tool_call":
+                self.action = _action(event)
+            else:
+                return
+            self._edit(force=False)
+        except Exception as e:  # noqa: BLE001 - the comment is a view; the run goes on whatever it does
+            log.warning("tracking comment: %s", e)
+
+    def move(self, phase: str) -> None:
+        """Enter `phase` and edit the comment now."""
+        self.phase = phase
+        if phase not in self.seen:
+            self.seen.append(phase)
+        self._edit(force=True)
+
+    def finish(self, text: str) -> None:
+        """The final version of the comment: the result."""
+        self._write(f"{text}\n\n{self.footer}")
+
+    def _detail(self, phase: str) -> str:
+        if phase != "agent" or not self.turn:
+            return ""
+        elapsed = int(self.clock() - self.started)
+        parts = [f"turn {self.turn}", f"${self.cost_usd:.2f}", f"{elapsed // 60}m {elapsed % 60:02d}s"]
+        if self.action:
+            parts.insert(1, f"last: {self.action}")
+        return ": " + " · ".join(parts)
+
+    def _edit(self, *, force: bool) -> None:
+        if not force and self.clock() - self.edited_at < self.interval_s:
+            return
+        self._write(self.text())
+
+    def _write(self, text: str) -> None:
+        if text == self.last_text or self.comment_id is None:
+            return
+        self.edited_at = self.clock()
+        try:
+            self.forge.edit_comment(self.repo, self.comment_id, text)
+        except Exception as e:  # noqa: BLE001 - a failed edit never fails the run
+            log.warning("could not edit the tracking comment %s on %s: %s", self.comment_id, self.repo, e)
+            return
+        self.last_text = text
+        self.edits += 1
+
+
+def _action(event: dict[str, Any]) -> str:
+    """A tool call in a few words, as Markdown code: `bash: pytest -q`, `edit: src/app.py`."""
+    args = event.get("input") or {}
+    detail = str(args.get("command") or args.get("path") or args.get("pattern") or "")
+    detail = " ".join(detail.split())[:60]
+    text = f"{event.get('name', 'tool')}: {detail}" if detail else str(event.get("name", "tool"))
+    return "`" + text.replace("`", "'") + "`"
