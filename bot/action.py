@@ -24,7 +24,8 @@ from bot.errors import ConfigError
 from bot.github.auth import TokenCredentials
 from bot.github.body import split_markdown
 from bot.github.forge import GitHubForge
-from bot.github.job import Conclusion, run_github_job
+from bot.github.conclusion import Conclusion
+from bot.github.job import run_github_job
 from bot.model import Model, make_model
 from bot.transcript import render_figures
 from bot.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules

@@ -89,7 +89,10 @@ def _main(args: argparse.Namespace) -> int:
             return run_action()
         settings = Settings.from_env()
         if args.command in ("serve", "worker"):
+            from bot.app_credentials import with_stored_app
             from bot.server import run as server
+
+            settings = with_stored_app(settings)  # the App /setup created, unless the environment sets one
 
             if args.workers is not None:
                 if args.workers < 1:

@@ -8,6 +8,7 @@ malformed variable is a `ConfigError` naming the variable and what it should hol
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import ConfigError
+from bot.redact import Redactor
 from bot.sandbox import BACKENDS
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -131,6 +133,12 @@ class Settings:
         if self.github_app_private_key_path is not None:
             paths.append(self.github_app_private_key_path)
         return tuple(paths)
+
+    @functools.cached_property
+    def redactor(self) -> Redactor:
+        """The redactor of `secrets()`, built once per settings value (so once per process); a job adds its
+        token with `redactor.plus(token)`."""
+        return Redactor(self.secrets())
 
     def secrets(self) -> list[str]:
         """Every configured secret value, for redaction."""

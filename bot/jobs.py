@@ -17,10 +17,12 @@ from typing import Any
 
 from bot.config import Settings
 from bot.github.forge import Forge
-from bot.github.job import marker, run_github_job
+from bot.github.conclusion import marker
+from bot.github.job import run_github_job
+from bot.github.labels import add_trigger_labels
 from bot.lease import Outcome
 from bot.store import JobRecord
-from bot.work import work_of
+from bot.work import Labels, work_of
 
 log = logging.getLogger("decode.worker")
 
@@ -70,8 +72,11 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None) 
         extra = {"job_id": job.id, "delivery_id": job.delivery_id}
         log.info("job %s: %s on %s#%s (attempt %d)", job.id, work.kind, work.repo, work.number,
                  job.attempts, extra=extra)
-        conclusion = run_github_job(work, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
-                                    progress=lambda line: log.info(line, extra=extra))
+        if isinstance(work, Labels):
+            conclusion = add_trigger_labels(work, forge, settings.trigger_label)
+        else:
+            conclusion = run_github_job(work, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
+                                        progress=lambda line: log.info(line, extra=extra))
         result = conclusion.record()
         if record is not None and (figures := RunFigures.of(result)) is not None:
             record(figures)

@@ -48,7 +48,6 @@ from flask import Flask
 from bot.config import Settings
 from bot.jobs import Record, RunFigures, exhausted_reporter, job_handler, outcome_of
 from bot.lease import LeaseRunner, Outcome, RunLost
-from bot.redact import Redactor
 from bot.store import JobRecord, Store, StoreError
 
 log = logging.getLogger("decode.modal")
@@ -237,7 +236,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from bot.server.logs import configure_logging
 
     settings = settings_from(os.environ)
-    redactor = Redactor(settings.secrets())
+    redactor = settings.redactor
     configure_logging(redactor)
     try:
         outcome = job_handler(settings, GitHubForge(credentials_from(settings)))(JobRecord(**job))
@@ -260,5 +259,5 @@ def web() -> Flask:
     from bot.server.logs import configure_logging
 
     settings = settings_from(os.environ)
-    configure_logging(Redactor(settings.secrets()))
+    configure_logging(settings.redactor)
     return control(settings, state_dir=STATE_DIR, commit=volume.commit, spawn=spawn_job)

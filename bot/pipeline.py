@@ -23,7 +23,6 @@ from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_messag
 from bot.config import Settings
 from bot.errors import DecodeError, Interrupted
 from bot.model import Model, make_model
-from bot.redact import Redactor
 from bot.repo_config import RepoConfig, load_repo_config
 from bot.run_dirs import drop_clones, fresh_dir, prune, write_record
 from bot.sandbox import Sandbox, SandboxSpec, capabilities, offering, open_sandbox
@@ -88,7 +87,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     started = time.monotonic()  # the wall-clock cap counts from here: setup included
     prune(settings.data_dir / "runs", settings.keep_days)
     run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
-    redactor = Redactor([*settings.secrets(), job.token])
+    redactor = settings.redactor.plus(job.token)
     transcript = Transcript(run_dir, redactor, watch)
     result = AgentResult("error", "", error="the run did not start")
     outcome = Outcome(job, result, run_dir, transcript.path, transcript.md_path)

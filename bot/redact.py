@@ -93,6 +93,12 @@ class Redactor:
         self._values = sorted(values, key=len, reverse=True)
         self._marker = MARKER.format("secret")
 
+    def plus(self, *secrets: str | None) -> "Redactor":
+        """A redactor for these secrets as well (a job's token on top of the process's)."""
+        extended = Redactor(secrets)
+        extended._values = sorted({*self._values, *extended._values}, key=len, reverse=True)
+        return extended
+
     def redact(self, text: str) -> str:
         """`text` with every secret replaced by a marker."""
         for value in self._values:

@@ -40,12 +40,13 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.config import Settings
 from bot.errors import DecodeError
 
 STATES = ("queued", "running", "done", "failed")
@@ -147,6 +148,12 @@ class _Delivery:
 
 class Store:
     """Deliveries and jobs in the SQLite file at `path`; safe across threads and processes."""
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Store":
+        """The store of `settings`: DECODE_DATA_DIR/jobs.sqlite3 with the configured lease and attempts. The
+        one place a process opens its store (serve, worker, the webhook app's default)."""
+        return cls(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
 
     def __init__(self, path: Path, *, lease_s: float = 60.0, max_attempts: int = 3,
                  busy_timeout_s: float = 10.0) -> None:
@@ -319,6 +326,25 @@ class Store:
         if row is None:
             raise KeyError(f"no job {job_id} in {self.path}")
         return _record(row)
+
+    def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
+             state: str | None = None) -> list[JobRecord]:
+        """The newest `limit` jobs, newest first, for the dashboard; only those of `repos` ("owner/name",
+        any case) when given, only those in `state` when given."""
+        where: list[str] = []
+        params: list[Any] = []
+        if repos is not None:
+            names = sorted({r.lower() for r in repos})
+            where.append(f"lower(substr(key, 1, instr(key, '#') - 1)) IN ({', '.join('?' * len(names))})")
+            params += names
+        if state is not None:
+            where.append("state = ?")
+            params.append(state)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._read_lock, self._errors():
+            rows = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT ?",
+                                        (*params, limit)).fetchall()
+        return [_record(row) for row in rows]
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""

@@ -173,13 +173,14 @@ def render_figures(figs: dict[str, Any]) -> str:
     return "\n".join("| " + " | ".join(cells) + " |" for cells in (head, ["---"] * len(head), row))
 
 
-def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None = None) -> str:
+def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None = None, brief: bool = False) -> str:
     """The human-readable transcript: figures, then turn by turn text, tool calls and results, then the summary.
 
     Tool input and output go into code fences longer than any backtick run they
     contain; the model's prose has its @mentions, issue-closing references and
     HTML tags neutralized, since the transcript lands in a PR body.
-    `max_block_chars` shortens long blocks (head and tail kept); None keeps all.
+    `max_block_chars` shortens long blocks (head and tail kept); None keeps all. `brief` leaves out what
+    a pull request body shows above its transcript copy: the figures, the task and the summary.
     """
     cap = max_block_chars
     start = dict(next((e for e in events if e["type"] == "run_start"), {}))
@@ -192,8 +193,9 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     where = [f"{label} {_code(str(start[k]))}" for k, label in _HEADER_FIELDS if start.get(k)]
     if where:
         out += [" · ".join(where), ""]
-    out += [render_figures(figures(events)), ""]
-    if start.get("task"):
+    if not brief:
+        out += [render_figures(figures(events)), ""]
+    if start.get("task") and not brief:
         out += ["**Task**", "", _fence(str(start["task"]), "text", cap), ""]
     shown: set[Any] = set()
     for e in events:
@@ -228,7 +230,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
                     _fence(str(e.get("command", "")), "bash", cap), "",
                     _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
         elif kind == "run_end":
-            if str(e.get("summary") or "").strip():
+            if str(e.get("summary") or "").strip() and not brief:
                 out += ["## Summary", "", safe_prose(str(e["summary"]).strip()), ""]
             if e.get("error"):
                 out += ["## Error", "", _fence(str(e["error"]), "text", cap), ""]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config import Settings
-from bot.work import Comment, Dispatch, Issue, ReviewComment, Work, work_of
+from bot.work import Comment, Dispatch, Issue, Labels, ReviewComment, Work
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 
@@ -177,6 +177,15 @@ def _dispatch(payload: dict[str, Any], rules: Rules) -> Decision:
     )
 
 
+def _installed(payload: dict[str, Any], rules: Rules) -> Decision:
+    """An installation created, or repositories added to one: the trigger label goes where it is missing."""
+    listed = payload.get("repositories_added") if "repositories_added" in payload else payload.get("repositories")
+    repos = tuple(r["full_name"] for r in listed or () if isinstance(r, dict) and r.get("full_name"))
+    if not repos:
+        return Ignore("the installation names no repositories")
+    return Labels(repos=repos, **_sender(payload))
+
+
 APP_ROUTES: dict[str, Handler] = {
     "issues.labeled": _issue_labeled,
     "issue_comment.created": _issue_comment,
@@ -184,6 +193,8 @@ APP_ROUTES: dict[str, Handler] = {
     "issue_comment.edited": _edited,
     "pull_request_review_comment.edited": _edited,
     "workflow_dispatch": _dispatch,
+    "installation.created": _installed,
+    "installation_repositories.added": _installed,
 }
 
 
@@ -206,15 +217,12 @@ def _text(item: dict[str, Any]) -> dict[str, Any]:
     return {"title": item["title"], "body": body if isinstance(body, str) else ""}
 
 
-def _common(payload: dict[str, Any]) -> dict[str, Any]:
+def _sender(payload: dict[str, Any]) -> dict[str, Any]:
     sender = payload.get("sender") or {}
     if not sender.get("login"):
         raise KeyError("sender.login")
-    return {
-        "repo": payload["repository"]["full_name"],
-        "sender_login": sender["login"],
-        "sender_type": sender.get("type") or "User",
-    }
+    return {"sender_login": sender["login"], "sender_type": sender.get("type") or "User"}
 
 
-trigger_of = work_of  # TEMPORARY while the dashboard lands: read jobs with bot.work.work_of
+def _common(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"repo": payload["repository"]["full_name"], **_sender(payload)}

@@ -5,7 +5,7 @@ nothing for its kind (a dispatch has no issue number, only a review comment has
 a file and line). Code that differs by kind matches on the type, in three
 places: the task text (bot/task_text.py), the plan (bot/github/plan.py) and the
 comment the job reacts to (`reaction_target`). Every kind has `repo`,
-`number` (None for a workflow run), `sender_login`, `sender_type` and `kind`,
+`number` (None for a workflow run and for labels), `sender_login`, `sender_type` and `kind`,
 the name logs, the store and the dashboard show.
 
 `instructions`, titles, bodies, paths and hunks are raw user text: clean and
@@ -89,10 +89,30 @@ class Dispatch:
     number: ClassVar[None] = None
 
 
-Work = Issue | Comment | ReviewComment | Dispatch
-_BY_KIND: dict[str, type[Issue | Comment | ReviewComment | Dispatch]] = {
+@dataclass(frozen=True)
+class Labels:
+    """The App was installed on `repos` (an installation created, repositories added to one): create the
+    trigger label in each where it is missing. No agent runs."""
+
+    repos: tuple[str, ...]
+    sender_login: str
+    sender_type: str = "User"
+    kind: ClassVar[str] = "labels"
+    number: ClassVar[None] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "repos", tuple(self.repos))  # a list when read back from the queue
+
+    @property
+    def repo(self) -> str:
+        """The first repository, for logs and the job key."""
+        return self.repos[0]
+
+
+Work = Issue | Comment | ReviewComment | Dispatch | Labels
+_BY_KIND: dict[str, type[Issue | Comment | ReviewComment | Dispatch | Labels]] = {
     "issue": Issue, "issue_comment": Comment, "pr_comment": Comment, "review_comment": ReviewComment,
-    "dispatch": Dispatch,
+    "dispatch": Dispatch, "labels": Labels,
 }
 
 
@@ -121,6 +141,8 @@ def asked_by(work: Work) -> str:
 
 def job_key(work: Work) -> str:
     """Jobs with the same key never run at the same time: one issue or PR, one agent."""
+    if isinstance(work, Labels):
+        return f"{work.repo.lower()}#labels"
     return f"{work.repo.lower()}#{work.number if work.number is not None else 'run'}"
 
 

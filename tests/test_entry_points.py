@@ -269,6 +269,43 @@ def busy_port(w: World) -> None:
     w.argv[:] = ["--port", str(holder.getsockname()[1])]
 
 
+def setup_mode(w: World, log: Path) -> bool:
+    """`decode serve` is up in setup mode: /webhook answers 503 pointing at /setup, signed or not."""
+    import urllib.error
+    import urllib.request
+
+    port = w.argv[w.argv.index("--port") + 1]
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/webhook", data=b"{}", method="POST")
+    try:
+        urllib.request.urlopen(request, timeout=2)
+    except urllib.error.HTTPError as e:
+        return e.code == 503 and "finish setup at /setup" in e.read().decode()
+    except OSError:
+        return False
+    return False
+
+
+def logged_the_setup_link(w: World, done: Done) -> None:
+    no_github_calls(w, done)
+    assert "/setup?key=" in done.stderr and not (w.tmp / "data" / "app.json").exists(), done.stderr
+
+
+def app_saved_by_setup(w: World) -> None:
+    from bot.app_credentials import StoredApp, save
+
+    save(w.tmp / "data", StoredApp(id=w.github.app_id, slug=w.github.app.slug, html_url="https://x/apps/decode-bot",
+                                   client_id="Iv23x", pem=w.github.private_key_pem, webhook_secret=SECRET,
+                                   client_secret="s"))
+
+
+def damaged_app_file(w: World) -> None:
+    (w.tmp / "data").mkdir(parents=True, exist_ok=True)
+    (w.tmp / "data" / "app.json").write_text("{}")
+
+
+NO_APP = {"GITHUB_APP_ID": "", "GITHUB_APP_PRIVATE_KEY": "", "GITHUB_WEBHOOK_SECRET": ""}
+
+
 NO_PRICE = {"DECODE_MODEL": "scripted-x", "DECODE_PRICES": '{"scripted-x": {"input": 3}}'}
 PRICE_SAYS = "DECODE_PRICES: the row for 'scripted-x' has no 'output'"
 LOCAL = ["--repo", "{repo}", TASK]
@@ -359,6 +396,20 @@ ROWS: dict[str, Row] = {
                                  check=no_github_calls),
     "worker, broken App key": Row("worker", 2, "GITHUB_APP_PRIVATE_KEY does not load as an RSA private key",
                                   env={"GITHUB_APP_PRIVATE_KEY": BROKEN_PEM}, check=no_github_calls),
+    # without App credentials: serve comes up in setup mode (docs/setup.md); partly configured is still an error
+    "serve, no App credentials": Row("serve", 0, "", ["--port", "{port}"], env=NO_APP, until=setup_mode,
+                                     check=logged_the_setup_link),
+    "serve, App id without a key": Row("serve", 2, "GITHUB_APP_PRIVATE_KEY is not set", ["--port", "{port}"],
+                                       env={"GITHUB_APP_PRIVATE_KEY": "", "GITHUB_WEBHOOK_SECRET": ""},
+                                       check=no_github_calls),
+    "serve, App without a webhook secret": Row("serve", 2, "GITHUB_WEBHOOK_SECRET is not set", ["--port", "{port}"],
+                                               env={"GITHUB_WEBHOOK_SECRET": ""}, check=no_github_calls),
+    "serve, damaged app.json": Row("serve", 2, "app.json is not a GitHub App saved by /setup", ["--port", "{port}"],
+                                   env=NO_APP, arrange=damaged_app_file, check=no_github_calls),
+    "worker, no App credentials": Row("worker", 2, "no GitHub App yet: finish setup at /setup", env=NO_APP,
+                                      check=no_github_calls),
+    "worker, the App /setup saved": Row("worker", 0, "worker pool stopped", env=NO_APP, arrange=app_saved_by_setup,
+                                        until=logged("worker running")),
 }
 PARAMS = [pytest.param(row, id=name, marks=getattr(row, "marks", ())) for name, row in ROWS.items()]
 

@@ -137,3 +137,12 @@ def test_megabytes_of_transcript_are_fast(redactor: Redactor) -> None:
     elapsed = time.perf_counter() - started
     assert out.endswith("[REDACTED:secret]")
     assert elapsed < 2.0, f"{elapsed:.2f}s for 4 MB"
+
+
+def test_a_job_adds_its_token_to_the_process_redactor_without_changing_it():
+    settings = Settings(anthropic_api_key="sk-process-secret-123456")
+    job = settings.redactor.plus("job-token-abcdef123456")
+    text = "key sk-process-secret-123456 token job-token-abcdef123456"
+    assert job.redact(text) == "key [REDACTED:secret] token [REDACTED:secret]"
+    assert "job-token-abcdef123456" in settings.redactor.redact(text)  # the next job's redactor starts clean
+    assert settings.redactor is settings.redactor  # built once per settings value

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bot.triggers import APP_ROUTES, Ignore, Router, Rules, may_trigger, refusal_text
-from bot.work import Comment, Dispatch, Issue, ReviewComment, Work, job_payload, work_of
+from bot.work import Comment, Dispatch, Issue, Labels, ReviewComment, Work, job_payload, work_of
 from tests.fakes.webhook_examples import ExamplesUnavailable, all_examples, examples
 
 ROUTER = Router(Rules())
@@ -40,8 +40,13 @@ def test_every_example_decides_without_exception(every) -> None:
         assert isinstance(decision, (*Work.__args__, Ignore)), (host, event)
         if isinstance(decision, Ignore):
             assert decision.reason
-        # No real example carries the trigger label or the command: none triggers as shipped.
-        assert isinstance(decision, Ignore), (host, event, payload.get("action"), decision)
+        # No real example carries the trigger label or the command: none starts an agent as shipped. An
+        # installation naming repositories asks for the trigger label in each.
+        if event in ("installation", "installation_repositories") and not isinstance(decision, Ignore):
+            assert isinstance(decision, Labels) and decision.repos, (host, event, payload.get("action"))
+            assert payload["action"] in ("created", "added")
+        else:
+            assert isinstance(decision, Ignore), (host, event, payload.get("action"), decision)
 
 
 def test_unhandled_events_and_actions_say_why(every) -> None:

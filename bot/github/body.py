@@ -1,9 +1,10 @@
 """The pull request body and the comments that carry what does not fit in it.
 
 GitHub caps an issue, PR or comment body at 65,536 characters. The body holds
-the summary, `Fixes #N`, the figures and the start of the transcript; the rest
-of the transcript follows in PR comments, each one wrapped in its own
-`<details>` block. A split inside a fenced code block closes the fence at the
+the summary, `Fixes #N`, the files changed, the notes, the figures and the start
+of the transcript; the rest of the transcript is on the run's page when the
+server has a public URL, else it follows in PR comments, each one wrapped in its
+own `<details>` block. A split inside a fenced code block closes the fence at the
 end of one part and reopens it at the start of the next, so each part renders
 on its own and the parts together hold every line of the transcript.
 """
@@ -11,6 +12,7 @@ on its own and the parts together hold every line of the transcript.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 BODY_LIMIT = 65_536
 _WRAPPER_ROOM = 400  # the <details> wrapper, part labels and a reopened fence
@@ -61,24 +63,41 @@ def _details(summary: str, content: str) -> str:
     return f"<details><summary>{summary}</summary>\n\n{content.rstrip()}\n\n</details>\n"
 
 
-def pull_request_texts(*, summary: str, issue_number: int | None, figures: str, transcript: str,
-                       notes: str = "", limit: int = BODY_LIMIT) -> tuple[str, list[str]]:
-    """(PR body, follow-up comments): the contract's body, the harness's `notes` and the transcript,
-    split to fit `limit`."""
-    head = summary.strip() + "\n\n"
-    if issue_number is not None:
-        head += f"Fixes #{issue_number}\n\n"
-    head += figures.strip() + "\n\n"
-    if notes.strip():
-        head += notes.strip() + "\n\n"
-    first_room = limit - len(head) - _WRAPPER_ROOM
-    if first_room < 1000:  # an enormous summary: keep the contract parts, move the transcript out entirely
-        head = head[: limit - _WRAPPER_ROOM - 200] + "\n\n(summary truncated)\n\n"
-        first_room = 1000
-    parts = split_markdown(transcript, limit - _WRAPPER_ROOM, first_limit=first_room)
-    if len(parts) == 1:
-        return head + _details("Transcript", parts[0]), []
-    total = len(parts)
-    body = head + _details(f"Transcript (part 1 of {total}, continued in the comments below)", parts[0])
-    comments = [_details(f"Transcript (part {i} of {total})", part) for i, part in enumerate(parts[1:], 2)]
-    return body, comments
+@dataclass(frozen=True)
+class Report:
+    """What a run tells people on GitHub, each part once: the agent's summary, the files changed, the
+    harness's notes (left out, blocked), the figures, and a copy of the transcript with each tool output
+    capped (`bot.transcript.render_markdown(brief=True)`). With `transcript_url` (the run's page on
+    `decode serve`) the copy is cut to fit one body and links there; without, the rest follows in comments."""
+
+    summary: str
+    figures: str
+    transcript: str
+    changes: str = ""
+    notes: str = ""
+    transcript_url: str | None = None
+
+    def texts(self, *, closes: int | None = None, limit: int = BODY_LIMIT) -> tuple[str, list[str]]:
+        """(body, follow-up comments) of at most `limit` characters each; `closes`: the issue the body fixes."""
+        head = self.summary.strip() + "\n\n"
+        if closes is not None:
+            head += f"Fixes #{closes}\n\n"
+        for part in (self.changes, self.notes, self.figures):
+            if part.strip():
+                head += part.strip() + "\n\n"
+        if self.transcript_url:
+            head += f"📜 [The full transcript]({self.transcript_url}), live while the run goes.\n\n"
+        first_room = limit - len(head) - _WRAPPER_ROOM
+        if first_room < 1000:  # an enormous summary: keep the contract parts, move the transcript out entirely
+            head = head[: limit - _WRAPPER_ROOM - 200] + "\n\n(summary truncated)\n\n"
+            first_room = 1000
+        parts = split_markdown(self.transcript, limit - _WRAPPER_ROOM, first_limit=first_room)
+        if len(parts) == 1:
+            return head + _details("Transcript", parts[0]), []
+        if self.transcript_url:
+            cut = parts[0] + f"\n… cut here: the rest is in [the full transcript]({self.transcript_url}).\n"
+            return head + _details("Transcript (the beginning)", cut), []
+        total = len(parts)
+        body = head + _details(f"Transcript (part 1 of {total}, continued in the comments below)", parts[0])
+        comments = [_details(f"Transcript (part {i} of {total})", part) for i, part in enumerate(parts[1:], 2)]
+        return body, comments

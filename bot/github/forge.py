@@ -90,6 +90,8 @@ class Forge(Protocol):
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None: ...
 
+    def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool: ...
+
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
                             draft: bool) -> PullRef: ...
 
@@ -207,6 +209,26 @@ class GitHubForge:
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
         self._call(lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id)
                         .edit(body))
+
+    def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool:
+        """Create the label `name` on `repo` unless it exists (any case); True when it was created."""
+
+        def make() -> bool:
+            r = self._gh(repo).get_repo(repo)
+            try:
+                r.get_label(name).color  # the label is lazy: reading a field is the GET
+                return False
+            except GithubException as e:
+                if e.status != 404:
+                    raise
+            try:
+                r.create_label(name, color, description)
+            except GithubException as e:
+                if e.status == 422 and "already_exists" in str(e.data):
+                    return False  # made meanwhile (a concurrent delivery, a person)
+                raise
+            return True
+        return self._call(make)
 
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
                             draft: bool) -> PullRef:

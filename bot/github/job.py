@@ -1,4 +1,5 @@
-"""A piece of work, start to end on GitHub: authorize, acknowledge, run, publish, report.
+"""A piece of work, start to end on GitHub: authorize, acknowledge, run, publish (bot/github/publish.py),
+report.
 
 The tracking comment is posted before anything can fail and is always edited at
 the end, to the pull request or to the error: a job that was accepted is never
@@ -9,69 +10,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from github import GithubException
 
 from bot.config import Settings
 from bot.errors import ConfigError, DecodeError
-from bot.github.body import BODY_LIMIT, pull_request_texts
+from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, IssueInfo, PullInfo, RepoInfo, access_problem
-from bot.github.notes import harness_notes, patch_parts
-from bot.github.plan import Facts, OpenPull, Plan, PushToPull, ToFork, plan
+from bot.github.plan import Facts, ToFork, plan
+from bot.github.publish import publish
 from bot.github.tracking import Tracker
+from bot.links import run_link
 from bot.model import Model
-from bot.pipeline import Job, Outcome, execute
-from bot.redact import Redactor
+from bot.pipeline import Job, execute
 from bot.run_dirs import drop_clones
 from bot.sandbox import ISOLATING
-from bot.task_text import one_line
-from bot.transcript import render_figures, safe_prose
 from bot.triggers import may_trigger, refusal_text
 from bot.work import Comment, Dispatch, Issue, ReviewComment, Work, asked_by, reaction_target
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Conclusion:
-    """How a job ended: the one value the webhook worker, the Modal app, the Action and the CLI all read."""
-
-    state: str  # success | incomplete | no_changes | failed | skipped
-    message: str = ""
-    pr_url: str | None = None
-    branch: str | None = None
-    outcome: Outcome | None = None
-    error: Exception | None = None  # why it failed before or around the run (a ConfigError: input to fix)
-
-    @property
-    def exit_code(self) -> int:
-        """0 done, nothing to change or skipped; 1 failed; 2 a setting or input to fix; 3 stopped by a
-        budget cap; 130 interrupted. The one table the CLI and the Action share."""
-        if self.state == "failed":
-            return 2 if isinstance(self.error, ConfigError) else 1
-        if self.outcome is not None and self.outcome.result.stop_reason == "interrupted":
-            return self.outcome.result.exit_code
-        return 3 if self.state == "incomplete" else 0
-
-    def record(self) -> dict[str, Any]:
-        """The conclusion as the job store keeps it (and a Modal function call returns it): JSON, no secret
-        (`message` is redacted where it is made), the figures of the run when the agent ran."""
-        figures = None
-        if self.outcome is not None:
-            r = self.outcome.result
-            figures = {"turns": r.turns, "seconds": r.wall_s, "cost_usd": r.cost_usd, "tokens": {
-                "input": r.usage.input_tokens, "output": r.usage.output_tokens,
-                "cache_read": r.usage.cache_read_tokens, "cache_write": r.usage.cache_creation_tokens}}
-        error = (self.message or "failed").splitlines()[0].removeprefix("❌ ") if self.state == "failed" else None
-        return {"state": self.state, "exit_code": self.exit_code, "error": error, "pr_url": self.pr_url,
-                "branch": self.branch, "figures": figures}
-
-
-def marker(kind: str, key: object) -> str:
-    """A hidden tag that lets a retried job find the comment it already posted."""
-    return f"<!-- decode-bot:{kind}:{key} -->"
 
 
 def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str, run_url: str | None = None,
@@ -83,11 +40,12 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
     comments the job posts, so a retry finds and reuses them instead of doubling them.
     """
     repo = work.repo
-    redactor = Redactor(settings.secrets())
+    redactor = settings.redactor
     try:
         if authorize and (refused := _refuse(work, forge, settings)) is not None:
             return refused
-        tracking = None if isinstance(work, Dispatch) else _track(work, forge, run_id, run_url, attempt)
+        page = run_link(settings, run_id)
+        tracking = None if isinstance(work, Dispatch) else _track(work, forge, run_id, run_url, page, attempt)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
         error = _refusal(e, work, forge, settings.github_api_url) if refused else e
@@ -98,7 +56,7 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
         info = forge.repository(repo)  # preflight: the token works and can read the repository
         edited = _edited_note(work, forge)
         conclusion = _work(work, info, settings, forge, run_id=run_id, attempt=attempt, model=model,
-                           progress=progress, tracking=tracking)
+                           progress=progress, tracking=tracking, page=page)
         if conclusion.outcome is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.outcome.run_dir)
         if edited:
@@ -115,12 +73,13 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
 
 
 def _track(work: Issue | Comment | ReviewComment, forge: Forge, run_id: str, run_url: str | None,
-           attempt: int) -> Tracker:
+           page: str | None, attempt: int) -> Tracker:
     """React to the request and post (or, for a retried or released job, find and edit) the tracking comment."""
     repo, number = work.repo, work.number
     forge.react(repo, reaction_target(work), "eyes")
     tag = marker("run", run_id)
-    footer = (f"[The run]({run_url})\n\n" if run_url else "") + tag
+    links = " · ".join(filter(None, [run_url and f"[The run]({run_url})", page and f"📜 [Transcript]({page})"]))
+    footer = (f"{links}\n\n" if links else "") + tag
     heading = "👀 decode-bot is working on this" + (f" (attempt {attempt})." if attempt > 1 else ".")
     tracker = Tracker(forge, repo, forge.find_comment(repo, number, tag), footer=footer, heading=heading)
     tracker.start(number, tag)
@@ -174,7 +133,8 @@ def _edited_note(work: Work, forge: Forge) -> str | None:
 
 
 def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_id: str, attempt: int,
-          model: Model | None, progress: Callable[[str], None], tracking: Tracker | None) -> Conclusion:
+          model: Model | None, progress: Callable[[str], None], tracking: Tracker | None,
+          page: str | None) -> Conclusion:
     """Fetch the facts, plan, run the plan, publish its delivery; `tracking` follows the run."""
     repo, number = work.repo, work.number
     issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
@@ -195,101 +155,8 @@ def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_i
                       watch=tracking.on_event if tracking is not None else None)
     if tracking is not None:
         tracking.move("publishing")
-    return _publish(the_plan, outcome, forge, repo, run_id, Redactor([*settings.secrets(), token]).redact)
-
-
-def _publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: str,
-             redact: Callable[[str], str]) -> Conclusion:
-    """Deliver the outcome as the plan says, and the report for the tracking comment."""
-    result, branch, delivery = outcome.result, the_plan.branch, the_plan.delivery
-    figs = render_figures(result.figures())
-    transcript = outcome.transcript_md.read_text()
-    summary = safe_prose(redact(result.summary))  # whole, before any cap
-    notes = harness_notes(left_out=outcome.left_out, blocked=outcome.blocked)
-    failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
-    on_fork = isinstance(delivery, ToFork)
-    if outcome.commit is None or outcome.workspace is None:
-        if result.failed:
-            return Conclusion("failed", f"{failure}\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
-                              branch=None if on_fork else branch, outcome=outcome)
-        return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
-                          branch=None if on_fork else branch, outcome=outcome)
-    state = "success" if result.completed else "failed" if result.failed else "incomplete"
-    if isinstance(delivery, ToFork):
-        return _publish_to_fork(forge, repo, delivery.pull, outcome, run_id, state=state, summary=summary,
-                                figs=figs, notes=notes, transcript=transcript,
-                                failure=failure if result.failed else None)
-    outcome.workspace.push(forge.token_for(repo), force=isinstance(delivery, OpenPull))
-    if isinstance(delivery, PushToPull):  # new commits on the PR's own branch; the reply carries the rest
-        body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs, transcript=transcript,
-                                        notes=notes, limit=BODY_LIMIT - 1000)
-        _post_parts(forge, repo, delivery.number, rest, run_id)
-        head = f"✅ Pushed {outcome.commit[:12]} to `{branch}`." if result.completed else \
-            f"{failure}. The work so far ({outcome.commit[:12]}) is pushed to `{branch}`." if result.failed else \
-            f"⚠️ Pushed partial work ({outcome.commit[:12]}) to `{branch}`: {result.stop_reason}."
-        return Conclusion(state, f"{head}\n\n{body}", branch=branch, outcome=outcome)
-    title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
-    body, rest = pull_request_texts(summary=summary, issue_number=delivery.closes, figures=figs,
-                                    transcript=transcript, notes=notes)
-    pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250], body=body,
-                                   draft=not result.completed)
-    _post_parts(forge, repo, pr.number, rest, run_id)
-    verb = "Opened" if pr.created else "Updated"
-    note = "" if result.completed else f" as a draft: the run {result.stop_reason.replace('_', ' ')}"
-    head = f"{failure}. The work so far is in the draft {pr.html_url}." if result.failed else \
-        f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}."
-    message = f"{head}\n\n{figs}\n\n{notes}".rstrip()
-    return Conclusion(state, message, pr_url=pr.html_url, branch=branch, outcome=outcome)
-
-
-def _publish_to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, run_id: str, *, state: str,
-                     summary: str, figs: str, notes: str, transcript: str, failure: str | None = None) -> Conclusion:
-    """A fork's pull request: push to its head branch when maintainers may edit it, else reply with a patch.
-    A failed run (`failure`: its one-line reason) says so first, then where its work so far went.
-
-    The fork's commits are never pushed into the base repository, where its workflows would run with
-    the base repository's secrets; only the agent's one commit goes to the fork's own branch.
-    """
-    ws, commit = outcome.workspace, outcome.commit
-    assert ws is not None and commit is not None
-    started = ws.base_sha
-    where = f"`{pull.head_repo}:{pull.head_ref}`"
-    why = "the pull request does not allow edits by maintainers"
-    if pull.maintainer_can_modify and pull.head_clone_url:
-        try:
-            ws.push(forge.token_for(repo), remote=pull.head_clone_url)
-        except DecodeError as e:
-            why = f"GitHub refused the push ({ws.redactor.redact(str(e))[:300]})"
-        else:
-            body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs,
-                                            transcript=transcript, notes=notes, limit=BODY_LIMIT - 1000)
-            _post_parts(forge, repo, pull.number, rest, run_id)
-            verb = "Pushed" if state == "success" else "Pushed partial work"
-            head = f"{'✅' if state == 'success' else '⚠️'} {verb} {commit[:12]} to the fork's branch {where}, " \
-                   f"on top of {started[:12]} (the head this run started from)."
-            if failure:
-                head = f"{failure}. The work so far ({commit[:12]}) is pushed to the fork's branch {where}, on " \
-                       f"top of {started[:12]} (the head this run started from)."
-            return Conclusion(state, f"{head}\n\n{body}", branch=pull.head_ref, outcome=outcome)
-    patch = ws.git("format-patch", "-1", "--stdout", "--binary", commit, what="writing the patch")
-    parts = patch_parts(patch.decode("utf-8", "replace"), started_from=started, limit=BODY_LIMIT - 1000)
-    body, rest = pull_request_texts(summary=summary, issue_number=None, figures=figs, transcript=transcript,
-                                    notes=notes, limit=BODY_LIMIT - 1000 - len(parts[0]))
-    _post_parts(forge, repo, pull.number, parts[1:] + rest, run_id)
-    head = (f"📎 decode-bot could not push to {where}: {why}. The change, made on top of {started[:12]} (the "
-            "head this run started from), is in the patch below" + (" and the comments that follow" if
-                                                                   len(parts) > 1 else "") + ".")
-    if failure:
-        head = f"{failure}. The work so far is not pushed to {where} ({why}); it is in the patch below."
-    return Conclusion(state, f"{head}\n\n{parts[0]}\n{body}", outcome=outcome)
-
-
-def _post_parts(forge: Forge, repo: str, number: int, parts: list[str], run_id: str) -> None:
-    """Post the transcript parts that did not fit, each once even if the job is retried."""
-    for i, part in enumerate(parts, 2):
-        tag = marker("transcript", f"{run_id}-{i}")
-        if forge.find_comment(repo, number, tag) is None:
-            forge.post_comment(repo, number, part + "\n" + tag, tag)
+    return publish(the_plan, outcome, forge, repo, run_id, settings.redactor.plus(token).redact,
+                    transcript_url=page)
 
 
 def _run(run_url: str | None) -> str:

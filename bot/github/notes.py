@@ -50,6 +50,27 @@ def harness_notes(*, left_out: Mapping[str, str], blocked: dict[str, int]) -> st
     return "\n\n".join(parts)
 
 
+def files_changed(numstat: bytes) -> str:
+    """The files a commit changed with lines added and removed, from `git diff --numstat -z --no-renames`
+    (binary files count no lines); at most 50 named."""
+    rows = []
+    for entry in numstat.decode("utf-8", "replace").split("\0"):
+        added, _, rest = entry.partition("\t")
+        deleted, _, path = rest.partition("\t")
+        if path:
+            rows.append((path, added, deleted))
+    if not rows:
+        return ""
+    total_add = sum(int(a) for _, a, _ in rows if a.isdigit())
+    total_del = sum(int(d) for _, _, d in rows if d.isdigit())
+    lines = [f"- {code(path[:300])} " + ("(binary)" if not a.isdigit() else f"+{a} −{d}")
+             for path, a, d in rows[:50]]
+    if len(rows) > 50:
+        lines.append(f"- and {len(rows) - 50} more")
+    noun = "file" if len(rows) == 1 else "files"
+    return f"**Files changed** ({len(rows)} {noun}, +{total_add} −{total_del}):\n" + "\n".join(lines)
+
+
 def patch_parts(patch: str, *, started_from: str, limit: int) -> list[str]:
     """The change as `git am`-able patch text in `<details>` blocks of at most `limit` characters."""
     fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", patch)), default=0) + 1)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bot.errors import ConfigError
 from bot.sandbox.bwrap import BwrapLauncher
-from bot.sandbox.client import AgentdSandbox
+from bot.sandbox.client import AgentdSandbox, close_all
 from bot.sandbox.docker import DockerLauncher
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import LocalLauncher
@@ -33,7 +33,7 @@ from bot.sandbox.protocol import (
 
 __all__ = [
     "BACKENDS", "ISOLATING", "Capabilities", "CommandResult", "EgressPolicy", "HandBack", "Launcher", "Refused",
-    "Sandbox", "SandboxSpec", "Transport", "capabilities", "offering", "open_sandbox", "prepare_host",
+    "Sandbox", "SandboxSpec", "Transport", "capabilities", "close_all", "offering", "open_sandbox", "prepare_host",
 ]
 
 BACKENDS: dict[str, type[Launcher]] = {

@@ -1,6 +1,7 @@
 """The GitHub App webhook server: a Flask app factory with a blueprint per concern.
 
-`create_app(settings)` refuses to build without a webhook secret. The app
+Without App credentials, `create_app(settings)` builds the app in setup mode: /webhook answers
+503 and /setup creates the App (bot/server/setup.py), then calls `on_configured`. The app
 needs a `Store`; the worker pool that drains it is started by `decode serve`
 (bot/server/run.py), not here, so tests and WSGI servers get a plain app.
 Given a `CredentialCheck`, /healthz also answers 503 while GitHub refuses the
@@ -9,8 +10,11 @@ credentials.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Flask
 
+from bot.app_credentials import has_credentials
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.server.context import KEY, AppContext, HealthCheck
@@ -21,20 +25,26 @@ from bot.triggers import Router, Rules
 MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 
 
-def create_app(settings: Settings, store: Store | None = None, credentials: HealthCheck | None = None) -> Flask:
+def create_app(settings: Settings, store: Store | None = None, credentials: HealthCheck | None = None,
+               on_configured: Callable[[Settings], None] | None = None) -> Flask:
     """The webhook app for `settings`; `store` defaults to SQLite under DECODE_DATA_DIR; `credentials`,
-    when given, is part of /healthz."""
-    if not settings.github_webhook_secret:
+    when given, is part of /healthz; `on_configured` runs once /setup has created the App."""
+    if has_credentials(settings) and not settings.github_webhook_secret:
         raise ConfigError("GITHUB_WEBHOOK_SECRET is not set: set it to the webhook secret of the GitHub App; "
                           "the server does not accept unsigned deliveries")
     from bot.server.health import health
+    from bot.server.setup import init_setup
     from bot.server.webhooks import webhooks
+    from bot.server.web_ui import web_blueprints
 
     app = Flask("decode-bot")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
-    store = store or Store(settings.data_dir / "jobs.sqlite3")
+    store = store or Store.of(settings)
     app.extensions[KEY] = AppContext(settings=settings, store=store, metrics=Metrics(store.counts),
                                      router=Router(Rules.of(settings)), credentials=credentials)
     app.register_blueprint(webhooks)
     app.register_blueprint(health)
+    for blueprint in web_blueprints():  # the dashboard, transcript pages and sign-in: docs/web.md
+        app.register_blueprint(blueprint)
+    init_setup(app, on_configured)
     return app

@@ -29,7 +29,7 @@ class HealthCheck(Protocol):
 
 @dataclass
 class AppContext:
-    settings: Settings
+    settings: Settings  # the current settings: /setup replaces them once it created the App; read them per request
     store: Store
     metrics: Metrics
     router: Router

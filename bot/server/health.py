@@ -1,5 +1,9 @@
 """GET /healthz (200 when the store is writable and GitHub takes the credentials) and GET /metrics.
 
+/metrics is not public: with DECODE_METRICS_TOKEN it wants `Authorization: Bearer <token>` (401
+otherwise); without one it answers only requests from a loopback address (a private bind), 403 to
+anyone else (docs/web.md says how to scrape from elsewhere).
+
 The credentials are re-checked at most every `DECODE_HEALTH_RECHECK_SECONDS`
 (a `CredentialCheck`), so a load balancer polling /healthz does not become
 traffic to GitHub, and an App key revoked mid-run turns /healthz to 503.
@@ -11,12 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bot.errors import DecodeError
 from bot.github.auth import Credentials
 from bot.server.context import app_context
+from bot.server.metrics import metrics_refusal
 
 health = Blueprint("health", __name__)
 
@@ -59,5 +64,12 @@ def healthz():  # type: ignore[no-untyped-def]
 
 @health.get("/metrics")
 def metrics() -> Response:
-    registry = app_context().metrics.registry
-    return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+    ctx = app_context()
+    proxied = "X-Forwarded-For" in request.headers or "Forwarded" in request.headers
+    refusal = metrics_refusal(ctx.settings.metrics_token, request.headers.get("Authorization", ""),
+                              request.remote_addr, proxied)
+    if refusal is not None:
+        status, text = refusal
+        headers = {"WWW-Authenticate": 'Bearer realm="metrics"'} if status == 401 else {}
+        return Response(text, status=status, mimetype="text/plain", headers=headers)
+    return Response(generate_latest(ctx.metrics.registry), mimetype=CONTENT_TYPE_LATEST)

@@ -1,11 +1,16 @@
-"""Prometheus metrics of one process: deliveries, jobs, run durations, tokens, cost."""
+"""Prometheus metrics of one process: deliveries, jobs, run durations, tokens, cost; and who may read them.
+
+/metrics is not public wherever it is served (`decode serve`'s app, `decode worker --port`): with
+DECODE_METRICS_TOKEN it wants that bearer token, without one it answers loopback peers only.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import hmac
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -44,3 +49,40 @@ class Metrics:
         for kind, value in figures.tokens.items():
             self.tokens.labels(kind).inc(value)
         self.cost.inc(figures.cost_usd)
+
+
+LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+
+def metrics_refusal(token: str | None, authorization: str, remote_addr: str | None,
+                    proxied: bool = False) -> tuple[int, str] | None:
+    """Why a /metrics request is refused (status, text), or None to answer it: the bearer `token` when one
+    is set, else a loopback peer that is not a reverse proxy forwarding someone else (`proxied`)."""
+    if token:
+        scheme, _, given = authorization.partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+            return None
+        return 401, "/metrics needs Authorization: Bearer <DECODE_METRICS_TOKEN>\n"
+    if remote_addr in LOOPBACK and not proxied:
+        return None
+    return 403, ("/metrics answers loopback requests only: set DECODE_METRICS_TOKEN and scrape with it as a "
+                 "bearer token, or scrape from this host\n")
+
+
+def guarded_app(registry: CollectorRegistry, token: str | None) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app serving `registry` under the same rule as `decode serve`'s /metrics (`decode worker --port`)."""
+    inner = make_wsgi_app(registry)
+
+    def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
+        proxied = "HTTP_X_FORWARDED_FOR" in environ or "HTTP_FORWARDED" in environ
+        refusal = metrics_refusal(token, environ.get("HTTP_AUTHORIZATION", ""), environ.get("REMOTE_ADDR"), proxied)
+        if refusal is None:
+            return inner(environ, start_response)
+        status, text = refusal
+        headers = [("Content-Type", "text/plain; charset=utf-8")]
+        if status == 401:
+            headers.append(("WWW-Authenticate", 'Bearer realm="metrics"'))
+        start_response(f"{status} {'Unauthorized' if status == 401 else 'Forbidden'}", headers)
+        return [text.encode()]
+
+    return app

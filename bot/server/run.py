@@ -6,6 +6,8 @@ processes on one host. SIGTERM stops claiming, lets running jobs finish for
 and removes their sandboxes; when they run again, they edit the tracking comment
 they posted the first time.
 
+Both run as the App in DECODE_DATA_DIR/app.json when the environment sets no App credentials
+(bot/app_credentials.py); `decode serve` without any starts in setup mode (bot/server/setup.py).
 Both check before taking work, and exit at once with the reason in one line:
 the App key loads and GitHub takes it (`GET /app`), the port can be listened on
 (exit 2: a setting to fix), GitHub answers at all (exit 1).
@@ -14,21 +16,24 @@ the App key loads and GitHub takes it (`GET /app`), the port can be listened on
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+from collections.abc import Callable
 from typing import Any
 
+from bot.app_credentials import has_credentials
 from bot.config import Settings
 from bot.errors import ConfigError
 from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
 from bot.jobs import exhausted_reporter, job_handler
 from bot.lease import LeaseRunner
-from bot.redact import Redactor
-from bot.sandbox import SandboxSpec, prepare_host
-from bot.sandbox.client import close_all
+from bot.sandbox import SandboxSpec, close_all, prepare_host
 from bot.server.context import app_context
 from bot.server.health import CredentialCheck
 from bot.server.logs import configure_logging
-from bot.server.metrics import Metrics
+from bot.server.metrics import Metrics, guarded_app
+from bot.server.setup import flow_of
 from bot.store import Store
 from bot.worker import ThreadExecutor
 
@@ -89,36 +94,103 @@ def check_port(port: int) -> None:
 
 
 def serve(settings: Settings, host: str, port: int) -> int:
-    """The webhook server (waitress) with an embedded worker pool, until SIGTERM."""
+    """The webhook server (waitress) with an embedded worker pool, until SIGTERM. Without App credentials
+    it starts in setup mode: /setup creates the App, then the pool starts (docs/setup.md)."""
     from bot.server import create_app
 
     check_port(port)
-    configure_logging(Redactor(settings.secrets()))
-    check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)  # the key loads
-    store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+    configure_logging(settings.redactor)
+    check = CredentialCheck(credentials_from(settings), settings.health_recheck_s) if has_credentials(settings) else None
+    store = Store.of(settings)
+    pool = Pool(store)
     try:
-        app = create_app(settings, store, check)  # the webhook secret is set
-        ask_github(check)  # only once the settings are complete, GitHub takes the credentials
+        app = create_app(settings, store, check, on_configured=lambda new: pool.configure(app, new))
+        pool.metrics = app_context(app).metrics
+        if check is not None:
+            ask_github(check)  # only once the settings are complete, GitHub takes the credentials
         server = listen(app, host, port)
     except BaseException:
         store.close()
         raise
-    pool = start_pool(settings, store, app_context(app).metrics, settings.workers, check.credentials)
+    if check is not None:
+        pool.start(settings, check.credentials)
 
     def stopped(released: list[int]) -> None:
         remove_sandboxes(released)
         close_server(server)
 
     pool.install_signal_handlers(settings.shutdown_grace_s, on_stopped=stopped)
-    log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.workers)
+    if check is not None:
+        log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.workers)
+    else:
+        base = settings.public_url or f"http://{host}:{server.effective_port}"
+        log.warning("serving on http://%s:%s in setup mode: no GitHub App yet, /webhook answers 503; open "
+                    "%s/setup?key=%s to create it", host, server.effective_port, base, flow_of(app).key)
     try:
         server.run()
     finally:
-        if not pool.stopping:  # waitress ended by itself, not by a signal
-            remove_sandboxes(pool.stop(settings.shutdown_grace_s))
+        pool.stop_unless_stopping(settings.shutdown_grace_s)
         server.task_dispatcher.shutdown()
         store.close()
     return 0
+
+
+class Pool:
+    """The worker pool of `decode serve`: started at once with App credentials, or by /setup once it has
+    created the App (from a request thread, so the signal handlers are installed before it exists)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.metrics: Metrics | None = None
+        self.runner: LeaseRunner | None = None
+        self.closed = False
+        self._lock = threading.RLock()  # re-entrant: the signal handler may run on a thread holding it
+
+    def start(self, settings: Settings, credentials: Credentials) -> None:
+        """Start the lease runner (once); a ConfigError when the server is already shutting down."""
+        assert self.metrics is not None
+        with self._lock:
+            if self.closed:
+                raise ConfigError("decode serve is shutting down: the App is saved; start it again to run as it")
+            if self.runner is None:
+                self.runner = start_pool(settings, self.store, self.metrics, settings.workers, credentials)
+
+    def configure(self, app: Any, settings: Settings) -> None:
+        """Run as the App /setup created: its secrets redacted, GitHub asked once, /healthz checking it,
+        the workers started."""
+        configure_logging(settings.redactor)
+        check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)
+        ask_github(check)
+        app_context(app).credentials = check
+        self.start(settings, check.credentials)
+
+    def install_signal_handlers(self, grace_s: float, *, on_stopped: Callable[[list[int]], None]) -> None:
+        """SIGTERM and SIGINT stop the runner (LeaseRunner's handlers); before it exists, they end setup mode,
+        or hand over to the runner's handlers if /setup started one meanwhile. Call from the main thread."""
+        if self.runner is not None:
+            self.runner.install_signal_handlers(grace_s, on_stopped=on_stopped)
+            return
+
+        def on_signal(signum: int, frame: Any) -> None:
+            with self._lock:
+                self.closed = self.runner is None
+            if self.closed:
+                log.info("%s: stopping (setup mode, no jobs running)", signal.Signals(signum).name)
+                threading.Thread(target=on_stopped, args=([],), name="setup-stop", daemon=True).start()
+                return
+            assert self.runner is not None
+            self.runner.install_signal_handlers(grace_s, on_stopped=on_stopped)
+            signal.getsignal(signum)(signum, frame)  # type: ignore[operator]
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def stop_unless_stopping(self, grace_s: float) -> None:
+        """When waitress ended by itself, not by a signal: stop the runner and remove its sandboxes."""
+        with self._lock:
+            self.closed = True
+        if self.runner is not None and not self.runner.stopping:
+            remove_sandboxes(self.runner.stop(grace_s))
 
 
 def close_server(server: Any) -> None:
@@ -132,21 +204,24 @@ def close_server(server: Any) -> None:
 def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -> int:
     """Workers only, against the same store as `decode serve`, until SIGTERM; GET /metrics on host:port
     when a port is given."""
-    from prometheus_client import start_http_server
-
     if port is not None:
         check_port(port)
-    configure_logging(Redactor(settings.secrets()))
+    configure_logging(settings.redactor)
+    if not has_credentials(settings):
+        raise ConfigError("no GitHub App yet: finish setup at /setup of `decode serve` (it keeps the App in "
+                          "DECODE_DATA_DIR/app.json, which decode worker reads too), or set GITHUB_APP_ID and "
+                          "GITHUB_APP_PRIVATE_KEY")
     check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)
     ask_github(check)
-    store = Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+    store = Store.of(settings)
     metrics = Metrics(store.counts)
     if port is not None:
         try:
-            start_http_server(port, addr=host, registry=metrics.registry)
-        except OSError as e:
+            scrape = listen(guarded_app(metrics.registry, settings.metrics_token), host, port)
+        except ConfigError:
             store.close()
-            raise cannot_listen(host, port, e) from None
+            raise
+        threading.Thread(target=scrape.run, name="metrics", daemon=True).start()
     pool = start_pool(settings, store, metrics, settings.workers, check.credentials)
     pool.install_signal_handlers(settings.shutdown_grace_s, on_stopped=remove_sandboxes)
     log.info("worker running with %d workers", settings.workers)

@@ -4,7 +4,8 @@
 redelivery or replayed body we already have, 401 for a bad or missing signature, 400 for a
 malformed body, 413 for a body over GitHub's 25 MB (answered by waitress
 from the Content-Length before the body is read, under `decode serve`), 503 when the store cannot
-take the job (so it was not accepted).
+take the job (so it was not accepted), and 503 while the server has no App yet (setup mode: nothing is
+read, signed or not, until /setup is finished).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ webhooks = Blueprint("webhooks", __name__)
 @webhooks.post("/webhook")
 def receive():  # type: ignore[no-untyped-def]
     ctx = app_context()
+    if not ctx.settings.github_webhook_secret:
+        ctx.metrics.deliveries.labels("unconfigured").inc()
+        return jsonify(outcome="unconfigured", error="this server has no GitHub App yet: finish setup at /setup "
+                       "(or set GITHUB_APP_ID, GITHUB_APP_PRIVATE_KEY and GITHUB_WEBHOOK_SECRET)"), 503
     delivery = request.headers.get("X-GitHub-Delivery", "")
     try:
         body = request.get_data(cache=False)

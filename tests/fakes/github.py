@@ -4,7 +4,8 @@ PyGithub talks to `fake.api_url`; git clones and pushes `fake.git_url(owner, rep
 through `git http-backend`. Credentials are checked as GitHub checks them
 (`github_auth`), every REST request is checked against GitHub's own OpenAPI
 description (`openapi`): a request for an endpoint GitHub does not have is
-answered 404 and fails the test at teardown. Endpoints live in `github_rest`.
+answered 404 and fails the test at teardown. Endpoints live in `github_rest` (the App manifest flow,
+its web page included, in `github_manifest`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from tests.fakes.http import start_server, stop_server
 from tests.fakes.pause import Pause
 from tests.fakes import github_rest as rest
 from tests.fakes import github_rest_issues  # noqa: F401  (registers the issue, comment and pull routes)
+from tests.fakes import github_oauth  # the OAuth web flow; registers the user-token routes
+from tests.fakes import github_manifest
 from tests.fakes.git_http import http_backend, pushed_refs
 from tests.fakes.github_auth import ApiError
 from tests.fakes.github_state import GitHubState
@@ -76,6 +79,8 @@ class FakeGitHub(GitHubState):
         self.unhandled: list[str] = []  # in GitHub's description, but this fake does not serve it
         self.faults: list[Fault] = []
         self.pauses: list[tuple[str, re.Pattern[str], Pause]] = []
+        self.manifests: list[dict] = []  # every App manifest POSTed to /settings/apps/new (github_manifest)
+        self.created_apps: list[dict] = []  # every App created from one: id, slug, owner
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -184,6 +189,8 @@ class FakeGitHub(GitHubState):
             raise ConnectionAbortedError("paused request dropped")
         if git_match:
             status, out_headers, payload = self._serve_git(request, git_match, target, raw)
+        elif (web := github_oauth.serve_web(self, request)) is not None:
+            status, out_headers, payload = web
         else:
             status, out_headers, data = self._serve_rest(request)
             payload = b"" if data is None else json.dumps(data).encode()
@@ -197,6 +204,8 @@ class FakeGitHub(GitHubState):
                    "x-ratelimit-reset": str(int(time.time()) + 3600)}
         label = f"{request.method} {request.path}"
         template = self.routes.match(request.method, request.path) if request.kind == "rest" else None
+        if request.kind == "other" and (page := github_manifest.web(self, request)) is not None:
+            return page
         if template is None:
             with self.lock:
                 self.unknown.append(label)
@@ -204,7 +213,7 @@ class FakeGitHub(GitHubState):
         fault = self._take_fault(request.method, request.path)
         if fault is None or fault.apply:
             try:
-                status, data, extra = rest.dispatch(self, request)
+                status, data, extra = github_manifest.anonymous(self, request) or rest.dispatch(self, request)
                 headers.update(extra)
             except ApiError as error:
                 status, data = error.status, error.payload()

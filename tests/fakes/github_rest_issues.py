@@ -7,6 +7,7 @@ and .../rest/reactions; the 422 texts are the ones GitHub sends.
 from __future__ import annotations
 
 import subprocess
+from urllib.parse import unquote
 
 from tests.fakes.github_auth import ApiError
 from tests.fakes.github_rest import (
@@ -286,3 +287,32 @@ def reply_review_comment(fake, request, identity, owner, name, number, cid) -> R
                                   user=identity.login, diff_hunk=parent["diff_hunk"], side=parent["side"],
                                   in_reply_to=parent["in_reply_to_id"] or parent["id"])
     return 201, render_review_comment(fake, fake.review_comments[new]), {}
+
+
+# -- labels (https://docs.github.com/en/rest/issues/labels) ---------------------------------------------------
+def render_label(fake, repo, label: dict) -> dict:
+    return {"id": abs(hash(label["name"])) % 10**8, "node_id": "LA_x", "name": label["name"],
+            "color": label["color"], "description": label.get("description"), "default": False,
+            "url": f"{fake.api_url}/repos/{repo.full_name}/labels/{label['name']}"}
+
+
+@route("GET", "{o_r}/labels/(?P<label>[^/]+)")
+def get_label(fake, request, identity, owner, name, label) -> Result:
+    repo = access(fake, identity, owner, name)
+    found = repo.labels.get(unquote(label).lower())
+    if found is None:
+        raise not_found()
+    return 200, render_label(fake, repo, found), {}
+
+
+@route("POST", "{o_r}/labels")
+def create_label(fake, request, identity, owner, name) -> Result:
+    repo = access(fake, identity, owner, name, write=True)
+    body = request.body or {}
+    if not isinstance(body.get("name"), str) or not body["name"].strip():
+        raise invalid("Label", "name is missing", "name")
+    if body["name"].lower() in repo.labels:
+        raise ApiError(422, "Validation Failed", [{"resource": "Label", "code": "already_exists", "field": "name"}])
+    label = {"name": body["name"], "color": str(body.get("color") or "ededed"), "description": body.get("description")}
+    repo.labels[body["name"].lower()] = label
+    return 201, render_label(fake, repo, label), {}

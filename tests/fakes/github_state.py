@@ -57,6 +57,7 @@ class Repo:
     next_number: int = 1
     issues: dict[int, dict] = field(default_factory=dict)  # pull requests too, like GitHub
     pulls: dict[int, dict] = field(default_factory=dict)
+    labels: dict[str, dict] = field(default_factory=dict)  # lower-cased name -> {"name", "color", "description"}
 
     @property
     def full_name(self) -> str:

@@ -1,6 +1,7 @@
 """PR bodies under GitHub's 65,536-character cap, with the transcript split across comments."""
 
-from bot.github.body import BODY_LIMIT, pull_request_texts, split_markdown
+from bot.github.body import BODY_LIMIT, Report, split_markdown
+from bot.github.notes import files_changed
 
 FIGURES = "| turns | cost |\n| --- | --- |\n| 3 | $0.10 |"
 
@@ -20,8 +21,7 @@ def is_subsequence(needles: list[str], haystack: list[str]) -> bool:
 
 
 def test_a_small_transcript_fits_in_the_body():
-    body, comments = pull_request_texts(summary="Fixed it.", issue_number=7, figures=FIGURES,
-                                        transcript=transcript(2, 5))
+    body, comments = Report(summary="Fixed it.", figures=FIGURES, transcript=transcript(2, 5)).texts(closes=7)
     assert comments == []
     assert body.startswith("Fixed it.\n\nFixes #7\n\n| turns | cost |")
     assert "<details><summary>Transcript</summary>" in body and "turn 1 line 4" in body
@@ -30,7 +30,7 @@ def test_a_small_transcript_fits_in_the_body():
 def test_a_transcript_over_65k_is_split_and_nothing_is_lost():
     text = transcript(60, 80)
     assert len(text) > 3 * BODY_LIMIT
-    body, comments = pull_request_texts(summary="Done.", issue_number=3, figures=FIGURES, transcript=text)
+    body, comments = Report(summary="Done.", figures=FIGURES, transcript=text).texts(closes=3)
     assert len(body) <= BODY_LIMIT and all(len(c) <= BODY_LIMIT for c in comments)
     assert len(comments) >= 3
     assert "Fixes #3" in body and "part 1 of" in body
@@ -52,5 +52,25 @@ def test_a_single_huge_line_is_cut_not_dropped():
 
 
 def test_no_issue_means_no_fixes_line():
-    body, _ = pull_request_texts(summary="Ran the weekly task.", issue_number=None, figures=FIGURES, transcript="t\n")
+    body, _ = Report(summary="Ran the weekly task.", figures=FIGURES, transcript="t\n").texts()
     assert "Fixes #" not in body
+
+
+def test_with_a_transcript_page_a_long_transcript_is_cut_to_one_body_that_links_there():
+    url = "https://decode.example/runs/job-3?sig=abc"
+    body, comments = Report(summary="Done.", figures=FIGURES, transcript=transcript(60, 80),
+                            transcript_url=url).texts(closes=3)
+    assert comments == [] and len(body) <= BODY_LIMIT
+    assert f"[The full transcript]({url})" in body and f"the rest is in [the full transcript]({url})" in body
+    assert body.count("| turns | cost |") == 1 and body.count("Done.") == 1
+
+
+def test_the_body_lists_the_files_changed_once_before_the_figures():
+    numstat = b"3\t1\tcalendar_utils.py\x00-\t-\tlogo.png\x00120\t0\ttests/test_`weird`.py\x00"
+    changes = files_changed(numstat)
+    assert changes.startswith("**Files changed** (3 files, +123 −1):")
+    assert "- `calendar_utils.py` +3 −1" in changes and "- `logo.png` (binary)" in changes
+    assert "- ``tests/test_`weird`.py`` +120 −0" in changes  # a backtick in a name cannot close its span
+    body, _ = Report(summary="Fixed.", figures=FIGURES, transcript="t\n", changes=changes).texts()
+    assert body.index("**Files changed**") < body.index("| turns |") and body.count("calendar_utils.py") == 1
+    assert files_changed(b"") == ""

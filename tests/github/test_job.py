@@ -13,8 +13,11 @@ import pytest
 from bot.github.auth import AppCredentials
 from bot.github.forge import GitHubForge
 from bot.github.job import run_github_job
+from bot.github.publish import OUTPUT_CAP
 from bot.github.retry import GitHubRetry
+from bot.links import signature
 from bot.model.anthropic import AnthropicModel
+from bot.transcript import load_events, render_markdown
 from bot.triggers import Router, Rules
 from bot.work import Issue
 from tests.sandbox.conftest import MODES, require
@@ -139,17 +142,21 @@ def test_a_502_on_pr_creation_and_a_secondary_rate_limit_still_give_one_pr(world
 def test_a_transcript_over_65k_is_held_by_body_plus_comments(world):
     fake, anthropic, *_ = world
     number = fake.add_issue(OWNER, NAME, "Big logs", "", user="alice")
-    noisy = [[{"type": "tool_use", "name": "bash", "input": {"command": f"seq {i} 4000 | sed 's/$/ log line/'"}}]
-             for i in range(8)]
+    noisy = [[{"type": "tool_use", "name": "bash", "input": {"command": f"seq {i} 900 | sed 's/$/ log line/'"}}]
+             for i in range(40)]
     anthropic.script([*noisy, *edit_turns("big")])
     run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
     [pr] = fake.pulls(OWNER, NAME)
     parts = [pr["body"], *(c["body"] for c in fake.comments(OWNER, NAME, pr["number"]))]
-    assert len(parts) > 2 and all(len(p) <= 65_536 for p in parts)
-    transcript = next(Path(world[2].data_dir).rglob("transcript.md")).read_text()
+    assert len(parts) >= 2 and all(len(p) <= 65_536 for p in parts)
+    # without a public URL, body and comments hold the pull request's copy of the transcript whole: every
+    # turn, each tool output capped (the full outputs stay in the run's transcript files)
+    events = load_events(next(Path(world[2].data_dir).rglob("transcript.jsonl")))
+    copy = render_markdown(events, max_block_chars=OUTPUT_CAP, brief=True)
+    assert "## Turn 41" in copy and "characters not shown" in copy
     combined = "\n".join(parts).splitlines()
     it = iter(combined)
-    assert all(any(line == c for c in it) for line in transcript.splitlines())
+    assert all(any(line == c for c in it) for line in copy.splitlines())
 
 
 def test_app_mode_mints_one_repository_scoped_token(world):
@@ -211,3 +218,21 @@ def test_the_tracking_comment_follows_the_run_without_flooding_github(world):
     for before, after in zip(edits, edits[1:]):  # 13 turns: without the throttle, an edit each
         if phase(before.body["body"]) == phase(after.body["body"]) is not None:
             assert after.at - before.at >= 10, (before.body["body"], after.body["body"])
+
+
+def test_a_30_turn_run_fits_one_body_that_links_the_transcript_page(world):
+    fake, anthropic, settings, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Chatty", "Log a lot.", user="alice")
+    noisy = [[{"type": "tool_use", "name": "bash", "input": {"command": f"seq {i} 900 | sed 's/$/ log line/'"}}]
+             for i in range(29)]
+    anthropic.script([*noisy, *edit_turns("done")])  # 31 turns
+    conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"),
+                     run_id="job-30", public_url="https://decode.example")
+    assert conclusion.state == "success", conclusion.message
+    [pr] = fake.pulls(OWNER, NAME)
+    assert len(pr["body"]) <= 65_536 and fake.comments(OWNER, NAME, pr["number"]) == []
+    link = f"https://decode.example/runs/job-30?sig={signature(settings, 'job-30')}"
+    assert f"[The full transcript]({link})" in pr["body"] and "## Turn 1\n" in pr["body"]
+    assert pr["body"].count("| turns |") == 1 and pr["body"].count("Added done.") == 1
+    [tracking] = fake.comments(OWNER, NAME, number)
+    assert f"📜 [Transcript]({link})" in tracking["body"]

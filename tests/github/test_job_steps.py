@@ -4,7 +4,8 @@ no HTTP, no git, no sandbox. Each case stops before the run, where the job's own
 from __future__ import annotations
 
 from bot.config import Settings
-from bot.github.job import marker, run_github_job
+from bot.github.conclusion import marker
+from bot.github.job import run_github_job
 from bot.work import Issue
 from tests.support.forge import BOT, Comment, MemoryForge
 

@@ -12,7 +12,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bot.github.job import marker, run_github_job
+from bot.github.conclusion import marker
+from bot.github.job import run_github_job
 from bot.model.anthropic import AnthropicModel
 from bot.triggers import Router, Rules
 from tests.fakes.github_state import git
@@ -124,8 +125,8 @@ def test_a_readers_comment_with_the_bots_markers_is_neither_edited_nor_trusted(w
     comment_id = fake.add_comment(OWNER, NAME, number, "/decode add notes", user="alice")
     payload = delivery("issue_comment", "created", issue__number=number, issue__pull_request={"url": "x"},
                        comment__id=comment_id, comment__body="/decode add notes")
-    noisy = [[{"type": "tool_use", "name": "bash", "input": {"command": f"seq {i} 4000 | sed 's/$/ log line/'"}}]
-             for i in range(8)]
+    noisy = [[{"type": "tool_use", "name": "bash", "input": {"command": f"seq {i} 900 | sed 's/$/ log line/'"}}]
+             for i in range(40)]  # a transcript copy over one body: its second part goes into a comment
     anthropic.script([*noisy, *edit_turns("big")])
     trigger = Router(Rules.of(settings)).decide("issue_comment", as_sent(fake, payload))
     conclusion = run_github_job(trigger, settings, forge, run_id="r9", attempt=2,  # a retry looks for its comments

@@ -17,6 +17,7 @@ from bot.errors import ConfigError
 from bot.github.forge import IssueInfo, PullInfo, PullRef, RepoInfo
 
 BOT = "decode-bot[bot]"
+WEB = "https://web.example"
 
 
 @dataclass
@@ -28,6 +29,20 @@ class Comment:
 
 
 @dataclass
+class Pull:
+    """A pull request as the bot opened it; `edits` counts the times it was updated since."""
+
+    number: int
+    head: str
+    base: str
+    title: str
+    body: str
+    draft: bool
+    html_url: str
+    edits: int = 0
+
+
+@dataclass
 class MemoryForge:
     repo: str = "octo/calendar"
     permissions: dict[str, str] = field(default_factory=dict)
@@ -36,6 +51,7 @@ class MemoryForge:
     reactions: list[tuple[tuple[str, int], str]] = field(default_factory=list)
     refusals: dict[str, int] = field(default_factory=dict)  # method name -> HTTP status it answers
     edits: list[tuple[int, str]] = field(default_factory=list)  # (comment id, new body), in order
+    pulls: list[Pull] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def refuse(self, method: str, status: int) -> "MemoryForge":
@@ -56,7 +72,7 @@ class MemoryForge:
     def repository(self, repo: str) -> RepoInfo:
         if (status := self.refusals.get("repository")) is not None:
             raise ConfigError(f"the repository {repo} cannot be read with this token ({status})", status=status)
-        return RepoInfo(repo, "main", f"https://git.example/{repo}.git", f"https://web.example/{repo}")
+        return RepoInfo(repo, "main", f"https://git.example/{repo}.git", f"{WEB}/{repo}")
 
     def issue(self, repo: str, number: int) -> IssueInfo:
         self._check("issue")
@@ -90,4 +106,14 @@ class MemoryForge:
 
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
                             draft: bool) -> PullRef:
-        raise NotImplementedError("no pull requests in memory")
+        """As GitHub's: the open pull request from `head` into `base` gets the new title and body (its
+        draft state stays); else one is opened, numbered after every issue and pull request."""
+        self._check("open_or_update_pull")
+        for pr in self.pulls:
+            if (pr.head, pr.base) == (head, base):
+                pr.title, pr.body, pr.edits = title, body, pr.edits + 1
+                return PullRef(pr.number, pr.html_url, created=False)
+        number = 1 + max([*self.issues, *(p.number for p in self.pulls)], default=0)
+        pr = Pull(number, head, base, title, body, draft, f"{WEB}/{repo}/pull/{number}")
+        self.pulls.append(pr)
+        return PullRef(pr.number, pr.html_url, created=True)

@@ -29,8 +29,8 @@ def free_port() -> int:
 class Server:
     """`decode serve` as a child process on a free port, its log in a file."""
 
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.port = free_port()
+    def __init__(self, env: dict[str, str], log: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         with open(log, "ab") as out:
@@ -46,8 +46,8 @@ class Server:
                 time.sleep(0.1)
         raise AssertionError(f"decode serve did not come up: {log.read_text()}")
 
-    def post(self, event: str, payload: dict) -> int:
-        body, headers = delivery(event, payload)
+    def post(self, event: str, payload: dict, *, secret: str = SECRET) -> int:
+        body, headers = delivery(event, payload, secret=secret)
         request = urllib.request.Request(self.url + "/webhook", data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=10) as res:

@@ -1,0 +1,119 @@
+"""Publishing a run as its plan says: a pull request of our own, commits on a pull request's branch, or a
+fork's branch (else a patch in a reply); and the report for the tracking comment.
+
+Pushes happen from the host's clean clone, never from the sandbox. What GitHub shows is the `Report`
+(bot/github/body.py): the summary, the files changed, the notes, the figures and a copy of the
+transcript whose tool outputs are capped at `OUTPUT_CAP` characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from bot.agent.loop import STOP_MESSAGES
+from bot.errors import DecodeError
+from bot.github.body import BODY_LIMIT, Report
+from bot.github.conclusion import Conclusion, marker
+from bot.github.forge import Forge, PullInfo
+from bot.github.notes import files_changed, harness_notes, patch_parts
+from bot.github.plan import OpenPull, Plan, PushToPull, ToFork
+from bot.pipeline import Outcome
+from bot.task_text import one_line
+from bot.transcript import load_events, render_figures, render_markdown, safe_prose
+
+OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request's copy of the transcript
+
+
+def publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: str,
+             redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
+    """Deliver the outcome as the plan says, and the report for the tracking comment; `transcript_url`
+    is the run's transcript page, when the server has a public URL."""
+    result, branch, delivery = outcome.result, the_plan.branch, the_plan.delivery
+    figs = render_figures(result.figures())
+    summary = safe_prose(redact(result.summary))  # whole, before any cap
+    notes = harness_notes(left_out=outcome.left_out, blocked=outcome.blocked)
+    changes = b"" if outcome.commit is None or outcome.workspace is None else outcome.workspace.git(
+        "diff", "--numstat", "-z", "--no-renames", outcome.workspace.base_sha, outcome.commit, what="listing changes")
+    report = Report(summary=summary, figures=figs, notes=notes, changes=files_changed(changes),
+                    transcript=render_markdown(load_events(outcome.transcript_jsonl), max_block_chars=OUTPUT_CAP,
+                                               brief=True),
+                    transcript_url=transcript_url)
+    failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
+    on_fork = isinstance(delivery, ToFork)
+    if outcome.commit is None or outcome.workspace is None:
+        if result.failed:
+            return Conclusion("failed", f"{failure}\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
+                              branch=None if on_fork else branch, outcome=outcome)
+        return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
+                          branch=None if on_fork else branch, outcome=outcome)
+    state = "success" if result.completed else "failed" if result.failed else "incomplete"
+    if isinstance(delivery, ToFork):
+        return _to_fork(forge, repo, delivery.pull, outcome, run_id, state=state, report=report,
+                                failure=failure if result.failed else None)
+    outcome.workspace.push(forge.token_for(repo), force=isinstance(delivery, OpenPull))
+    if isinstance(delivery, PushToPull):  # new commits on the PR's own branch; the reply carries the rest
+        body, rest = report.texts(limit=BODY_LIMIT - 1000)
+        _post_parts(forge, repo, delivery.number, rest, run_id)
+        head = f"✅ Pushed {outcome.commit[:12]} to `{branch}`." if result.completed else \
+            f"{failure}. The work so far ({outcome.commit[:12]}) is pushed to `{branch}`." if result.failed else \
+            f"⚠️ Pushed partial work ({outcome.commit[:12]}) to `{branch}`: {result.stop_reason}."
+        return Conclusion(state, f"{head}\n\n{body}", branch=branch, outcome=outcome)
+    title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
+    body, rest = report.texts(closes=delivery.closes)
+    pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250], body=body,
+                                   draft=not result.completed)
+    _post_parts(forge, repo, pr.number, rest, run_id)
+    verb = "Opened" if pr.created else "Updated"
+    note = "" if result.completed else f" as a draft: the run {STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}"
+    head = f"{failure}. The work so far is in the draft {pr.html_url}." if result.failed else \
+        f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}."
+    message = f"{head}\n\n{figs}\n\n{notes}".rstrip()
+    return Conclusion(state, message, pr_url=pr.html_url, branch=branch, outcome=outcome)
+
+
+def _to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, run_id: str, *, state: str,
+                     report: Report, failure: str | None = None) -> Conclusion:
+    """A fork's pull request: push to its head branch when maintainers may edit it, else reply with a patch.
+    A failed run (`failure`: its one-line reason) says so first, then where its work so far went.
+
+    The fork's commits are never pushed into the base repository, where its workflows would run with
+    the base repository's secrets; only the agent's one commit goes to the fork's own branch.
+    """
+    ws, commit = outcome.workspace, outcome.commit
+    assert ws is not None and commit is not None
+    started = ws.base_sha
+    where = f"`{pull.head_repo}:{pull.head_ref}`"
+    why = "the pull request does not allow edits by maintainers"
+    if pull.maintainer_can_modify and pull.head_clone_url:
+        try:
+            ws.push(forge.token_for(repo), remote=pull.head_clone_url)
+        except DecodeError as e:
+            why = f"GitHub refused the push ({ws.redactor.redact(str(e))[:300]})"
+        else:
+            body, rest = report.texts(limit=BODY_LIMIT - 1000)
+            _post_parts(forge, repo, pull.number, rest, run_id)
+            verb = "Pushed" if state == "success" else "Pushed partial work"
+            head = f"{'✅' if state == 'success' else '⚠️'} {verb} {commit[:12]} to the fork's branch {where}, " \
+                   f"on top of {started[:12]} (the head this run started from)."
+            if failure:
+                head = f"{failure}. The work so far ({commit[:12]}) is pushed to the fork's branch {where}, on " \
+                       f"top of {started[:12]} (the head this run started from)."
+            return Conclusion(state, f"{head}\n\n{body}", branch=pull.head_ref, outcome=outcome)
+    patch = ws.git("format-patch", "-1", "--stdout", "--binary", commit, what="writing the patch")
+    parts = patch_parts(patch.decode("utf-8", "replace"), started_from=started, limit=BODY_LIMIT - 1000)
+    body, rest = report.texts(limit=BODY_LIMIT - 1000 - len(parts[0]))
+    _post_parts(forge, repo, pull.number, parts[1:] + rest, run_id)
+    head = (f"📎 decode-bot could not push to {where}: {why}. The change, made on top of {started[:12]} (the "
+            "head this run started from), is in the patch below" + (" and the comments that follow" if
+                                                                   len(parts) > 1 else "") + ".")
+    if failure:
+        head = f"{failure}. The work so far is not pushed to {where} ({why}); it is in the patch below."
+    return Conclusion(state, f"{head}\n\n{parts[0]}\n{body}", outcome=outcome)
+
+
+def _post_parts(forge: Forge, repo: str, number: int, parts: list[str], run_id: str) -> None:
+    """Post the transcript parts that did not fit, each once even if the job is retried."""
+    for i, part in enumerate(parts, 2):
+        tag = marker("transcript", f"{run_id}-{i}")
+        if forge.find_comment(repo, number, tag) is None:
+            forge.post_comment(repo, number, part + "\n" + tag, tag)

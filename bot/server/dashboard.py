@@ -1,0 +1,48 @@
+"""GET /: the runs a signed-in user may see, newest first, with per-day totals.
+
+A user sees the runs of the repositories they can read on GitHub (as listed at sign-in), nothing
+else; `?repo=owner/name` and `?state=queued|running|done|failed` narrow the list. The totals are
+over the runs listed (the newest `LIMIT`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from flask import Blueprint, render_template, request, session
+
+from bot.server.context import app_context
+from bot.links import run_path
+from bot.server.oauth import callback_url, configured, current_user
+from bot.server.run_views import RunRow, daily_totals, row_of
+from bot.server.web import secure
+from bot.store import STATES
+
+LIMIT = 200
+home = Blueprint("dashboard", __name__)
+home.after_request(secure)
+
+
+@home.get("/")
+def index() -> str:
+    ctx = app_context()
+    settings = ctx.settings
+    if not configured(settings):
+        return render_template("setup_signin.html", user=None, callback=callback_url(settings))
+    user = current_user()
+    if user is None:
+        return render_template("signin.html", user=None)
+    repo = (request.args.get("repo") or "").strip().lower() or None
+    state = request.args.get("state") if request.args.get("state") in STATES else None
+    repos = user.repos if repo is None else user.repos & {repo}
+    rows = [row_of(job, settings.data_dir) for job in ctx.store.runs(LIMIT, repos=repos, state=state)]
+    return render_template("dashboard.html", user=user, csrf=session.get("csrf", ""), rows=rows,
+                           totals=daily_totals(rows), repo=repo, state=state, states=STATES,
+                           repos=sorted(user.repos), links={row.run_id: _links(row) for row in rows})
+
+
+def _links(row: RunRow) -> dict[str, str | None]:
+    settings = app_context().settings
+    issue = f"{settings.github_web_url}/{row.repo}/issues/{row.number}" if row.number is not None else None
+    pr = row.pr_url if row.pr_url and re.match(r"https?://", row.pr_url) else None
+    return {"transcript": run_path(settings, row.run_id), "issue": issue, "pr": pr}

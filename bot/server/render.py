@@ -1,0 +1,37 @@
+"""A transcript as safe HTML: `render_markdown`, then markdown-it, then nh3 with a short allow-list.
+
+A transcript holds untrusted text (issue bodies, tool output, whatever the model wrote), so the HTML
+keeps only formatting tags, links to http(s) and mailto, and `language-*` classes on code; no script,
+style, event handler, image or iframe survives (https://nh3.readthedocs.io/). The page's
+Content-Security-Policy is the second wall.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import nh3
+from markdown_it import MarkdownIt
+
+from bot.transcript import render_markdown
+
+MAX_BLOCK_CHARS = 20_000  # one tool output this long is shown head and tail, like the PR's transcript
+TAGS = {"a", "p", "pre", "code", "em", "strong", "del", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li",
+        "blockquote", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "hr", "br"}
+ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}}
+SCHEMES = {"http", "https", "mailto"}
+
+_md = MarkdownIt("commonmark", {"html": True, "linkify": False}).enable("table").enable("strikethrough")
+
+
+def transcript_html(events: list[dict[str, Any]]) -> str:
+    """The events rendered as sanitized HTML (an empty run gives the figures table only)."""
+    markdown = render_markdown(events, max_block_chars=MAX_BLOCK_CHARS)
+    return safe_html(_md.render(markdown))
+
+
+def safe_html(html: str) -> str:
+    """`html` with everything but the allow-listed formatting removed."""
+    return nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES, url_schemes=SCHEMES,
+                     link_rel="noopener noreferrer nofollow", strip_comments=True,
+                     clean_content_tags={"script", "style"})
