@@ -22,6 +22,7 @@ from bot.agent.loop import AgentResult, run_agent
 from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
 from bot.config import Settings
 from bot.errors import DecodeError, Interrupted
+from bot.instructions import load_instructions
 from bot.model import Model, make_model
 from bot.repo_config import RepoConfig, load_repo_config
 from bot.run_dirs import drop_clones, fresh_dir, prune, write_record
@@ -104,6 +105,9 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                           config_sha=config_sha, model=model.name, sandbox=settings.sandbox_mode,
                           budget=vars(settings.budget))
+        instructions = load_instructions(ws.git, config_sha)  # the same commit as decode.yml: never a PR head
+        if instructions.parts or instructions.notes:
+            transcript.record("instructions", files=list(instructions.used), notes=list(instructions.notes))
         for note in ws.notes:  # e.g. a submodule the host could not fetch
             transcript.record("note", text=note)
             progress(note)
@@ -139,7 +143,8 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
             network = network_rule(internet=config.network, allow_domains=config.allow_domains,
                                    allow_cidrs=config.allow_cidrs)
             result = run_agent(
-                model=model, sandbox=sandbox, system=system_prompt(root=sandbox.root, network=network),
+                model=model, sandbox=sandbox,
+                system=system_prompt(root=sandbox.root, network=network, instructions=instructions.parts),
                 task=task_message(job.task, facts), budget=settings.budget, recorder=transcript,
                 prices=dict(settings.prices), progress=progress, redact=redactor.redact, started=started,
                 before_finish=lambda: review_hand_back(sandbox, ws.base_sha, max_file, transcript),

@@ -219,6 +219,10 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             shown.add(e.get("id"))
         elif kind == "tool_result" and e.get("id") not in shown:
             out += [f"**{e.get('name', 'tool')}** result", "", *_result(e, cap)]
+        elif kind == "instructions":
+            used = ", ".join(_code(str(f)) for f in e.get("files") or []) or "none"
+            out += [f"> **repository instructions:** {used}"] + [f"> - {safe_prose(str(n))}" for n in e.get("notes") or []]
+            out += [""]
         elif kind == "note":
             out += [f"> **note:** {safe_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
         elif kind == "egress_blocked":
