@@ -21,6 +21,7 @@ from bot.github.conclusion import marker
 from bot.github.job import run_github_job
 from bot.github.labels import add_trigger_labels
 from bot.lease import Outcome
+from bot.model import Model
 from bot.store import JobRecord
 from bot.work import Labels, work_of
 
@@ -61,8 +62,10 @@ def outcome_of(record: dict[str, Any]) -> Outcome:
     return Outcome(result=record)
 
 
-def job_handler(settings: Settings, forge: Forge, record: Record | None = None) -> Callable[[JobRecord], Outcome]:
-    """What a runner does with a claimed job: the GitHub job, its figures to `record`, logs keyed by job id.
+def job_handler(settings: Settings, forge: Forge, record: Record | None = None, *,
+                model: Model | None = None) -> Callable[[JobRecord], Outcome]:
+    """What a runner does with a claimed job: the GitHub job, its figures to `record`, logs keyed by job id;
+    `model` is the process's shared model (`bot.model.shared_model`), None to make one per run.
 
     Returns the outcome to store: the conclusion's record, failed when the job failed.
     """
@@ -76,7 +79,7 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None) 
             conclusion = add_trigger_labels(work, forge, settings.trigger_label)
         else:
             conclusion = run_github_job(work, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
-                                        progress=lambda line: log.info(line, extra=extra))
+                                        model=model, progress=lambda line: log.info(line, extra=extra))
         result = conclusion.record()
         if record is not None and (figures := RunFigures.of(result)) is not None:
             record(figures)

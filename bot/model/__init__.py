@@ -14,7 +14,7 @@ from bot.model.anthropic import AnthropicModel
 from bot.model.protocol import Model, Reply, Usage
 from bot.model.scripted import ScriptedModel
 
-__all__ = ["Model", "Reply", "Usage", "make_model"]
+__all__ = ["Model", "Reply", "Usage", "make_model", "shared_model"]
 
 
 def make_model(settings: Settings) -> Model:
@@ -22,3 +22,10 @@ def make_model(settings: Settings) -> Model:
     if settings.model.startswith("scripted:"):
         return ScriptedModel.load(settings.model.removeprefix("scripted:"))
     return AnthropicModel(settings)
+
+
+def shared_model(settings: Settings) -> Model | None:
+    """The model a long-running process (`decode serve`, `decode worker`) builds once and gives every run:
+    the Anthropic client, with its connection pool. None for a scripted session, which each run replays
+    from its start (`make_model` per run)."""
+    return None if settings.model.startswith("scripted:") else make_model(settings)

@@ -28,6 +28,7 @@ from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
 from bot.jobs import exhausted_reporter, job_handler
 from bot.lease import LeaseRunner
+from bot.model import shared_model
 from bot.sandbox import SandboxSpec, close_all, prepare_host
 from bot.server.context import app_context
 from bot.server.health import CredentialCheck
@@ -72,8 +73,8 @@ def start_pool(settings: Settings, store: Store, metrics: Metrics, size: int,
     """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`."""
     forge = GitHubForge(credentials)
     prepare_host(settings.sandbox_mode, SandboxSpec(workspace=settings.data_dir, image=settings.sandbox_image))
-    pool = LeaseRunner(store, ThreadExecutor(job_handler(settings, forge, metrics.record_run)), limit=size,
-                       on_exhausted=exhausted_reporter(forge))
+    handle = job_handler(settings, forge, metrics.record_run, model=shared_model(settings))
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge))
     pool.start()
     return pool
 

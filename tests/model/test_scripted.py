@@ -9,7 +9,8 @@ import pytest
 
 from bot.config import Settings
 from bot.errors import ConfigError, DecodeError
-from bot.model import make_model
+from bot.model import make_model, shared_model
+from bot.model.anthropic import AnthropicModel
 from bot.model.scripted import ScriptedModel
 
 ARGS = {"system": "sys", "messages": [{"role": "user", "content": "fix the bug"}], "tools": [], "max_tokens": 100}
@@ -91,3 +92,11 @@ def test_make_model_picks_the_scripted_model(tmp_path):
     path = write(tmp_path, "demo.json", ["hello"])
     model = make_model(Settings(model=f"scripted:{path}"))
     assert isinstance(model, ScriptedModel) and model.complete(**ARGS).text == "hello"
+
+
+def test_a_process_shares_one_anthropic_client_but_never_a_scripted_session(tmp_path):
+    session = tmp_path / "s.json"
+    session.write_text(json.dumps({"turns": [[{"type": "text", "text": "done"}]]}))
+    assert shared_model(Settings(model=f"scripted:{session}")) is None  # each run replays it from the start
+    model = shared_model(Settings(model="claude-x", anthropic_api_key="sk-ant-test-0123456789abcdef"))
+    assert isinstance(model, AnthropicModel) and model.name == "claude-x"
