@@ -3,7 +3,7 @@
 Reads the standard `GITHUB_*` variables and the event file, applies the same
 trigger rules and permission checks as the App, adds `schedule` and
 `workflow_dispatch` runs with a prompt, and writes `GITHUB_OUTPUT` (pr_url,
-branch, conclusion, cost_usd, transcript_path) and a job summary to
+branch, conclusion, verified, cost_usd, transcript_path) and a job summary to
 `GITHUB_STEP_SUMMARY`. Exit status (`Conclusion.exit_code`, as the CLI's): 0 for
 success, no changes or skipped, 3 for a run stopped by a budget cap, 1 for a
 failure, 2 for a setting, token or event file that cannot work (the outputs and
@@ -139,7 +139,8 @@ def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     cost = outcome.result.cost_usd if outcome else 0.0
     transcript_dir = str(outcome.transcript_md.parent) if outcome else ""
     outputs = {"pr_url": conclusion.pr_url or "", "branch": conclusion.branch or "",
-               "conclusion": conclusion.state, "cost_usd": f"{cost:.4f}", "transcript_path": transcript_dir}
+               "conclusion": conclusion.state, "verified": outcome.verification.verified if outcome else "none",
+               "cost_usd": f"{cost:.4f}", "transcript_path": transcript_dir}
     if path := env.get("GITHUB_OUTPUT"):
         with open(path, "a", encoding="utf-8") as f:
             f.writelines(f"{k}={v}\n" for k, v in outputs.items())
@@ -166,7 +167,7 @@ def summary(conclusion: Conclusion) -> str:
     outcome = conclusion.outcome
     if outcome is None:
         return "\n".join(lines)
-    lines += [render_figures(outcome.result.figures()), ""]
+    lines += [outcome.verification.line(), "", render_figures(outcome.result.figures()), ""]
     parts = split_markdown(outcome.transcript_md.read_text(), SUMMARY_LIMIT)
     transcript = parts[0] + ("\n(truncated: the whole transcript is in the artifact)\n" if len(parts) > 1 else "")
     lines += ["<details><summary>Transcript</summary>", "", transcript, "", "</details>", ""]

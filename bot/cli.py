@@ -299,6 +299,7 @@ def report(outcome: Outcome, delivered_to: str | None) -> None:
     print(f"figures: {r.turns} turns, {r.usage.input_tokens:,} in / {r.usage.output_tokens:,} out / "
           f"{r.usage.cache_read_tokens:,} cache read / {r.usage.cache_creation_tokens:,} cache write tokens, "
           f"${r.cost_usd:.4f}, {r.wall_s:.1f}s")
+    print(outcome.verification.line())
     print(f"transcript: {outcome.transcript_md}")
     print(f"transcript (jsonl): {outcome.transcript_jsonl}")
     if r.stop_reason == "interrupted":

@@ -30,6 +30,7 @@ from bot.sandbox import Sandbox, SandboxSpec, capabilities, offering, open_sandb
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.task_text import one_line
 from bot.transcript import Transcript, safe_commit_text
+from bot.verify import Verification, Verifier, finish_gate
 from bot.workspace import Workspace, prepare
 
 Progress = Callable[[str], None]
@@ -71,6 +72,7 @@ class Outcome:
     changed: list[str] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)  # path -> why it was left out of the commit
     blocked: dict[str, int] = field(default_factory=dict)  # "host:port" -> attempts the agent's egress policy blocked
+    verification: Verification = field(default_factory=Verification)  # decode.yml's `verify:` (bot.verify)
 
 
 def issue_branch(number: int, title: str) -> str:
@@ -84,7 +86,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run.
 
     `watch` sees every transcript event as it is recorded, `phase` events among them (preparing, sandbox,
-    setup, agent): the live tracking comment follows the run through it."""
+    setup, agent, verifying): the live tracking comment follows the run through it."""
     started = time.monotonic()  # the wall-clock cap counts from here: setup included
     prune(settings.data_dir / "runs", settings.keep_days)
     run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
@@ -135,19 +137,22 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         max_file = settings.max_file_mb * MB
         sandbox = open_sandbox(settings.sandbox_mode, spec, network=setup_policy)
         try:
-            run_setup(sandbox, config, transcript, progress, redactor.redact,
-                      deadline=started + settings.budget.max_wall_s)
+            deadline = started + settings.budget.max_wall_s
+            run_setup(sandbox, config, transcript, progress, redactor.redact, deadline=deadline)
             sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
             transcript.record("phase", name="agent")
             facts = repo_facts(ws, job.branch)
             network = network_rule(internet=config.network, allow_domains=config.allow_domains,
                                    allow_cidrs=config.allow_cidrs)
+            verifier = Verifier(sandbox, config, transcript, progress, redactor.redact, deadline)
+            outcome.verification = verifier.verification
             result = run_agent(
                 model=model, sandbox=sandbox,
                 system=system_prompt(root=sandbox.root, network=network, instructions=instructions.parts),
                 task=task_message(job.task, facts), budget=settings.budget, recorder=transcript,
                 prices=dict(settings.prices), progress=progress, redact=redactor.redact, started=started,
-                before_finish=lambda: review_hand_back(sandbox, ws.base_sha, max_file, transcript),
+                before_finish=finish_gate(lambda: review_hand_back(sandbox, ws.base_sha, max_file, transcript),
+                                          verifier),
             )
             outcome.blocked = sandbox.blocked()
             if outcome.blocked:
@@ -184,7 +189,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         write_record(run_dir, run_id=job.run_id, attempt=job.attempt, repo=redactor.redact(job.repo),
                      branch=job.branch, commit=outcome.commit, stop_reason=r.stop_reason, error=r.error,
                      turns=r.turns, cost_usd=r.cost_usd, wall_s=r.wall_s, changed=outcome.changed,
-                     left_out=outcome.left_out)
+                     left_out=outcome.left_out, verified=outcome.verification.verified)
 
 
 def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Transcript) -> str | None:

@@ -12,6 +12,10 @@
     gpu: "H200:4"     # SANDBOX_MODE=modal: a GPU for the agent's commands
     image: registry.example.com/acme/tools:3  # docker and modal: the sandbox image instead
                                               # of DECODE_SANDBOX_IMAGE (local, bwrap ignore it)
+    verify:           # run after the agent's answer, in the agent's sandbox; failures go back to it
+      - pytest -q
+    verify_rounds: 2  # how many times a failing verify goes back to the agent (1 to 5)
+    review_trigger: changes_requested  # a writer's review asking for changes on a decode-bot PR starts a run
 
 The file is read as a blob from the base commit on the host (the default branch
 for an issue, the pull request's base branch for a PR; never the PR's head and
@@ -32,7 +36,8 @@ from bot.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
-        "image")
+        "image", "verify", "verify_rounds", "review_trigger")
+MAX_VERIFY_ROUNDS = 5
 # A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
 _REGISTRY = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -52,6 +57,9 @@ class RepoConfig:
     allow_workflow_changes: bool = False
     gpu: str | None = None
     image: str | None = None  # docker and modal: the sandbox image; None keeps DECODE_SANDBOX_IMAGE
+    verify: tuple[str, ...] = ()  # commands run after the agent's answer (bot.verify)
+    verify_rounds: int = 2  # how many times a failing verify goes back to the agent
+    review_trigger: str | None = None  # "changes_requested": such a review on a decode-bot PR starts a run
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
@@ -75,11 +83,7 @@ def parse_repo_config(data: object) -> RepoConfig:
     unknown = sorted(set(map(str, data)) - set(KEYS))
     if unknown:
         raise ConfigError(f"{PATH}: unknown key {unknown[0]!r}; the keys are {', '.join(KEYS)}")
-    setup = data.get("setup") or []
-    if isinstance(setup, str):
-        setup = [setup]
-    if not isinstance(setup, list) or not all(isinstance(c, str) and c.strip() for c in setup):
-        raise ConfigError(f"{PATH}: 'setup' must be a command or a list of commands (strings)")
+    setup = _commands(data, "setup")
     network = data.get("network", False)
     if not isinstance(network, bool):
         raise ConfigError(f"{PATH}: 'network' must be true or false, not {network!r}")
@@ -105,8 +109,38 @@ def parse_repo_config(data: object) -> RepoConfig:
     gpu = data.get("gpu")
     if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
         raise ConfigError(f"{PATH}: 'gpu' must be a Modal GPU spec like \"H200:4\", not {gpu!r}")
-    return RepoConfig(tuple(setup), network, float(timeout), tuple(str(c) for c in cidrs),
-                      tuple(d.lower().rstrip(".") for d in domains), workflows, gpu, parse_image(data.get("image")))
+    rounds = parse_verify_rounds(data.get("verify_rounds", RepoConfig.verify_rounds))
+    return RepoConfig(setup, network, float(timeout), tuple(str(c) for c in cidrs),
+                      tuple(d.lower().rstrip(".") for d in domains), workflows, gpu, parse_image(data.get("image")),
+                      _commands(data, "verify"), rounds,
+                      review_trigger=parse_review_trigger(data.get("review_trigger")))
+
+
+def parse_review_trigger(value: object) -> str | None:
+    """decode.yml's `review_trigger`: `changes_requested` or absent (no review starts a run by itself)."""
+    if value is not None and value != "changes_requested":
+        raise ConfigError(f"{PATH}: 'review_trigger' must be changes_requested (a writer's review asking for changes "
+                          f"on a decode-bot pull request starts a run) or left out, not {_shown(value)}")
+    return value
+
+
+def _commands(data: dict, key: str) -> tuple[str, ...]:
+    """`key`'s commands: one command or a list of them, each a non-empty string."""
+    commands = data.get(key) or []
+    if isinstance(commands, str):
+        commands = [commands]
+    if not isinstance(commands, list) or not all(isinstance(c, str) and c.strip() for c in commands):
+        raise ConfigError(f"{PATH}: '{key}' must be a command or a list of commands (strings), not {_shown(commands)}")
+    return tuple(commands)
+
+
+def parse_verify_rounds(rounds: object) -> int:
+    """decode.yml's `verify_rounds`: how many times a failing `verify` goes back to the agent, 1 to 5."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_VERIFY_ROUNDS:
+        raise ConfigError(f"{PATH}: 'verify_rounds' must be a whole number from 1 to {MAX_VERIFY_ROUNDS} (how many "
+                          f"times a failing 'verify' goes back to the agent; default {RepoConfig.verify_rounds}), "
+                          f"not {_shown(rounds)}")
+    return rounds
 
 
 def parse_image(image: object) -> str | None:
@@ -117,8 +151,13 @@ def parse_image(image: object) -> str | None:
     if image is None:
         return None
     if not isinstance(image, str) or len(image) > IMAGE_MAX or not IMAGE.fullmatch(image):
-        shown = repr(image) if len(repr(image)) <= 80 else repr(image)[:77] + "..."
         raise ConfigError(f"{PATH}: 'image' must be a docker image reference like "
                           f"registry.example.com/acme/tools:3 (lowercase name, optional registry, :tag or "
-                          f"@sha256:digest), not {shown}")
+                          f"@sha256:digest), not {_shown(image)}")
     return image
+
+
+def _shown(value: object) -> str:
+    """`value` as the error message shows it: its repr, cut at 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -13,8 +13,9 @@ import unicodedata
 from collections.abc import Sequence
 
 from bot.agent.prompt import fence_untrusted
+from bot.github.forge import ReviewCommentInfo
 from bot.utf8 import utf8_safe
-from bot.work import Dispatch, Issue, ReviewComment, Work
+from bot.work import Dispatch, Issue, Review, ReviewComment, Work
 
 # Every Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt,
 # https://www.unicode.org/Public/UCD/latest/ucd/DerivedCoreProperties.txt): zero-width and
@@ -77,13 +78,15 @@ def build_task(
     is_pull: bool = False,
     pr_body: str | None = None,
     comments: Sequence[tuple[str, str]] | None = None,
+    review: Sequence[ReviewCommentInfo] = (),
 ) -> str:
     """The task for the agent: plain framing from us, every user-written part cleaned and fenced.
 
     For a pull request (`is_pull`), `issue_title`/`issue_body` are its title and description (GitHub
     serves a PR as an issue); `pr_body` is shown too when given and different.
     `comments` are earlier (login, body) pairs of the conversation, oldest first.
-    For review comments the file and diff hunk are fenced too, the line number given plainly.
+    For review comments the file and diff hunk are fenced too, the line number given plainly; `review` are
+    the comments of a `Review`, each with its file, line and hunk.
     """
     number, repo, login = work.number, work.repo, work.sender_login
     what = "pull request" if is_pull else "issue"
@@ -92,6 +95,9 @@ def build_task(
             parts = [f"Carry out the request below in {repo}."]
         case Issue():
             parts = [f"Resolve {what} #{number} in {repo}, described below."]
+        case Review():
+            parts = [f"@{login} reviewed pull request #{number} in {repo} and asked for changes: address every "
+                     f"comment of the review ({len(review)} below) on this branch, in one go."]
         case _ if is_pull:
             parts = [f"@{login} asked for changes on pull request #{number} in {repo}. Make them on this branch."]
         case _:
@@ -105,26 +111,32 @@ def build_task(
     for author, body in comments or ():
         parts.append(f"Comment by @{_login(author)}:\n" + _fence(body, f"comment by @{_login(author)}"))
     if isinstance(work, ReviewComment):
-        parts.append(_review_context(work))
+        parts.append("The review comment is on " + _where(work.path, work.line, work.diff_hunk, "review comment"))
+    for i, note in enumerate(review, 1):
+        what_ = f"review comment {i} by @{_login(note.author)}"
+        parts.append(f"Review comment {i} of {len(review)}, on " + _where(note.path, note.line, note.diff_hunk,
+                                                                          what_)
+                     + "\nThe comment:\n" + _fence(note.body, what_))
     if work.instructions:
         source = "prompt" if isinstance(work, Dispatch) else f"instructions from @{_login(login)}"
         parts.append(f"Instructions ({source}):\n" + _fence(work.instructions, source))
+    elif isinstance(work, Review):
+        parts.append("No further instructions were given: do what the review comments above ask.")
     elif not isinstance(work, Issue):
         parts.append(f"No further instructions were given: do what the {what} above asks.")
     return "\n\n".join(parts) + "\n"
 
 
-def _review_context(comment: ReviewComment) -> str:
-    """Where the review comment sits. The path and the hunk come from the pull request's branch (a
-    fork's author chooses them): cleaned and fenced like any other user text; the line number is GitHub's."""
-    where = "the file named below" + (f", line {comment.line}" if comment.line is not None else "")
-    text = f"The review comment is on {where}.\nFile:\n" + fence_untrusted(one_line(comment.path) or "(unknown)",
-                                                                          "review comment file path")
-    if comment.diff_hunk:
-        hunk = _visible(comment.diff_hunk.replace("\r\n", "\n")).rstrip()
+def _where(path: str | None, line: int | None, diff_hunk: str | None, what: str) -> str:
+    """Where a review comment sits, to follow "... is on ". The path and the hunk come from the pull request's
+    branch (a fork's author chooses them): cleaned and fenced like any other user text; the line is GitHub's."""
+    where = "the file named below" + (f", line {line}" if line is not None else "")
+    text = f"{where}.\nFile:\n" + fence_untrusted(one_line(path) or "(unknown)", f"{what} file path")
+    if diff_hunk:
+        hunk = _visible(diff_hunk.replace("\r\n", "\n")).rstrip()
         ticks = "`" * max(3, _longest_backtick_run(hunk) + 1)
         text += "\nDiff hunk it refers to:\n" + fence_untrusted(f"{ticks}diff\n{hunk}\n{ticks}",
-                                                                 "review comment diff hunk")
+                                                                 f"{what} diff hunk")
     return text
 
 

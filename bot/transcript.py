@@ -7,7 +7,10 @@ through the `Redactor` before it is written; nothing unredacted touches disk.
 Event types and their fields, as the agent loop records them:
 
 - `run_start`: task, repo, model, sandbox, budget (dict), branch, base or base_sha
+- `phase`: name (preparing, sandbox, setup, agent, verifying)
 - `setup`: command, exit_code, output, timed_out, duration_s (the repository's setup commands)
+- `verify`: command, round, exit_code, passed, output (its redacted tail), timed_out, duration_s
+  (decode.yml's `verify` commands after the agent's answer, `bot.verify`)
 - `model_request`: turn, system, new_messages, tools (names), max_tokens
 - `model_response`: turn, content (blocks as dicts), stop_reason, usage
   {input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens},
@@ -190,7 +193,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     for key in ("base_sha", "config_sha"):
         if start.get(key):
             start[key] = str(start[key])[:12]
-    where = [f"{label} {_code(str(start[k]))}" for k, label in _HEADER_FIELDS if start.get(k)]
+    where = [f"{label} {code_span(str(start[k]))}" for k, label in _HEADER_FIELDS if start.get(k)]
     if where:
         out += [" · ".join(where), ""]
     if not brief:
@@ -220,7 +223,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
         elif kind == "tool_result" and e.get("id") not in shown:
             out += [f"**{e.get('name', 'tool')}** result", "", *_result(e, cap)]
         elif kind == "instructions":
-            used = ", ".join(_code(str(f)) for f in e.get("files") or []) or "none"
+            used = ", ".join(code_span(str(f)) for f in e.get("files") or []) or "none"
             out += [f"> **repository instructions:** {used}"] + [f"> - {safe_prose(str(n))}" for n in e.get("notes") or []]
             out += [""]
         elif kind == "note":
@@ -228,11 +231,8 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
         elif kind == "egress_blocked":
             rows = [f"{dest} x{count}" for dest, count in (e.get("destinations") or {}).items()]
             out += ["**network:** the egress policy blocked", "", _fence("\n".join(rows), "text", cap), ""]
-        elif kind == "setup":
-            status = "timed out" if e.get("timed_out") else f"exit {e.get('exit_code')}"
-            out += [f"**setup** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
-                    _fence(str(e.get("command", "")), "bash", cap), "",
-                    _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
+        elif kind in ("setup", "verify"):
+            out += _command_run(e, cap)
         elif kind == "run_end":
             if str(e.get("summary") or "").strip() and not brief:
                 out += ["## Summary", "", safe_prose(str(e["summary"]).strip()), ""]
@@ -275,22 +275,32 @@ def _call(name: str, args: dict[str, Any], result: dict[str, Any] | None, cap: i
         extra = f" (timeout {args['timeout']}s)" if args.get("timeout") else ""
         lines = [f"**bash**{extra}", "", _fence(str(args.get("command", "")), "bash", cap)]
     elif name == "write":
-        lines = [f"**write** {_code(path)}", "", _fence(str(args.get("content", "")), _lang(path), cap)]
+        lines = [f"**write** {code_span(path)}", "", _fence(str(args.get("content", "")), _lang(path), cap)]
     elif name == "edit":
         every = " (every occurrence)" if args.get("replace_all") else ""
         diff = _diff(str(args.get("old_string", "")), str(args.get("new_string", "")))
-        lines = [f"**edit** {_code(path)}{every}", "", _fence(diff, "diff", cap)]
+        lines = [f"**edit** {code_span(path)}{every}", "", _fence(diff, "diff", cap)]
     elif name == "read":
         span = f" from line {args['offset']}" if args.get("offset") else ""
         span += f", {args['limit']} lines" if args.get("limit") else ""
-        lines = [f"**read** {_code(path)}{span}"]
+        lines = [f"**read** {code_span(path)}{span}"]
     elif name in ("glob", "grep"):
-        extra = f" in files {_code(str(args['glob']))}" if args.get("glob") else ""
-        lines = [f"**{name}** {_code(str(args.get('pattern', '')))} in {_code(path)}{extra}"]
+        extra = f" in files {code_span(str(args['glob']))}" if args.get("glob") else ""
+        lines = [f"**{name}** {code_span(str(args.get('pattern', '')))} in {code_span(path)}{extra}"]
     else:
         lines = [f"**{name}**", "", _fence(json.dumps(args, indent=2, ensure_ascii=False), "json", cap)]
     lines.append("")
     return lines + (_result(result, cap) if result else ["_(no result recorded)_", ""])
+
+
+def _command_run(e: dict[str, Any], cap: int | None) -> list[str]:
+    """A setup or verify command the harness ran: its status, the command, its output."""
+    status = "timed out" if e.get("timed_out") else f"exit {e.get('exit_code')}"
+    if e["type"] == "verify":
+        status = f"round {e.get('round', '?')}, {'✅ passed' if e.get('passed') else '❌ ' + status}"
+    return [f"**{e['type']}** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
+            _fence(str(e.get("command", "")), "bash", cap), "",
+            _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
 
 
 def _result(e: dict[str, Any], cap: int | None) -> list[str]:
@@ -321,7 +331,7 @@ def _fence(text: str, lang: str = "", cap: int | None = None) -> str:
     return f"{ticks}{lang}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{ticks}"
 
 
-def _code(text: str) -> str:
+def code_span(text: str) -> str:
     """`text` as one inline code span, whatever backticks it holds."""
     text = text.replace("\n", " ")
     ticks = "`" * (_longest_backticks(text) + 1)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config import Settings
-from bot.work import Comment, Dispatch, Issue, Labels, ReviewComment, Work
+from bot.work import Comment, Dispatch, Issue, Labels, Review, ReviewComment, Work
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 
@@ -161,6 +161,25 @@ def _review_comment(payload: dict[str, Any], rules: Rules) -> Decision:
     )
 
 
+def _review(payload: dict[str, Any], rules: Rules) -> Decision:
+    """A submitted review: its body starts with the command, or it requests changes. Whether a review that
+    requests changes applies (a decode-bot pull request, `review_trigger` in the base branch's decode.yml) needs
+    GitHub's facts: the job decides (bot/github/job.py)."""
+    review = payload["review"]
+    instructions = command_instructions(review.get("body"), rules.command)
+    if instructions is None and str(review.get("state") or "").lower() != "changes_requested":
+        return Ignore(f"the review does not start with {rules.command} and does not request changes")
+    pr = payload["pull_request"]
+    return Review(
+        number=pr["number"],
+        review_id=review["id"],
+        instructions=instructions if instructions is not None else (review.get("body") or "").strip(),
+        by_command=instructions is not None,
+        **_text(pr),
+        **_common(payload),
+    )
+
+
 def _edited(payload: dict[str, Any], rules: Rules) -> Decision:
     return Ignore("edited comments never re-trigger work")
 
@@ -190,6 +209,7 @@ APP_ROUTES: dict[str, Handler] = {
     "issues.labeled": _issue_labeled,
     "issue_comment.created": _issue_comment,
     "pull_request_review_comment.created": _review_comment,
+    "pull_request_review.submitted": _review,
     "issue_comment.edited": _edited,
     "pull_request_review_comment.edited": _edited,
     "workflow_dispatch": _dispatch,

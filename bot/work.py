@@ -6,7 +6,7 @@ a file and line). Code that differs by kind matches on the type, in three
 places: the task text (bot/task_text.py), the plan (bot/github/plan.py) and the
 comment the job reacts to (`reaction_target`). Every kind has `repo`,
 `number` (None for a workflow run and for labels), `sender_login`, `sender_type` and `kind`,
-the name logs, the store and the dashboard show.
+the name logs, the store and the dashboard show. A `Review` holds no comments: the job fetches them.
 
 `instructions`, titles, bodies, paths and hunks are raw user text: clean and
 fence them before use (bot/task_text.py).
@@ -76,6 +76,27 @@ class ReviewComment:
 
 
 @dataclass(frozen=True)
+class Review:
+    """A submitted pull request review, every comment of it one task (the job fetches the comments).
+
+    `by_command`: its body starts with the command, and `instructions` are the rest; else it requests changes,
+    `instructions` are its whole body, and the job runs it only on a decode-bot pull request whose base
+    branch's decode.yml says `review_trigger: changes_requested` (bot/github/job.py)."""
+
+    repo: str
+    number: int
+    sender_login: str
+    sender_type: str
+    review_id: int
+    instructions: str
+    by_command: bool = True
+    title: str | None = None
+    body: str | None = None
+    kind: ClassVar[str] = "review"
+    is_pull_request: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
 class Dispatch:
     """A workflow run (`workflow_dispatch` with a prompt, or a `schedule`): do `instructions`, starting from
     `base_ref` (None: the default branch), in a new pull request."""
@@ -109,15 +130,17 @@ class Labels:
         return self.repos[0]
 
 
-Work = Issue | Comment | ReviewComment | Dispatch | Labels
-_BY_KIND: dict[str, type[Issue | Comment | ReviewComment | Dispatch | Labels]] = {
+Work = Issue | Comment | ReviewComment | Review | Dispatch | Labels
+_BY_KIND: dict[str, type[Issue | Comment | ReviewComment | Review | Dispatch | Labels]] = {
     "issue": Issue, "issue_comment": Comment, "pr_comment": Comment, "review_comment": ReviewComment,
-    "dispatch": Dispatch, "labels": Labels,
+    "review": Review, "dispatch": Dispatch, "labels": Labels,
 }
 
 
-def reaction_target(work: Issue | Comment | ReviewComment) -> tuple[str, int]:
-    """What the job puts its 👀 on: the comment that asked, or the labeled issue."""
+def reaction_target(work: Issue | Comment | ReviewComment | Review) -> tuple[str, int] | None:
+    """What the job puts its 👀 on: the comment that asked, or the labeled issue. None for a review: GitHub
+    has no reactions on reviews (https://docs.github.com/en/rest/reactions), and one on a single comment
+    would read as "only this one"; the tracking comment on the pull request acknowledges it."""
     match work:
         case Comment():
             return ("comment", work.comment_id)
@@ -125,6 +148,8 @@ def reaction_target(work: Issue | Comment | ReviewComment) -> tuple[str, int]:
             return ("review_comment", work.comment_id)
         case Issue():
             return ("issue", work.number)
+        case Review():
+            return None
 
 
 def asked_by(work: Work) -> str:
@@ -132,6 +157,8 @@ def asked_by(work: Work) -> str:
     match work:
         case Comment() | ReviewComment():
             return str(work.comment_id)
+        case Review():
+            return f"review-{work.review_id}"
         case _:
             return f"{work.kind}-{work.number}-{work.sender_login}"
 

@@ -108,7 +108,7 @@ def run_agent(
     prices: dict[str, dict[str, float]] | None = None,
     progress: Callable[[str], None] = lambda line: None,
     redact: Callable[[str], str] = lambda text: text,
-    before_finish: Callable[[], str | None] | None = None,
+    before_finish: Callable[[bool], str | None] | None = None,
     started: float | None = None,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
@@ -117,9 +117,11 @@ def run_agent(
     model or the transcript sees it: even where the sandbox can read a secret
     (`local` mode), the model cannot.
 
-    `before_finish` is asked once, at the model's first answer without a tool call
-    that leaves budget to spare: a message it returns goes back to the model as one
-    more user turn (the pipeline names what the hand-back would leave out). The wall
+    `before_finish` is asked at every answer without a tool call, told whether the
+    budget leaves room for another turn: a message it returns then goes back to the
+    model as one more user turn (the pipeline names what the hand-back would leave
+    out, once, and feeds failing `verify` commands back, up to `verify_rounds`); it
+    decides when to stop asking for more by returning None. The wall
     clock counts from `started` (a `time.monotonic()` value; the pipeline passes the
     run's start, so setup time counts), else from now.
     """
@@ -153,9 +155,9 @@ def run_agent(
             messages.append({"role": "assistant", "content": reply.content})
             last_text = reply.text or last_text
             if not reply.tool_uses:
-                follow_up = before_finish() if before_finish is not None and not meter.exceeded() else None
-                before_finish = None
-                if follow_up:
+                can_continue = not meter.exceeded()
+                follow_up = before_finish(can_continue) if before_finish is not None else None
+                if follow_up and can_continue:
                     messages.append({"role": "user", "content": follow_up})
                     continue
                 return _finish(meter, "completed", reply.text, recorder, progress)

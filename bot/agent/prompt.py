@@ -103,3 +103,21 @@ def fence_untrusted(text: str, source: str) -> str:
     body = _FENCE_TAG.sub(r"&lt;\1", text)
     label = source.replace('"', "'").replace("<", "&lt;").replace("\n", " ")
     return f'<untrusted source="{label}">\n{body}\n</untrusted>'
+
+
+def verify_feedback(failures: list[tuple[str, str, str]], *, round_no: int, rounds: int) -> str:
+    """The user message after a failed verification round: each failing command (from decode.yml) with its
+    status and the tail of its output, fenced as data, since the repository's code wrote it.
+
+    `failures` holds (command, status such as "exit code 1", output tail, already redacted)."""
+    parts = [f"Before your answer is accepted, the harness ran the repository's `verify` commands from "
+             f".github/decode.yml, and {len(failures)} of them failed (verification round {round_no} of at most "
+             f"{rounds} that come back to you):"]
+    for command, status, tail in failures:
+        parts.append(f"Command: `{command}`\nResult: {status}\nThe end of its output:\n"
+                     + fence_untrusted(tail or "(no output)", f"output of a verify command: {command}"))
+    last = " This is the last round: after your next answer the commands run once more and that result stands." \
+        if round_no >= rounds else ""
+    parts.append("Fix the cause in the code (do not weaken or skip the check), run the command yourself to "
+                 f"confirm, then answer again with your summary.{last}")
+    return "\n\n".join(parts)

@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.transcript import code_span
+from bot.verify import Verification
+
 BODY_LIMIT = 65_536
 _WRAPPER_ROOM = 400  # the <details> wrapper, part labels and a reopened fence
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
@@ -65,8 +68,8 @@ def _details(summary: str, content: str) -> str:
 
 @dataclass(frozen=True)
 class Report:
-    """What a run tells people on GitHub, each part once: the agent's summary, the files changed, the
-    harness's notes (left out, blocked), the figures, and a copy of the transcript with each tool output
+    """What a run tells people on GitHub, each part once: the agent's summary, the files changed, what the
+    harness verified (`verification_section`), the harness's notes (left out, blocked), the figures, and a copy of the transcript with each tool output
     capped (`bot.transcript.render_markdown(brief=True)`). With `transcript_url` (the run's page on
     `decode serve`) the copy is cut to fit one body and links there; without, the rest follows in comments."""
 
@@ -76,13 +79,14 @@ class Report:
     changes: str = ""
     notes: str = ""
     transcript_url: str | None = None
+    verification: str = ""
 
     def texts(self, *, closes: int | None = None, limit: int = BODY_LIMIT) -> tuple[str, list[str]]:
         """(body, follow-up comments) of at most `limit` characters each; `closes`: the issue the body fixes."""
         head = self.summary.strip() + "\n\n"
         if closes is not None:
             head += f"Fixes #{closes}\n\n"
-        for part in (self.changes, self.notes, self.figures):
+        for part in (self.changes, self.verification, self.notes, self.figures):
             if part.strip():
                 head += part.strip() + "\n\n"
         if self.transcript_url:
@@ -101,3 +105,20 @@ class Report:
         body = head + _details(f"Transcript (part 1 of {total}, continued in the comments below)", parts[0])
         comments = [_details(f"Transcript (part {i} of {total})", part) for i, part in enumerate(parts[1:], 2)]
         return body, comments
+
+
+def verification_section(v: Verification) -> str:
+    """The body's "Verification" section: each `verify:` command of the last round with ✅/❌ and its
+    duration, or one line saying the harness verified nothing."""
+    if not v.configured:
+        return ("**Verification:** nothing was verified by the harness. Add `verify:` to .github/decode.yml "
+                "(e.g. your test command) to have every run's result checked before its pull request.")
+    if not v.checks:
+        return "**Verification:** the `verify:` commands did not run: the run stopped before the agent's answer."
+    rounds = f"{v.rounds} round{'s' if v.rounds != 1 else ''}, {v.feedback} sent back to the agent"
+    head = {"passed": "✅ passed", "failed": "❌ failed"}[v.verified]
+    rows = [f"- {'✅' if c.passed else '❌'} {code_span(c.command)} ({c.duration_s:.1f}s)"
+            + ("" if c.passed else f": {c.status}") for c in v.checks]
+    stale = ["", "The run stopped after the last failure went back to the agent: its later changes are not "
+                 "verified."] if v.stale else []
+    return "\n".join([f"**Verification** ({head}; `verify:` in .github/decode.yml, {rounds})", "", *rows, *stale])

@@ -36,7 +36,8 @@ class Conclusion:
 
     def record(self) -> dict[str, Any]:
         """The conclusion as the job store keeps it (and a Modal function call returns it): JSON, no secret
-        (`message` is redacted where it is made), the figures of the run when the agent ran."""
+        (`message` is redacted where it is made), the verification result (`passed`, `failed`, `none`), the
+        figures of the run when the agent ran."""
         figures = None
         if self.outcome is not None:
             r = self.outcome.result
@@ -44,8 +45,9 @@ class Conclusion:
                 "input": r.usage.input_tokens, "output": r.usage.output_tokens,
                 "cache_read": r.usage.cache_read_tokens, "cache_write": r.usage.cache_creation_tokens}}
         error = (self.message or "failed").splitlines()[0].removeprefix("❌ ") if self.state == "failed" else None
+        verified = self.outcome.verification.verified if self.outcome is not None else "none"
         return {"state": self.state, "exit_code": self.exit_code, "error": error, "pr_url": self.pr_url,
-                "branch": self.branch, "figures": figures}
+                "branch": self.branch, "verified": verified, "figures": figures}
 
 
 def marker(kind: str, key: object) -> str:

@@ -8,9 +8,9 @@ a 502 that hid a success never doubles it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import requests
 from github import Github, GithubException
@@ -58,6 +58,19 @@ class PullInfo:
 
 
 @dataclass(frozen=True)
+class ReviewCommentInfo:
+    """One comment of a review; `thread` is the id of its thread's first comment, the one replies go under."""
+
+    id: int
+    thread: int
+    author: str
+    body: str
+    path: str | None
+    line: int | None
+    diff_hunk: str | None
+
+
+@dataclass(frozen=True)
 class PullRef:
     number: int
     html_url: str
@@ -89,6 +102,14 @@ class Forge(Protocol):
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None: ...
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None: ...
+
+    def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]: ...
+
+    def find_review_comment(self, repo: str, number: int, marker: str) -> int | None: ...
+
+    def reply_to_review_comment(self, repo: str, number: int, thread: int, body: str, marker: str) -> int: ...
+
+    def file_at(self, repo: str, path: str, ref: str) -> bytes | None: ...
 
     def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool: ...
 
@@ -184,27 +205,70 @@ class GitHubForge:
         Only our own comments count: anyone who may comment can copy a marker into theirs, to hide
         what we would post or to have us edit their comment.
         """
-        me = (self.bot_login() or "").lower()
+        return self._call(lambda: self._ours(self._gh(repo).get_repo(repo).get_issue(number).get_comments(), marker))
 
-        def fetch() -> int | None:
-            found = None
-            for c in self._gh(repo).get_repo(repo).get_issue(number).get_comments():
-                if me and marker in (c.body or "") and c.user is not None and c.user.login.lower() == me:
-                    found = c.id
-            return found
-        return self._call(fetch)
+    def _ours(self, comments: Iterable[Any], marker: str) -> int | None:
+        """The id of the last of `comments` that we wrote and that contains `marker`."""
+        me = (self.bot_login() or "").lower()
+        found = None
+        for c in comments:
+            if me and marker in (c.body or "") and c.user is not None and c.user.login.lower() == me:
+                found = c.id
+        return found
 
     def post_comment(self, repo: str, number: int, body: str, marker: str) -> int:
         """Post `body` (which must contain `marker`) once, even when an attempt's answer was lost."""
+        return self._once(lambda: self._gh(repo).get_repo(repo).get_issue(number).create_comment(body).id,
+                          lambda: self.find_comment(repo, number, marker))
+
+    def _once(self, create: Callable[[], int], find: Callable[[], int | None]) -> int:
+        """`create()` under the retry policy, made once: an attempt after one whose answer was lost first looks
+        for what it may have made with `find()`."""
         attempts = 0
 
         def make() -> int:
             nonlocal attempts
             attempts += 1
-            if attempts > 1 and (existing := self.find_comment(repo, number, marker)) is not None:
+            if attempts > 1 and (existing := find()) is not None:
                 return existing
-            return self._gh(repo).get_repo(repo).get_issue(number).create_comment(body).id
+            return create()
         return self._call(make)
+
+    def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]:
+        """Review `review_id`'s comments, in order (GET .../pulls/{n}/reviews/{id}/comments)."""
+        def fetch() -> list[ReviewCommentInfo]:
+            found = []
+            for c in self._gh(repo).get_repo(repo).get_pull(number).get_single_review_comments(review_id):
+                sent = c._rawData  # as sent: reading an absent field would make PyGithub GET the comment again
+                line = sent.get("line") if sent.get("line") is not None else sent.get("original_line")
+                found.append(ReviewCommentInfo(c.id, sent.get("in_reply_to_id") or c.id, (sent.get("user") or {})
+                                               .get("login", ""), c.body or "", sent.get("path"), line,
+                                               sent.get("diff_hunk")))
+            return found
+        return self._call(fetch)
+
+    def find_review_comment(self, repo: str, number: int, marker: str) -> int | None:
+        """The newest review comment on pull request `number` that we wrote and whose body contains `marker`."""
+        return self._call(lambda: self._ours(self._gh(repo).get_repo(repo).get_pull(number).get_review_comments(),
+                                             marker))
+
+    def reply_to_review_comment(self, repo: str, number: int, thread: int, body: str, marker: str) -> int:
+        """Reply `body` (holding `marker`) in the thread whose first comment is `thread`, once even when an
+        attempt's answer was lost; GitHub takes replies to a thread's first comment only."""
+        return self._once(lambda: self._gh(repo).get_repo(repo).get_pull(number).create_review_comment_reply(
+            thread, body).id, lambda: self.find_review_comment(repo, number, marker))
+
+    def file_at(self, repo: str, path: str, ref: str) -> bytes | None:
+        """The file `path` on `ref`; None when there is none or it is not a file (read before any clone)."""
+        def fetch() -> bytes | None:
+            try:
+                found = self._gh(repo).get_repo(repo).get_contents(path, ref=ref)
+            except GithubException as e:
+                if e.status == 404:
+                    return None
+                raise
+            return None if isinstance(found, list) or found.type != "file" else found.decoded_content
+        return self._call(fetch)
 
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
         self._call(lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import yaml
 from github import GithubException
 
 from bot.config import Settings
@@ -18,15 +19,17 @@ from bot.errors import ConfigError, DecodeError
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, IssueInfo, PullInfo, RepoInfo, access_problem
 from bot.github.plan import Facts, ToFork, plan
-from bot.github.publish import publish
+from bot.github.publish import answer_threads, publish
 from bot.github.tracking import Tracker
 from bot.links import run_link
 from bot.model import Model
 from bot.pipeline import Job, execute
+from bot.repo_config import PATH, parse_repo_config
 from bot.run_dirs import drop_clones
 from bot.sandbox import ISOLATING
+from bot.task_text import one_line
 from bot.triggers import may_trigger, refusal_text
-from bot.work import Comment, Dispatch, Issue, ReviewComment, Work, asked_by, reaction_target
+from bot.work import Comment, Dispatch, Issue, Review, ReviewComment, Work, asked_by, reaction_target
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,9 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
     repo = work.repo
     redactor = settings.redactor
     try:
+        if isinstance(work, Review) and not work.by_command and (why := _not_for_us(work, forge)) is not None:
+            log.info("job %s: the review starts nothing: %s", run_id, why)
+            return Conclusion("skipped", why)
         if authorize and (refused := _refuse(work, forge, settings)) is not None:
             return refused
         page = run_link(settings, run_id)
@@ -72,11 +78,12 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
     return conclusion
 
 
-def _track(work: Issue | Comment | ReviewComment, forge: Forge, run_id: str, run_url: str | None,
+def _track(work: Issue | Comment | ReviewComment | Review, forge: Forge, run_id: str, run_url: str | None,
            page: str | None, attempt: int) -> Tracker:
     """React to the request and post (or, for a retried or released job, find and edit) the tracking comment."""
     repo, number = work.repo, work.number
-    forge.react(repo, reaction_target(work), "eyes")
+    if (target := reaction_target(work)) is not None:
+        forge.react(repo, target, "eyes")
     tag = marker("run", run_id)
     links = " · ".join(filter(None, [run_url and f"[The run]({run_url})", page and f"📜 [Transcript]({page})"]))
     footer = (f"{links}\n\n" if links else "") + tag
@@ -106,7 +113,7 @@ def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
     permission = forge.permission(work.repo, login)
     if may_trigger(permission):
         return None
-    if work.number is not None:
+    if work.number is not None and not (isinstance(work, Review) and not work.by_command):  # unasked: no reply
         tag = marker("refused", asked_by(work))
         if forge.find_comment(work.repo, work.number, tag) is None:
             forge.post_comment(work.repo, work.number,
@@ -127,6 +134,7 @@ def _edited_note(work: Work, forge: Forge) -> str | None:
         return None
     what = "pull request" if now.is_pull else "issue"
     when = ("it was labeled", "as it was when labeled") if work.kind == "issue" else \
+        ("the review was submitted", "as it was then") if isinstance(work, Review) else \
         ("the command was posted", "as it was when the command was posted")
     return (f"ℹ️ The {what} was edited after {when[0]}; decode-bot worked on the text {when[1]}. "
             f"Run it again to work on the current text.")
@@ -139,7 +147,8 @@ def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_i
     repo, number = work.repo, work.number
     issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
-    the_plan = plan(work, Facts(info, issue, pull), run_id=run_id)
+    review = tuple(forge.review_comments(repo, work.number, work.review_id)) if isinstance(work, Review) else ()
+    the_plan = plan(work, Facts(info, issue, pull, review), run_id=run_id)
     fork = isinstance(the_plan.delivery, ToFork)
     if fork and settings.sandbox_mode not in ISOLATING:
         return Conclusion("skipped", f"🔒 decode-bot did not run: this pull request comes from a fork, and a "
@@ -151,12 +160,40 @@ def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_i
     job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token)
-    outcome = execute(job, settings, model=model, progress=progress,
-                      watch=tracking.on_event if tracking is not None else None)
+    try:
+        outcome = execute(job, settings, model=model, progress=progress,
+                          watch=tracking.on_event if tracking is not None else None)
+    except Exception as e:
+        if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details
+            text = one_line(settings.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]
+            try:
+                answer_threads(forge, repo, the_plan.threads, "❌ decode-bot could not finish this run, so nothing "
+                               f"was pushed for this review: {text}")
+            except Exception as lost:  # noqa: BLE001 - the run's own error is the one to report
+                log.warning("job %s: could not answer the review's threads: %s", run_id, lost)
+        raise
     if tracking is not None:
         tracking.move("publishing")
     return publish(the_plan, outcome, forge, repo, run_id, settings.redactor.plus(token).redact,
                     transcript_url=page)
+
+
+def _not_for_us(work: Review, forge: Forge) -> str | None:
+    """Why a review that requests changes (without the command) starts nothing, or None when it starts a run:
+    it must be on a pull request decode-bot opened from a `decode/` branch of this repository, whose base
+    branch's decode.yml (as merged there, never the head's) says `review_trigger: changes_requested`."""
+    issue, pull = forge.issue(work.repo, work.number), forge.pull(work.repo, work.number)
+    ours = issue.author.lower() == (forge.bot_login() or "").lower()
+    if not (ours and pull.same_repo(work.repo) and pull.head_ref.startswith("decode/")):
+        return f"#{work.number} is not a pull request decode-bot opened; only the command starts work there"
+    raw = forge.file_at(work.repo, PATH, pull.base_ref)
+    try:
+        config = parse_repo_config(yaml.safe_load(raw.decode("utf-8")) if raw else None)
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{PATH} on {pull.base_ref} is not valid YAML: {e}") from None
+    if config.review_trigger != "changes_requested":
+        return f"{PATH} on {pull.base_ref} does not say review_trigger: changes_requested"
+    return None
 
 
 def _run(run_url: str | None) -> str:

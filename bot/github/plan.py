@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bot.github.forge import IssueInfo, PullInfo, RepoInfo
+from bot.github.forge import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
 from bot.pipeline import issue_branch
 from bot.task_text import build_task
-from bot.work import Comment, Dispatch, Issue, ReviewComment, Work
+from bot.work import Comment, Dispatch, Issue, Review, ReviewComment, Work
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,17 @@ Delivery = OpenPull | PushToPull | ToFork
 
 
 @dataclass(frozen=True)
+class Threads:
+    """The threads of a review on pull request `number` that a run answers, one reply in each: `first_comments`
+    are the ids of their first comments, in the review's order; `review_id` tags the replies, so a retried job
+    does not reply twice."""
+
+    number: int
+    review_id: int
+    first_comments: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything the run needs besides the repository: what to do, where, and where it goes."""
 
@@ -57,6 +68,7 @@ class Plan:
     title: str  # the commit subject and pull request title, raw user text
     co_author: str | None
     delivery: Delivery
+    threads: Threads | None = None  # a review's threads, each answered once the run is published
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,7 @@ class Facts:
     repo: RepoInfo
     issue: IssueInfo | None = None
     pull: PullInfo | None = None
+    review: tuple[ReviewCommentInfo, ...] = ()  # the comments of a `Review`
 
 
 def plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
@@ -82,20 +95,30 @@ def plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
         raise ValueError(f"work on #{work.number} is planned with the facts of its issue")
     issue = as_triggered(work, issue)
     task = build_task(work, issue_title=issue.title, issue_body=issue.body, is_pull=issue.is_pull,
-                      pr_body=pull.body if pull and work.body is None else None)
+                      pr_body=pull.body if pull and work.body is None else None, review=facts.review)
+    if isinstance(work, Review):
+        if pull is None:
+            raise ValueError(f"review {work.review_id} is planned with the facts of pull request #{work.number}")
+        threads = Threads(pull.number, work.review_id, tuple(dict.fromkeys(c.thread for c in facts.review)))
+        return dataclasses.replace(_on_pull(work, pull, task, issue.title, co_author), threads=threads)
     if pull is None:
         return Plan(task=task, branch=issue_branch(issue.number, issue.title), clone_base=None, config_base=None,
                     title=issue.title, co_author=co_author,
                     delivery=OpenPull(base=repo.default_branch, closes=issue.number))
+    return _on_pull(work, pull, task, issue.title, co_author)
+
+
+def _on_pull(work: Work, pull: PullInfo, task: str, title: str, co_author: str | None) -> Plan:
+    """Commits on pull request `pull`: its own branch in this repository, or a fork's delivery."""
     if pull.same_repo(work.repo):
         return Plan(task=task, branch=pull.head_ref, clone_base=pull.head_ref, config_base=pull.base_ref,
-                    title=issue.title, co_author=co_author, delivery=PushToPull(pull.number))
+                    title=title, co_author=co_author, delivery=PushToPull(pull.number))
     # a fork's head, fetched from the base repository; its decode.yml never applies
     return Plan(task=task, branch=pull.head_ref, clone_base=f"refs/pull/{pull.number}/head",
-                config_base=pull.base_ref, title=issue.title, co_author=co_author, delivery=ToFork(pull))
+                config_base=pull.base_ref, title=title, co_author=co_author, delivery=ToFork(pull))
 
 
-def as_triggered(work: Issue | Comment | ReviewComment, issue: IssueInfo) -> IssueInfo:
+def as_triggered(work: Issue | Comment | ReviewComment | Review, issue: IssueInfo) -> IssueInfo:
     """`issue` with the title and body the event carried, when it carried them: the job works on the text
     the maintainer saw when they triggered it, not on what its author changed it to since."""
     if work.title is None:

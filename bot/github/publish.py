@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 from bot.agent.loop import STOP_MESSAGES
 from bot.errors import DecodeError
-from bot.github.body import BODY_LIMIT, Report
+from bot.github.body import BODY_LIMIT, Report, verification_section
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
-from bot.github.plan import OpenPull, Plan, PushToPull, ToFork
+from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
 from bot.pipeline import Outcome
 from bot.task_text import one_line
 from bot.transcript import load_events, render_figures, render_markdown, safe_prose
@@ -27,7 +27,40 @@ OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request
 def publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: str,
              redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
     """Deliver the outcome as the plan says, and the report for the tracking comment; `transcript_url`
-    is the run's transcript page, when the server has a public URL."""
+    is the run's transcript page, when the server has a public URL. A review's threads get one reply each."""
+    conclusion = _deliver(the_plan, outcome, forge, repo, run_id, redact, transcript_url=transcript_url)
+    if the_plan.threads is not None:
+        summary = safe_prose(redact(outcome.result.summary))
+        answer_threads(forge, repo, the_plan.threads, _thread_reply(conclusion, summary))
+    return conclusion
+
+
+def answer_threads(forge: Forge, repo: str, threads: Threads, text: str) -> None:
+    """Reply `text` in each thread of a review, once even if the job is retried."""
+    for first in threads.first_comments:
+        tag = marker("review-reply", f"{threads.review_id}-{first}")
+        if forge.find_review_comment(repo, threads.number, tag) is None:
+            forge.reply_to_review_comment(repo, threads.number, first, f"{text}\n\n{tag}", tag)
+
+
+def _thread_reply(conclusion: Conclusion, summary: str) -> str:
+    """What a review thread hears: the commit that addressed it, or why there is none."""
+    commit = conclusion.outcome.commit if conclusion.outcome is not None else None
+    if commit and conclusion.branch:
+        lead = {"success": "✅ Addressed", "incomplete": "⚠️ Partly addressed (the run stopped early)"}.get(
+            conclusion.state, "❌ The run failed; its work so far is")
+        return f"{lead} in {commit}, pushed to `{conclusion.branch}` with the rest of this review."
+    if commit:  # a fork's branch that refused the push: the patch is in the pull request's conversation
+        return "📎 decode-bot could not push to the fork's branch; the change for this review is in the patch on " \
+               "this pull request."
+    head = conclusion.message.split("\n\n", 1)[0]
+    why = summary if len(summary) <= 1500 else summary[:1500] + " …"
+    return f"{head.rstrip('.')}. Nothing was pushed for this review.\n\n{why}".rstrip()
+
+
+def _deliver(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: str,
+             redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
+    """The delivery itself: a pull request, commits on one, or a fork's branch or patch."""
     result, branch, delivery = outcome.result, the_plan.branch, the_plan.delivery
     figs = render_figures(result.figures())
     summary = safe_prose(redact(result.summary))  # whole, before any cap
@@ -37,7 +70,8 @@ def publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: s
     report = Report(summary=summary, figures=figs, notes=notes, changes=files_changed(changes),
                     transcript=render_markdown(load_events(outcome.transcript_jsonl), max_block_chars=OUTPUT_CAP,
                                                brief=True),
-                    transcript_url=transcript_url)
+                    transcript_url=transcript_url, verification=verification_section(outcome.verification))
+    figs = f"{report.verification}\n\n{figs}"  # the tracking comment shows the verification too
     failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
     on_fork = isinstance(delivery, ToFork)
     if outcome.commit is None or outcome.workspace is None:
@@ -61,12 +95,14 @@ def publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: s
     title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
     body, rest = report.texts(closes=delivery.closes)
     pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250], body=body,
-                                   draft=not result.completed)
+                                   draft=not result.completed or outcome.verification.verified == "failed")
     _post_parts(forge, repo, pr.number, rest, run_id)
     verb = "Opened" if pr.created else "Updated"
     note = "" if result.completed else f" as a draft: the run {STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}"
+    if result.completed and outcome.verification.verified == "failed":
+        note = " as a draft: its `verify:` commands from .github/decode.yml still fail"
     head = f"{failure}. The work so far is in the draft {pr.html_url}." if result.failed else \
-        f"{'✅' if result.completed else '⚠️'} {verb} {pr.html_url}{note}."
+        f"{'✅' if result.completed and not note else '⚠️'} {verb} {pr.html_url}{note}."
     message = f"{head}\n\n{figs}\n\n{notes}".rstrip()
     return Conclusion(state, message, pr_url=pr.html_url, branch=branch, outcome=outcome)
 

@@ -84,6 +84,7 @@ class GitHubState:
         self.repos: dict[str, Repo] = {}
         self.issue_comments: dict[int, dict] = {}  # by id
         self.review_comments: dict[int, dict] = {}
+        self.reviews: dict[int, dict] = {}  # by id: repo, number, body, state, user, commit_id, submitted_at
         self.reaction_list: list[dict] = []
         self.tokens: dict[str, Token] = {}
         self.minted: list[dict] = []  # every installation token minted: token, repositories, permissions
@@ -298,8 +299,8 @@ class GitHubState:
 
     def add_review_comment(self, owner: str, repo: str, number: int, body: str, *, path: str, line: int,
                            user: str = "octocat", diff_hunk: str = "@@ -1 +1 @@", side: str = "RIGHT",
-                           in_reply_to: int | None = None) -> int:
-        """A pull request review comment on `path` at `line`; returns its id."""
+                           in_reply_to: int | None = None, review_id: int | None = None) -> int:
+        """A pull request review comment on `path` at `line` (in review `review_id`, else one of its own)."""
         with self.lock:
             r = self.repo(owner, repo)
             pull = r.pulls[number]
@@ -308,9 +309,21 @@ class GitHubState:
             self.review_comments[cid] = {
                 "id": cid, "repo": r.full_name.lower(), "number": number, "body": body,
                 "user": self.user(user)["login"], "path": path, "line": line, "side": side, "diff_hunk": diff_hunk,
-                "commit_id": sha, "in_reply_to_id": in_reply_to, "review_id": self.next_id(),
+                "commit_id": sha, "in_reply_to_id": in_reply_to, "review_id": review_id or self.next_id(),
                 "created_at": now_iso(), "updated_at": now_iso()}
             return cid
+
+    def add_review(self, owner: str, repo: str, number: int, body: str | None, *, user: str = "octocat",
+                   state: str = "COMMENTED", comments: list[dict] = ()) -> tuple[int, list[int]]:
+        """A submitted review of pull request `number` with `comments` (each the keyword arguments of
+        `add_review_comment`: body, path, line...); returns the review id and the comment ids."""
+        with self.lock:
+            pull = self.repo(owner, repo).pulls[number]
+            rid = self.next_id()
+            self.reviews[rid] = {"id": rid, "repo": f"{owner}/{repo}".lower(), "number": number, "body": body,
+                                 "state": state, "user": self.user(user)["login"], "submitted_at": now_iso(),
+                                 "commit_id": self.branch_sha(pull["head_owner"], pull["head_name"], pull["head_ref"])}
+            return rid, [self.add_review_comment(owner, repo, number, user=user, review_id=rid, **c) for c in comments]
 
     def branch_sha(self, owner: str, repo: str, branch: str) -> str:
         """The commit `branch` points to in the bare repository (KeyError when it does not exist)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from github import GithubException
 
 from bot.errors import ConfigError
-from bot.github.forge import IssueInfo, PullInfo, PullRef, RepoInfo
+from bot.github.forge import IssueInfo, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
 
 BOT = "decode-bot[bot]"
 WEB = "https://web.example"
@@ -52,6 +52,9 @@ class MemoryForge:
     refusals: dict[str, int] = field(default_factory=dict)  # method name -> HTTP status it answers
     edits: list[tuple[int, str]] = field(default_factory=list)  # (comment id, new body), in order
     pulls: list[Pull] = field(default_factory=list)
+    reviews: dict[int, list[ReviewCommentInfo]] = field(default_factory=dict)  # review id -> its comments
+    replies: list[tuple[int, Comment]] = field(default_factory=list)  # (thread's first comment id, our reply)
+    files: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (path, ref) -> content
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def refuse(self, method: str, status: int) -> "MemoryForge":
@@ -103,6 +106,23 @@ class MemoryForge:
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         found = [c.id for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
         return found[-1] if found else None
+
+    def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]:
+        self._check("review_comments")
+        return list(self.reviews.get(review_id, ()))
+
+    def find_review_comment(self, repo: str, number: int, marker: str) -> int | None:
+        found = [c.id for _, c in self.replies if c.number == number and marker in c.body]
+        return found[-1] if found else None
+
+    def reply_to_review_comment(self, repo: str, number: int, thread: int, body: str, marker: str) -> int:
+        self._check("reply_to_review_comment")
+        reply = Comment(next(self._ids), number, body)
+        self.replies.append((thread, reply))
+        return reply.id
+
+    def file_at(self, repo: str, path: str, ref: str) -> bytes | None:
+        return self.files.get((path, ref))
 
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
                             draft: bool) -> PullRef:
