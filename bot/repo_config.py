@@ -16,6 +16,7 @@
       - pytest -q
     verify_rounds: 2  # how many times a failing verify goes back to the agent (1 to 5)
     review_trigger: changes_requested  # a writer's review asking for changes on a decode-bot PR starts a run
+    ci_fix: {rounds: 2}  # failed checks on a decode-bot PR start up to this many fix runs (1 to 5)
 
 The file is read as a blob from the base commit on the host (the default branch
 for an issue, the pull request's base branch for a PR; never the PR's head and
@@ -36,7 +37,7 @@ from bot.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
-        "image", "verify", "verify_rounds", "review_trigger")
+        "image", "verify", "verify_rounds", "review_trigger", "ci_fix")
 MAX_VERIFY_ROUNDS = 5
 # A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
 _REGISTRY = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
@@ -60,17 +61,23 @@ class RepoConfig:
     verify: tuple[str, ...] = ()  # commands run after the agent's answer (bot.verify)
     verify_rounds: int = 2  # how many times a failing verify goes back to the agent
     review_trigger: str | None = None  # "changes_requested": such a review on a decode-bot PR starts a run
+    ci_fix_rounds: int = 0  # `ci_fix: {rounds: N}`: failed checks on a decode-bot PR start up to N fix runs
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
     """The config committed at `commit` (read as a blob, see `bot.trusted_files`); defaults without a file."""
     raw = read_trusted(git, commit, PATH)
+    return config_of(raw)
+
+
+def config_of(raw: bytes | None, where: str = "") -> RepoConfig:
+    """The config in the file's bytes (None: no file, the defaults); `where` names the branch for errors."""
     if raw is None:
         return RepoConfig()
     try:
         data = yaml.safe_load(raw.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{PATH} is not valid YAML: {e}") from None
+        raise ConfigError(f"{PATH}{where} is not valid YAML: {e}") from None
     return parse_repo_config(data)
 
 
@@ -113,7 +120,8 @@ def parse_repo_config(data: object) -> RepoConfig:
     return RepoConfig(setup, network, float(timeout), tuple(str(c) for c in cidrs),
                       tuple(d.lower().rstrip(".") for d in domains), workflows, gpu, parse_image(data.get("image")),
                       _commands(data, "verify"), rounds,
-                      review_trigger=parse_review_trigger(data.get("review_trigger")))
+                      review_trigger=parse_review_trigger(data.get("review_trigger")),
+                      ci_fix_rounds=parse_ci_fix(data.get("ci_fix")))
 
 
 def parse_review_trigger(value: object) -> str | None:
@@ -132,6 +140,19 @@ def _commands(data: dict, key: str) -> tuple[str, ...]:
     if not isinstance(commands, list) or not all(isinstance(c, str) and c.strip() for c in commands):
         raise ConfigError(f"{PATH}: '{key}' must be a command or a list of commands (strings), not {_shown(commands)}")
     return tuple(commands)
+
+
+def parse_ci_fix(value: object) -> int:
+    """decode.yml's `ci_fix: {rounds: N}`: how many fix runs failed checks on a decode-bot PR may start, 1 to 5
+    (0 when absent: off)."""
+    if value is None:
+        return 0
+    rounds = value.get("rounds") if isinstance(value, dict) and set(value) <= {"rounds"} else None
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_VERIFY_ROUNDS:
+        raise ConfigError(f"{PATH}: 'ci_fix' must be a mapping like {{rounds: 2}}, rounds a whole number from 1 to "
+                          f"{MAX_VERIFY_ROUNDS} (how many fix runs failed checks on a decode-bot pull request may "
+                          f"start), not {_shown(value)}")
+    return rounds
 
 
 def parse_verify_rounds(rounds: object) -> int:

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from bot.agent.prompt import fence_untrusted
-from bot.github.forge import ReviewCommentInfo
+from bot.github.info import ReviewCommentInfo
 from bot.utf8 import utf8_safe
 from bot.work import Dispatch, Issue, Review, ReviewComment, Work
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config import Settings
-from bot.work import Comment, Dispatch, Issue, Labels, Review, ReviewComment, Work
+from bot.work import CheckSuite, Comment, Dispatch, Issue, Labels, Review, ReviewComment, Work
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 
@@ -47,6 +47,12 @@ class Rules:
 # Workflow runs: whoever started one may run workflows, and the job checks permissions again; labels and
 # comments are where a bot (or a loop of bots) could set the agent off, so only those refuse bot senders.
 WORKFLOW_RUNS = ("schedule", "workflow_dispatch")
+# A check suite's sender is whoever GitHub names, often a bot: its authority is `ci_fix` in the base
+# branch's decode.yml and the pull request being decode-bot's, which the job checks (bot/github/ci_fix.py).
+NO_SENDER_RULE = (*WORKFLOW_RUNS, "check_suite.completed")
+# Suite conclusions a commit can fix; `cancelled` (a person, a newer push) and `action_required` (a person
+# on GitHub) are not, and `neutral`, `skipped`, `stale`, `success` are not failures.
+FAILED_SUITES = frozenset({"failure", "timed_out", "startup_failure"})
 
 Decision = Work | Ignore
 Handler = Callable[[dict[str, Any], Rules], Decision]
@@ -75,7 +81,7 @@ class Router:
             if not keys:
                 return Ignore(f"event {event!r} is not one decode-bot acts on")
             return Ignore(f"{key} is not handled (handled: {', '.join(keys)})")
-        if key not in WORKFLOW_RUNS and (bot := _bot_sender(payload)):
+        if key not in NO_SENDER_RULE and (bot := _bot_sender(payload)):
             return Ignore(f"sender {bot} is a bot; bots never trigger work")
         try:
             return handler(payload, self.rules)
@@ -196,6 +202,19 @@ def _dispatch(payload: dict[str, Any], rules: Rules) -> Decision:
     )
 
 
+def _suite_completed(payload: dict[str, Any], rules: Rules) -> Decision:
+    """A check suite that failed on the head of a pull request of this repository (a fork's suites list no
+    pull requests): the job decides, with the facts, whether it is a decode-bot pull request with rounds left."""
+    suite = payload["check_suite"]
+    if suite.get("conclusion") not in FAILED_SUITES:
+        return Ignore(f"the check suite concluded {suite.get('conclusion')!r}, not a failure a commit can fix")
+    repo_id = payload["repository"]["id"]
+    pulls = [p for p in suite.get("pull_requests") or () if ((p.get("head") or {}).get("repo") or {}).get("id") == repo_id]
+    if not pulls:
+        return Ignore("the failed check suite is on no pull request of this repository")
+    return CheckSuite(number=pulls[0]["number"], head_sha=suite["head_sha"], **_common(payload))
+
+
 def _installed(payload: dict[str, Any], rules: Rules) -> Decision:
     """An installation created, or repositories added to one: the trigger label goes where it is missing."""
     listed = payload.get("repositories_added") if "repositories_added" in payload else payload.get("repositories")
@@ -213,6 +232,7 @@ APP_ROUTES: dict[str, Handler] = {
     "issue_comment.edited": _edited,
     "pull_request_review_comment.edited": _edited,
     "workflow_dispatch": _dispatch,
+    "check_suite.completed": _suite_completed,
     "installation.created": _installed,
     "installation_repositories.added": _installed,
 }

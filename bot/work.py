@@ -97,6 +97,23 @@ class Review:
 
 
 @dataclass(frozen=True)
+class CheckSuite:
+    """A check suite failed on the head of pull request `number`: fix what makes the checks fail, on its
+    branch. The job runs it only on a decode-bot pull request whose base branch's decode.yml sets `ci_fix`,
+    while the head is still `head_sha`, no person pushed since, and rounds are left (bot/github/ci_fix.py).
+    The sender is whoever GitHub names (often a bot): the authority is the repository's decode.yml."""
+
+    repo: str
+    number: int
+    head_sha: str
+    sender_login: str
+    sender_type: str = "Bot"
+    kind: ClassVar[str] = "ci_fix"
+    is_pull_request: ClassVar[bool] = True
+    title: ClassVar[None] = None
+
+
+@dataclass(frozen=True)
 class Dispatch:
     """A workflow run (`workflow_dispatch` with a prompt, or a `schedule`): do `instructions`, starting from
     `base_ref` (None: the default branch), in a new pull request."""
@@ -130,17 +147,18 @@ class Labels:
         return self.repos[0]
 
 
-Work = Issue | Comment | ReviewComment | Review | Dispatch | Labels
-_BY_KIND: dict[str, type[Issue | Comment | ReviewComment | Review | Dispatch | Labels]] = {
+Work = Issue | Comment | ReviewComment | Review | CheckSuite | Dispatch | Labels
+_BY_KIND: dict[str, type[Issue | Comment | ReviewComment | Review | CheckSuite | Dispatch | Labels]] = {
     "issue": Issue, "issue_comment": Comment, "pr_comment": Comment, "review_comment": ReviewComment,
-    "review": Review, "dispatch": Dispatch, "labels": Labels,
+    "review": Review, "ci_fix": CheckSuite, "dispatch": Dispatch, "labels": Labels,
 }
 
 
-def reaction_target(work: Issue | Comment | ReviewComment | Review) -> tuple[str, int] | None:
+def reaction_target(work: Issue | Comment | ReviewComment | Review | CheckSuite) -> tuple[str, int] | None:
     """What the job puts its 👀 on: the comment that asked, or the labeled issue. None for a review: GitHub
     has no reactions on reviews (https://docs.github.com/en/rest/reactions), and one on a single comment
-    would read as "only this one"; the tracking comment on the pull request acknowledges it."""
+    would read as "only this one"; the tracking comment on the pull request acknowledges it. None for a
+    failed check suite too: nobody asked."""
     match work:
         case Comment():
             return ("comment", work.comment_id)
@@ -148,7 +166,7 @@ def reaction_target(work: Issue | Comment | ReviewComment | Review) -> tuple[str
             return ("review_comment", work.comment_id)
         case Issue():
             return ("issue", work.number)
-        case Review():
+        case Review() | CheckSuite():
             return None
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bot.triggers import APP_ROUTES, Ignore, Router, Rules, may_trigger, refusal_text
-from bot.work import Comment, Dispatch, Issue, Labels, ReviewComment, Work, job_payload, work_of
-from tests.fakes.webhook_examples import ExamplesUnavailable, all_examples, examples
+from bot.work import CheckSuite, Comment, Dispatch, Issue, Labels, ReviewComment, Work, job_payload, work_of
+from tests.fakes.webhook_examples import ExamplesUnavailable, all_examples, example, examples
 
 ROUTER = Router(Rules())
 
@@ -200,3 +200,30 @@ def test_a_job_stored_by_an_older_version_still_decodes() -> None:
         "diff_hunk": None, "base_ref": None, "title": "T", "body": "B", "head_ref": None, "installation_id": 42}}
     assert work_of(stored) == Comment(repo="o/r", number=3, sender_login="alice", sender_type="User", comment_id=7,
                                       instructions="fix", is_pull_request=True, title="T", body="B")
+
+
+def suite_payload(conclusion: str = "failure", pulls: bool = True, same_repo: bool = True) -> dict[str, Any]:
+    payload = example("check_suite", "completed", repo="o/r", sender="github-actions[bot]", sender_type="Bot")
+    repo_id = payload["repository"]["id"]
+    payload["check_suite"].update(conclusion=conclusion, pull_requests=[{
+        "number": 5, "head": {"ref": "decode/issue-1-x", "sha": "a" * 40, "repo": {"id": repo_id if same_repo else 1}},
+        "base": {"ref": "main", "sha": "b" * 40, "repo": {"id": repo_id}}}] if pulls else [])
+    return payload
+
+
+def test_a_failed_check_suite_on_a_pull_request_of_the_repository_is_work_whoever_sent_it() -> None:
+    work = ROUTER.decide("check_suite", suite_payload())
+    assert isinstance(work, CheckSuite) and (work.number, work.sender_type) == (5, "Bot")
+    assert work.head_sha == suite_payload()["check_suite"]["head_sha"]
+    assert work_of(json.loads(json.dumps(job_payload(work, "check_suite", "d")))) == work
+
+
+@pytest.mark.parametrize("shape,why", [
+    ({"conclusion": "success"}, "not a failure"),
+    ({"conclusion": "cancelled"}, "not a failure"),
+    ({"pulls": False}, "no pull request of this repository"),
+    ({"same_repo": False}, "no pull request of this repository"),  # a fork's head
+])
+def test_a_passing_cancelled_or_fork_suite_starts_nothing(shape, why) -> None:
+    decision = ROUTER.decide("check_suite", suite_payload(**shape))
+    assert isinstance(decision, Ignore) and why in decision.reason

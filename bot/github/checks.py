@@ -7,8 +7,8 @@ job's log. `ci_task_text` turns them into the agent's task, every part that CI p
 redacted and fenced as data. `human_pushed` says, from commit identities alone, whether the branch
 moved on without us, which ends the CI-fix rounds.
 
-Which conclusions fail (`FAILING`): `failure`, `timed_out`, and `startup_failure` (a workflow that could
-not start, which GitHub reports on suites and workflow runs). Not `cancelled`: a person or a newer push
+Which conclusions fail (`bot.triggers.FAILED_SUITES`, the same rule as for a suite): `failure`,
+`timed_out`, and `startup_failure` (a workflow that could not start, which GitHub reports on suites and workflow runs). Not `cancelled`: a person or a newer push
 cancelled it, and a matrix cancels its other legs when one fails, which is reported on its own.
 Not `action_required`: someone must approve or act on GitHub, which no commit does. `neutral`,
 `skipped`, `stale` and `success` pass; a run still in progress has no conclusion and is not read.
@@ -37,9 +37,9 @@ from github import GithubException
 from bot.agent.prompt import fence_untrusted
 from bot.github.retry import is_transient
 from bot.task_text import clean
+from bot.triggers import FAILED_SUITES
 from bot.workspace import BOT_IDENTITY
 
-FAILING = frozenset({"failure", "timed_out", "startup_failure"})
 ACTIONS_APP = "github-actions"  # the slug of the App that makes GitHub Actions' check runs
 LOG_LINES = 200
 LOG_CHARS = 12_000
@@ -93,7 +93,7 @@ def failed_checks(gh_repo: Any, head_sha: str, *, redact: Callable[[str], str], 
     log download (a plain one by default).
     """
     failing = sorted((run for run in gh_repo.get_commit(head_sha).get_check_runs(filter="latest")
-                      if run.status == "completed" and run.conclusion in FAILING), key=lambda r: (r.name, r.id))
+                      if run.status == "completed" and run.conclusion in FAILED_SUITES), key=lambda r: (r.name, r.id))
     kept: list[CheckFailure] = []
     logs = 0
     for run in failing[:max_checks]:
@@ -274,6 +274,7 @@ class CommitIdentity:
     sha: str
     author: tuple[str, str]  # (name, email)
     committer: tuple[str, str]
+    subject: str = ""  # the first line of the message
 
     @classmethod
     def of(cls, commit: dict) -> CommitIdentity:
@@ -284,7 +285,8 @@ class CommitIdentity:
         def person(key: str) -> tuple[str, str]:
             who = inner.get(key) or {}
             return str(who.get("name") or ""), str(who.get("email") or "")
-        return cls(str(commit.get("sha") or commit.get("id") or ""), person("author"), person("committer"))
+        subject = str(inner.get("message") or "").split("\n", 1)[0]
+        return cls(str(commit.get("sha") or commit.get("id") or ""), person("author"), person("committer"), subject)
 
 
 def is_ours(commit: CommitIdentity, identity: tuple[str, str] = BOT_IDENTITY) -> bool:

@@ -9,7 +9,6 @@ a 502 that hid a success never doubles it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import requests
@@ -17,64 +16,12 @@ from github import Github, GithubException
 
 from bot.errors import ConfigError, DecodeError
 from bot.github.auth import Credentials, client
+from bot.github import checks
+from bot.github.checks import CommitIdentity, FailedChecks
+from bot.github.info import IssueInfo, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
 from bot.github.retry import GitHubRetry
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RepoInfo:
-    full_name: str
-    default_branch: str
-    clone_url: str
-    html_url: str
-
-
-@dataclass(frozen=True)
-class IssueInfo:
-    number: int
-    title: str
-    body: str
-    author: str
-    is_pull: bool
-    html_url: str
-
-
-@dataclass(frozen=True)
-class PullInfo:
-    number: int
-    title: str
-    body: str
-    head_ref: str
-    head_sha: str
-    head_repo: str | None  # None when the fork was deleted
-    base_ref: str
-    html_url: str
-    head_clone_url: str | None = None
-    maintainer_can_modify: bool = False  # "Allow edits by maintainers" on a fork's pull request
-
-    def same_repo(self, repo: str) -> bool:
-        return self.head_repo == repo
-
-
-@dataclass(frozen=True)
-class ReviewCommentInfo:
-    """One comment of a review; `thread` is the id of its thread's first comment, the one replies go under."""
-
-    id: int
-    thread: int
-    author: str
-    body: str
-    path: str | None
-    line: int | None
-    diff_hunk: str | None
-
-
-@dataclass(frozen=True)
-class PullRef:
-    number: int
-    html_url: str
-    created: bool
 
 
 class Forge(Protocol):
@@ -110,6 +57,10 @@ class Forge(Protocol):
     def reply_to_review_comment(self, repo: str, number: int, thread: int, body: str, marker: str) -> int: ...
 
     def file_at(self, repo: str, path: str, ref: str) -> bytes | None: ...
+
+    def pull_commits(self, repo: str, number: int) -> list[CommitIdentity]: ...
+
+    def failed_checks(self, repo: str, head_sha: str, *, redact: Callable[[str], str]) -> FailedChecks: ...
 
     def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool: ...
 
@@ -273,6 +224,15 @@ class GitHubForge:
     def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
         self._call(lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id)
                         .edit(body))
+
+    def pull_commits(self, repo: str, number: int) -> list[CommitIdentity]:
+        """The pull request's commits, oldest first, with who made them (GET .../pulls/{n}/commits)."""
+        return self._call(lambda: [CommitIdentity.of(c.raw_data) for c in
+                                   self._gh(repo).get_repo(repo).get_pull(number).get_commits()])
+
+    def failed_checks(self, repo: str, head_sha: str, *, redact: Callable[[str], str]) -> FailedChecks:
+        """The failing check runs of `head_sha`, with their output and Actions log tails (bot/github/checks.py)."""
+        return self._call(lambda: checks.failed_checks(self._gh(repo).get_repo(repo), head_sha, redact=redact))
 
     def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool:
         """Create the label `name` on `repo` unless it exists (any case); True when it was created."""

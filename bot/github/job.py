@@ -11,25 +11,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import yaml
 from github import GithubException
 
 from bot.config import Settings
 from bot.errors import ConfigError, DecodeError
+from bot.github.checks import ci_task_text
 from bot.github.conclusion import Conclusion, marker
-from bot.github.forge import Forge, IssueInfo, PullInfo, RepoInfo, access_problem
-from bot.github.plan import Facts, ToFork, plan
+from bot.github.forge import Forge, access_problem
+from bot.github.info import IssueInfo, PullInfo, RepoInfo
+from bot.github.gates import ci_gate, review_gate
+from bot.github.plan import CiRound, Facts, ToFork, plan
 from bot.github.publish import answer_threads, publish
 from bot.github.tracking import Tracker
 from bot.links import run_link
 from bot.model import Model
 from bot.pipeline import Job, execute
-from bot.repo_config import PATH, parse_repo_config
 from bot.run_dirs import drop_clones
 from bot.sandbox import ISOLATING
 from bot.task_text import one_line
 from bot.triggers import may_trigger, refusal_text
-from bot.work import Comment, Dispatch, Issue, Review, ReviewComment, Work, asked_by, reaction_target
+from bot.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work, asked_by, reaction_target
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +46,19 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
     repo = work.repo
     redactor = settings.redactor
     try:
-        if isinstance(work, Review) and not work.by_command and (why := _not_for_us(work, forge)) is not None:
+        if isinstance(work, Review) and not work.by_command and (why := review_gate(work, forge)) is not None:
             log.info("job %s: the review starts nothing: %s", run_id, why)
             return Conclusion("skipped", why)
-        if authorize and (refused := _refuse(work, forge, settings)) is not None:
+        ci = ci_gate(work, forge) if isinstance(work, CheckSuite) else None
+        if isinstance(ci, str):
+            log.info("job %s: the failed check suite starts nothing: %s", run_id, ci)
+            return Conclusion("skipped", ci)
+        # a failed suite's sender is whoever GitHub names; its authority is decode.yml's ci_fix (gates.py)
+        if authorize and not isinstance(work, CheckSuite) and (refused := _refuse(work, forge, settings)) is not None:
             return refused
         page = run_link(settings, run_id)
-        tracking = None if isinstance(work, Dispatch) else _track(work, forge, run_id, run_url, page, attempt)
+        doing = f"fixing the failing checks (round {ci[0]} of {ci[1]})" if isinstance(ci, tuple) else "working on this"
+        tracking = None if isinstance(work, Dispatch) else _track(work, forge, run_id, run_url, page, attempt, doing)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
         error = _refusal(e, work, forge, settings.github_api_url) if refused else e
@@ -62,7 +69,7 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
         info = forge.repository(repo)  # preflight: the token works and can read the repository
         edited = _edited_note(work, forge)
         conclusion = _work(work, info, settings, forge, run_id=run_id, attempt=attempt, model=model,
-                           progress=progress, tracking=tracking, page=page)
+                           progress=progress, tracking=tracking, page=page, ci=ci)
         if conclusion.outcome is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.outcome.run_dir)
         if edited:
@@ -78,8 +85,8 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
     return conclusion
 
 
-def _track(work: Issue | Comment | ReviewComment | Review, forge: Forge, run_id: str, run_url: str | None,
-           page: str | None, attempt: int) -> Tracker:
+def _track(work: Issue | Comment | ReviewComment | Review | CheckSuite, forge: Forge, run_id: str,
+           run_url: str | None, page: str | None, attempt: int, doing: str) -> Tracker:
     """React to the request and post (or, for a retried or released job, find and edit) the tracking comment."""
     repo, number = work.repo, work.number
     if (target := reaction_target(work)) is not None:
@@ -87,7 +94,7 @@ def _track(work: Issue | Comment | ReviewComment | Review, forge: Forge, run_id:
     tag = marker("run", run_id)
     links = " · ".join(filter(None, [run_url and f"[The run]({run_url})", page and f"📜 [Transcript]({page})"]))
     footer = (f"{links}\n\n" if links else "") + tag
-    heading = "👀 decode-bot is working on this" + (f" (attempt {attempt})." if attempt > 1 else ".")
+    heading = f"👀 decode-bot is {doing}" + (f" (attempt {attempt})." if attempt > 1 else ".")
     tracker = Tracker(forge, repo, forge.find_comment(repo, number, tag), footer=footer, heading=heading)
     tracker.start(number, tag)
     return tracker
@@ -142,13 +149,20 @@ def _edited_note(work: Work, forge: Forge) -> str | None:
 
 def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_id: str, attempt: int,
           model: Model | None, progress: Callable[[str], None], tracking: Tracker | None,
-          page: str | None) -> Conclusion:
-    """Fetch the facts, plan, run the plan, publish its delivery; `tracking` follows the run."""
+          page: str | None, ci: tuple[int, int] | None = None) -> Conclusion:
+    """Fetch the facts, plan, run the plan, publish its delivery; `tracking` follows the run; `ci` is the
+    round of a failed check suite's fix."""
     repo, number = work.repo, work.number
     issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
     review = tuple(forge.review_comments(repo, work.number, work.review_id)) if isinstance(work, Review) else ()
-    the_plan = plan(work, Facts(info, issue, pull, review), run_id=run_id)
+    ci_round = None
+    if isinstance(work, CheckSuite) and ci is not None:
+        redact = settings.redactor.redact
+        failures = forge.failed_checks(repo, work.head_sha, redact=redact)
+        ci_round = CiRound(ci[0], ci[1], ci_task_text(failures, redact=redact, pr_number=work.number,
+                                                      head_sha=work.head_sha, round=ci[0], rounds=ci[1]))
+    the_plan = plan(work, Facts(info, issue, pull, review, ci_round), run_id=run_id)
     fork = isinstance(the_plan.delivery, ToFork)
     if fork and settings.sandbox_mode not in ISOLATING:
         return Conclusion("skipped", f"🔒 decode-bot did not run: this pull request comes from a fork, and a "
@@ -176,24 +190,6 @@ def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_i
         tracking.move("publishing")
     return publish(the_plan, outcome, forge, repo, run_id, settings.redactor.plus(token).redact,
                     transcript_url=page)
-
-
-def _not_for_us(work: Review, forge: Forge) -> str | None:
-    """Why a review that requests changes (without the command) starts nothing, or None when it starts a run:
-    it must be on a pull request decode-bot opened from a `decode/` branch of this repository, whose base
-    branch's decode.yml (as merged there, never the head's) says `review_trigger: changes_requested`."""
-    issue, pull = forge.issue(work.repo, work.number), forge.pull(work.repo, work.number)
-    ours = issue.author.lower() == (forge.bot_login() or "").lower()
-    if not (ours and pull.same_repo(work.repo) and pull.head_ref.startswith("decode/")):
-        return f"#{work.number} is not a pull request decode-bot opened; only the command starts work there"
-    raw = forge.file_at(work.repo, PATH, pull.base_ref)
-    try:
-        config = parse_repo_config(yaml.safe_load(raw.decode("utf-8")) if raw else None)
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{PATH} on {pull.base_ref} is not valid YAML: {e}") from None
-    if config.review_trigger != "changes_requested":
-        return f"{PATH} on {pull.base_ref} does not say review_trigger: changes_requested"
-    return None
 
 
 def _run(run_url: str | None) -> str:

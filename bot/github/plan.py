@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bot.github.forge import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
+from bot.github.info import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
 from bot.pipeline import issue_branch
 from bot.task_text import build_task
-from bot.work import Comment, Dispatch, Issue, Review, ReviewComment, Work
+from bot.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,25 @@ class Facts:
     issue: IssueInfo | None = None
     pull: PullInfo | None = None
     review: tuple[ReviewCommentInfo, ...] = ()  # the comments of a `Review`
+    ci: CiRound | None = None  # a `CheckSuite`: the round, and its task from the failed checks
+
+
+@dataclass(frozen=True)
+class CiRound:
+    """Round `round` of `rounds` of fixing a pull request's failed checks; `task` is the agent's task, made from
+    the checks' output and logs (bot/github/checks.py::ci_task_text), redacted and fenced."""
+
+    round: int
+    rounds: int
+    task: str
+
+    @property
+    def title(self) -> str:
+        """The commit subject; a later round counts the commits carrying it (bot/github/ci_fix.py)."""
+        return f"{CI_SUBJECT} (round {self.round} of {self.rounds})"
+
+
+CI_SUBJECT = "Fix the failing checks"
 
 
 def plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
@@ -93,6 +112,10 @@ def plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
                     delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:
         raise ValueError(f"work on #{work.number} is planned with the facts of its issue")
+    if isinstance(work, CheckSuite):
+        if pull is None or facts.ci is None:
+            raise ValueError(f"a CI fix of #{work.number} is planned with its pull request and failed checks")
+        return _on_pull(work, pull, facts.ci.task, facts.ci.title, None)
     issue = as_triggered(work, issue)
     task = build_task(work, issue_title=issue.title, issue_body=issue.body, is_pull=issue.is_pull,
                       pr_body=pull.body if pull and work.body is None else None, review=facts.review)

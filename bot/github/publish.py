@@ -14,7 +14,8 @@ from bot.agent.loop import STOP_MESSAGES
 from bot.errors import DecodeError
 from bot.github.body import BODY_LIMIT, Report, verification_section
 from bot.github.conclusion import Conclusion, marker
-from bot.github.forge import Forge, PullInfo
+from bot.github.forge import Forge
+from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
 from bot.pipeline import Outcome

@@ -25,6 +25,7 @@ PERMISSIONS = {
     "issues": "write",  # read the issue, the 👀 reaction and the tracking comment
     "pull_requests": "write",  # open or update the PR, read a PR and its review comments, react and reply
     "metadata": "read",  # mandatory with any repository permission; also the sender's permission check
+    "actions": "read",  # the failing Actions jobs' logs, for a CI fix (ci_fix in decode.yml)
 }
 # The webhook events the App can subscribe to that the router has routes for, each with the permission
 # GitHub requires for it (https://docs.github.com/en/webhooks/webhook-events-and-payloads).

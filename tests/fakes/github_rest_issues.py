@@ -259,6 +259,45 @@ def edit_pull(fake, request, identity, owner, name, number) -> Result:
     return 200, render_pull(fake, repo, int(number)), {}
 
 
+def commits_of(fake, repo, git_dir, revisions: list[str]) -> list[dict]:
+    """REST commit objects (https://docs.github.com/en/rest/commits/commits) for `git log` of `revisions`."""
+    sep, end = "\x1f", "\x1e"
+    out = subprocess.run(["git", "log", f"--format=%H{sep}%an{sep}%ae{sep}%aI{sep}%cn{sep}%ce{sep}%cI{sep}%B{end}",
+                          *revisions], cwd=git_dir, capture_output=True, text=True, check=True).stdout
+    api, commits = f"{fake.api_url}/repos/{repo.full_name}", []
+    for record in filter(str.strip, out.split(end)):
+        sha, an, ae, ad, cn, ce, cd, message = record.strip("\n").split(sep)
+        commits.append({"sha": sha, "node_id": "C_x", "url": f"{api}/commits/{sha}",
+                        "html_url": f"{fake.web_url}/{repo.full_name}/commit/{sha}", "author": None, "committer": None,
+                        "parents": [], "commit": {"message": message.strip(), "url": f"{api}/git/commits/{sha}",
+                                                  "author": {"name": an, "email": ae, "date": ad},
+                                                  "committer": {"name": cn, "email": ce, "date": cd},
+                                                  "tree": {"sha": "0" * 40, "url": f"{api}/git/trees/{'0' * 40}"},
+                                                  "comment_count": 0}})
+    return commits
+
+
+@route("GET", "{o_r}/pulls/" + N + "/commits")
+def list_pull_commits(fake, request, identity, owner, name, number) -> Result:
+    """The commits on the head not on the base, oldest first (https://docs.github.com/en/rest/pulls/pulls)."""
+    repo = access(fake, identity, owner, name)
+    pull = pull_of(repo, number)
+    head = fake.branch_sha(pull["head_owner"], pull["head_name"], pull["head_ref"])
+    base = fake.branch_sha(repo.owner, repo.name, pull["base_ref"])
+    head_dir = fake.repo(pull["head_owner"], pull["head_name"]).path
+    return paginate(fake, request, commits_of(fake, repo, head_dir, ["--reverse", f"{base}..{head}"]))
+
+
+@route("GET", "{o_r}/commits/(?P<ref>[0-9a-f]{40})")
+def get_commit(fake, request, identity, owner, name, ref) -> Result:
+    repo = access(fake, identity, owner, name)
+    try:
+        [commit] = commits_of(fake, repo, repo.path, ["-1", ref])
+    except subprocess.CalledProcessError:
+        raise not_found() from None
+    return 200, {**commit, "stats": {"additions": 0, "deletions": 0, "total": 0}, "files": []}, {}
+
+
 @route("GET", "{o_r}/pulls/" + N + "/comments")
 def list_review_comments(fake, request, identity, owner, name, number) -> Result:
     repo = access(fake, identity, owner, name)

@@ -325,6 +325,10 @@ class GitHubState:
                                  "commit_id": self.branch_sha(pull["head_owner"], pull["head_name"], pull["head_ref"])}
             return rid, [self.add_review_comment(owner, repo, number, user=user, review_id=rid, **c) for c in comments]
 
+    def commit_message(self, owner: str, repo: str, sha: str) -> str:
+        """The full message of commit `sha` in the bare repository."""
+        return git(self.repo(owner, repo).path, "log", "-1", "--format=%B", sha)
+
     def branch_sha(self, owner: str, repo: str, branch: str) -> str:
         """The commit `branch` points to in the bare repository (KeyError when it does not exist)."""
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.github.forge import IssueInfo, PullInfo, RepoInfo
+from bot.github.info import IssueInfo, PullInfo, RepoInfo
 from bot.github.plan import Facts, OpenPull, PushToPull, ToFork, plan
 from bot.work import Comment, Dispatch, Issue, ReviewComment
 

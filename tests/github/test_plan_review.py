@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.github.forge import ReviewCommentInfo
+from bot.github.info import ReviewCommentInfo
 from bot.github.plan import Facts, PushToPull, Threads, ToFork, plan
 from bot.work import Review
 from tests.github.test_plan import ALICE, FORK_PULL, OWN_PULL, PR_AS_ISSUE, REPO

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from github import GithubException
 
 from bot.errors import ConfigError
-from bot.github.forge import IssueInfo, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
+from bot.github.info import IssueInfo, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
 
 BOT = "decode-bot[bot]"
 WEB = "https://web.example"

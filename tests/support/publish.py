@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from bot.agent.loop import AgentResult
-from bot.github.forge import PullInfo
+from bot.github.info import PullInfo
 from bot.pipeline import Job, Outcome
 from bot.redact import Redactor
 from bot.transcript import Transcript

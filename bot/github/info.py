@@ -1,0 +1,64 @@
+"""What GitHub says about a repository, an issue, a pull request and a review comment, as plain values.
+
+The `Forge` (bot/github/forge.py) returns them; the pure layers (the plan, the task text) read them
+without importing the client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RepoInfo:
+    full_name: str
+    default_branch: str
+    clone_url: str
+    html_url: str
+
+
+@dataclass(frozen=True)
+class IssueInfo:
+    number: int
+    title: str
+    body: str
+    author: str
+    is_pull: bool
+    html_url: str
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    title: str
+    body: str
+    head_ref: str
+    head_sha: str
+    head_repo: str | None  # None when the fork was deleted
+    base_ref: str
+    html_url: str
+    head_clone_url: str | None = None
+    maintainer_can_modify: bool = False  # "Allow edits by maintainers" on a fork's pull request
+
+    def same_repo(self, repo: str) -> bool:
+        return self.head_repo == repo
+
+
+@dataclass(frozen=True)
+class ReviewCommentInfo:
+    """One comment of a review; `thread` is the id of its thread's first comment, the one replies go under."""
+
+    id: int
+    thread: int
+    author: str
+    body: str
+    path: str | None
+    line: int | None
+    diff_hunk: str | None
+
+
+@dataclass(frozen=True)
+class PullRef:
+    number: int
+    html_url: str
+    created: bool
