@@ -363,8 +363,10 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
         raise DecodeError(f"base {base!r} is neither a branch, a tag nor a commit of {redactor.redact(repo)}"
                           " (or the repository is empty)")
     _git(["checkout", "--quiet", "-B", branch, base_sha], clean, env, redactor, what=f"creating branch {branch}")
-    _git(["clone", "--quiet", "--template=", "--no-local", "--no-checkout", "--", str(clean), str(copy)], run_dir,
-         git_env(local=True), redactor, what="copying the workspace")
+    # The sandbox's copy: the clean clone's object files copied (never hardlinked, no alternates), so nothing
+    # the sandbox writes reaches the clean clone; about 7x faster than a pack-protocol clone (bench/prepare.py).
+    _git(["clone", "--quiet", "--template=", "--local", "--no-hardlinks", "--no-checkout", "--", str(clean), str(copy)],
+         run_dir, git_env(local=True), redactor, what="copying the workspace")
     _git(["checkout", "--quiet", "-B", branch, base_sha], copy, env, redactor, what="checking out the workspace")
     _git(["remote", "remove", "origin"], copy, env, redactor, what="detaching the workspace")
     parts = urllib.parse.urlsplit(repo)

@@ -51,6 +51,7 @@ def test_prepare_makes_two_independent_clones(repo_factory: RepoFactory, tmp_pat
     assert git(ws.path, "remote") == ""
     clean_inodes = {p.stat().st_ino for p in (ws.clean / ".git").rglob("*") if p.is_file()}
     assert not clean_inodes & {p.stat().st_ino for p in (ws.path / ".git").rglob("*") if p.is_file()}
+    assert not (ws.path / ".git" / "objects" / "info" / "alternates").exists()  # no object borrowed either
 
 
 def test_base_can_be_a_branch_a_tag_or_a_commit(repo_factory: RepoFactory, tmp_path: Path) -> None:
