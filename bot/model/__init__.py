@@ -27,5 +27,8 @@ def make_model(settings: Settings) -> Model:
 def shared_model(settings: Settings) -> Model | None:
     """The model a long-running process (`decode serve`, `decode worker`) builds once and gives every run:
     the Anthropic client, with its connection pool. None for a scripted session, which each run replays
-    from its start (`make_model` per run)."""
-    return None if settings.model.startswith("scripted:") else make_model(settings)
+    from its start, and without an API key: each run then makes its own and fails with the error that says
+    what to set, on the issue, as a server without a key always has (`make_model` per run)."""
+    if settings.model.startswith("scripted:") or not settings.anthropic_api_key:
+        return None
+    return make_model(settings)

@@ -98,5 +98,6 @@ def test_a_process_shares_one_anthropic_client_but_never_a_scripted_session(tmp_
     session = tmp_path / "s.json"
     session.write_text(json.dumps({"turns": [[{"type": "text", "text": "done"}]]}))
     assert shared_model(Settings(model=f"scripted:{session}")) is None  # each run replays it from the start
+    assert shared_model(Settings(model="claude-x")) is None  # no key: each run says what to set, on the issue
     model = shared_model(Settings(model="claude-x", anthropic_api_key="sk-ant-test-0123456789abcdef"))
     assert isinstance(model, AnthropicModel) and model.name == "claude-x"
