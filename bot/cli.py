@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
     worker.add_argument("--host", default="127.0.0.1", help="address of --port (default 127.0.0.1)")
     worker.add_argument("--port", type=int, help="serve GET /metrics on this port (default: none)")
+    cache = sub.add_parser("cache", help="the setup cache (docker): list or clear its entries")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True)
+    cache_sub.add_parser("list", help="one line per entry: key, repository, age, size, last used")
+    clear = cache_sub.add_parser("clear", help="remove one entry (KEY or a prefix of it) or --all")
+    clear.add_argument("key", nargs="?", help="the entry's key, or its first characters as `decode cache list` shows")
+    clear.add_argument("--all", action="store_true", help="remove every entry")
     return parser
 
 
@@ -101,6 +108,8 @@ def _main(args: argparse.Namespace) -> int:
             if args.command == "serve":
                 return server.serve(settings, args.host, args.port)
             return server.work(settings, args.host, args.port)
+        if args.command == "cache":
+            return cmd_cache(args, settings)
         return cmd_run(args, settings)
     except ConfigError as e:
         print(f"decode: {e}", file=sys.stderr)
@@ -132,6 +141,41 @@ class sigterm_interrupts:
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
+
+
+def cmd_cache(args: argparse.Namespace, settings: Settings) -> int:
+    """`decode cache list|clear`: the setup cache's entries in DECODE_DATA_DIR/setup-cache (bot/setup_cache.py)."""
+    from bot.setup_cache import SetupCache
+
+    cache = SetupCache(settings.data_dir / "setup-cache")
+    entries = cache.entries()
+    if args.cache_command == "list":
+        now = time.time()
+        for e in entries:
+            print(f"{e.key[:12]}  {e.repo}  {_age(now - e.created)} old  {e.size / 1024 / 1024:.1f} MB  "
+                  f"used {_age(now - e.last_used)} ago")
+        if not entries:
+            print(f"the setup cache in {cache.directory} is empty", file=sys.stderr)
+        return 0
+    if args.all == bool(args.key):
+        raise ConfigError("decode cache clear takes either a KEY (as `decode cache list` shows it) or --all")
+    chosen = entries if args.all else [e for e in entries if e.key.startswith(args.key)]
+    if not args.all and len(chosen) != 1:
+        raise ConfigError(f"no setup cache entry has the key {args.key!r}: see `decode cache list`" if not chosen
+                          else f"{args.key!r} starts {len(chosen)} keys: give more of it")
+    busy = [e.key[:12] for e in chosen if not cache.remove(e)]
+    print(f"removed {len(chosen) - len(busy)} setup cache entries", file=sys.stderr)
+    if busy:
+        raise DecodeError(f"kept {', '.join(busy)}: a sandbox is running from it; clear again after that run")
+    return 0
+
+
+def _age(seconds: float) -> str:
+    """`seconds` as the largest whole unit: 45s, 12m, 3h, 2d."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(max(seconds, 0))}s"
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:

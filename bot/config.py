@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from bot.errors import ConfigError
 from bot.redact import Redactor
@@ -69,6 +70,7 @@ class Settings:
     max_disk_mb: int = 10240  # what one run's agent may write, workspace and temp (DECODE_MAX_DISK_MB)
     max_file_mb: int = 50  # the largest file carried back from the sandbox (DECODE_MAX_FILE_MB)
     keep_days: float = 30.0  # runs/ keeps a run's transcripts and record this long (DECODE_KEEP_DAYS)
+    database_url: str | None = None  # the PostgreSQL job store (DECODE_DATABASE_URL); None: SQLite in data_dir
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -110,6 +112,7 @@ class Settings:
             "max_disk_mb": _number(env, "DECODE_MAX_DISK_MB", int, 10240),
             "max_file_mb": _number(env, "DECODE_MAX_FILE_MB", int, 50),
             "keep_days": _number(env, "DECODE_KEEP_DAYS", float, 30.0),
+            "database_url": _database_url(env),
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -143,8 +146,34 @@ class Settings:
     def secrets(self) -> list[str]:
         """Every configured secret value, for redaction."""
         values = [self.anthropic_api_key, self.github_token, self.github_app_private_key,
-                  self.github_webhook_secret, self.github_client_secret, self.metrics_token]
+                  self.github_webhook_secret, self.github_client_secret, self.metrics_token,
+                  self.database_url, database_password(self.database_url)]
         return [v for v in values if v]
+
+
+def database_password(url: str | None) -> str | None:
+    """The password in a database URL (`postgresql://user:PASSWORD@host/db`), None without one: a secret,
+    redacted from logs on its own too, since libpq's errors can quote it apart from the URL."""
+    if not url:
+        return None
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+def _database_url(env: Mapping[str, str]) -> str | None:
+    """DECODE_DATABASE_URL when set: it must be a PostgreSQL URL. The error never shows the value (it may
+    carry a password)."""
+    url = (env.get("DECODE_DATABASE_URL") or "").strip()
+    if not url:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")):
+        scheme = url.split("://", 1)[0] if "://" in url else "no scheme"
+        raise ConfigError(f"DECODE_DATABASE_URL is not valid ({scheme}): set it to a PostgreSQL URL, "
+                          "postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or unset it for the embedded SQLite store")
+    return url
 
 
 def _private_key(env: Mapping[str, str]) -> str | None:

@@ -22,7 +22,7 @@ from bot.github.job import run_github_job
 from bot.github.labels import add_trigger_labels
 from bot.lease import Outcome
 from bot.model import Model
-from bot.store import JobRecord
+from bot.store_protocol import JobRecord
 from bot.work import Labels, work_of
 
 log = logging.getLogger("decode.worker")

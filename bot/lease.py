@@ -1,4 +1,4 @@
-"""The at-least-once lease protocol over the `Store`, once, for every way of running a job.
+"""The at-least-once lease protocol over the `JobStore`, once, for every way of running a job.
 
 A `LeaseRunner` sweeps: it records the outcome of every run that ended, renews
 the lease of every run still going (every `lease_s / 3`), hands the jobs whose
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.store import JobRecord, Store, StoreError
+from bot.store_protocol import JobRecord, JobStore, StoreError
 
 log = logging.getLogger("bot.worker")
 _numbers = itertools.count(1)
@@ -79,7 +79,7 @@ def ids_of(job: JobRecord) -> dict[str, object]:
 class LeaseRunner:
     """Runs the jobs of `store` with `executor`, at most `limit` at a time."""
 
-    def __init__(self, store: Store, executor: Executor, *, limit: int = 4, poll_s: float = 0.5,
+    def __init__(self, store: JobStore, executor: Executor, *, limit: int = 4, poll_s: float = 0.5,
                  name: str = "worker", on_exhausted: Callable[[JobRecord], None] | None = None,
                  on_changed: Callable[[], None] | None = None) -> None:
         """`on_changed` is called after a sweep that changed the store (the Modal app commits its image)."""

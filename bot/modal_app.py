@@ -48,7 +48,8 @@ from flask import Flask
 from bot.config import Settings
 from bot.jobs import Record, RunFigures, exhausted_reporter, job_handler, outcome_of
 from bot.lease import LeaseRunner, Outcome, RunLost
-from bot.store import JobRecord, Store, StoreError
+from bot.store import Store
+from bot.store_protocol import JobRecord, JobStore, StoreError
 
 log = logging.getLogger("decode.modal")
 
@@ -163,7 +164,7 @@ class CallExecutor:
         return CallRun(self.spawn(job), self.record)
 
 
-def dispatcher(store: Store, spawn: Spawn, *, limit: int = 32, record: Record | None = None,
+def dispatcher(store: JobStore, spawn: Spawn, *, limit: int = 32, record: Record | None = None,
                on_exhausted: Callable[[JobRecord], None] | None = None, every_s: float = 2.0) -> LeaseRunner:
     """The lease runner of the control app: jobs run as calls of `spawn`, the store's image is committed
     after every sweep that changed it. The store's only writer, so it is the only runner."""

@@ -8,13 +8,14 @@ Publishing (push, PR, comments) is the caller's business.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ from bot.instructions import load_instructions
 from bot.model import Model, make_model
 from bot.repo_config import RepoConfig, load_repo_config
 from bot.run_dirs import drop_clones, fresh_dir, prune, write_record
-from bot.sandbox import Sandbox, SandboxSpec, capabilities, offering, open_sandbox
+from bot.sandbox import BACKENDS, Sandbox, SandboxSpec, capabilities, offering
+from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy
+from bot.setup_cache import RunCache, SetupCache, limit_bytes
 from bot.task_text import one_line
 from bot.transcript import Transcript, safe_commit_text
 from bot.verify import Verification, Verifier, finish_gate
@@ -135,11 +138,25 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                                     allow_domains=config.allow_domains)
         max_file = settings.max_file_mb * MB
-        sandbox = open_sandbox(settings.sandbox_mode, spec, network=setup_policy)
+        cache = plan_setup_cache(settings, spec, config, ws, config_sha, redactor.redact(job.repo), transcript)
+        if cache is not None and cache.hit is not None:
+            spec = replace(spec, image=cache.hit.tag)
+        launcher = BACKENDS[settings.sandbox_mode](spec)
+        sandbox = AgentdSandbox(launcher, mode=settings.sandbox_mode, network=setup_policy)
         try:
             deadline = started + settings.budget.max_wall_s
-            run_setup(sandbox, config, transcript, progress, redactor.redact, deadline=deadline)
+            if cache is not None and cache.hit is not None:
+                cache.restore(launcher)  # type: ignore[arg-type]  # only setup_cache launchers get a RunCache
+                transcript.record("setup_cache", result="hit", key=cache.key[:12], repo=cache.hit.repo,
+                                  created=cache.hit.created)
+                progress(f"setup: skipped, the setup cache has it (key {cache.key[:12]})")
+            else:
+                run_setup(sandbox, config, transcript, progress, redactor.redact, deadline=deadline)
             sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
+            if cache is not None and cache.hit is None:
+                saved = cache.save(launcher)  # type: ignore[arg-type]
+                transcript.record("setup_cache", result="miss", key=cache.key[:12], saved=saved)
+                progress(f"setup cache {cache.key[:12]}: {saved}")
             transcript.record("phase", name="agent")
             facts = repo_facts(ws, job.branch)
             network = network_rule(internet=config.network, allow_domains=config.allow_domains,
@@ -211,6 +228,23 @@ def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Tra
             "symlinks point to files inside the repository (or use a copy), keep files under the size limit, "
             "and leave .git and nested repositories alone; delete what is not needed. This is your only "
             "chance to change them. Then answer again with your summary.")
+
+
+def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, ws: Workspace, config_sha: str,
+                     repo: str, transcript: Transcript) -> RunCache | None:
+    """The run's setup cache (bot/setup_cache.py), after pruning old entries; None without one. A run may fill
+    the cache only when its workspace is the commit decode.yml and the key files were read from."""
+    if not capabilities(settings.sandbox_mode).setup_cache:
+        return None
+    cache = SetupCache(settings.data_dir / "setup-cache")
+    cap = limit_bytes(os.environ)
+    cache.prune(settings.keep_days, cap)
+    run = RunCache.plan(cache, mode=settings.sandbox_mode, spec=spec, repo=repo, setup=config.setup,
+                        key_paths=config.setup_cache_key, git=ws.git, commit=config_sha,
+                        may_save=ws.base_sha == config_sha, cap_bytes=cap)
+    if run is not None and run.refused:
+        transcript.record("setup_cache", result="refused", key=run.key[:12], reason=run.refused)
+    return run
 
 
 def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, progress: Progress,

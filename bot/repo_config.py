@@ -17,6 +17,8 @@
     verify_rounds: 2  # how many times a failing verify goes back to the agent (1 to 5)
     review_trigger: changes_requested  # a writer's review asking for changes on a decode-bot PR starts a run
     ci_fix: {rounds: 2}  # failed checks on a decode-bot PR start up to this many fix runs (1 to 5)
+    setup_cache_key:  # docker: keep what setup left, keyed on these files' content (bot/setup_cache.py);
+      - requirements.lock  # [] keys on the image and the setup commands alone; absent: no cache
 
 The file is read as a blob from the base commit on the host (the default branch
 for an issue, the pull request's base branch for a PR; never the PR's head and
@@ -37,7 +39,8 @@ from bot.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
-        "image", "verify", "verify_rounds", "review_trigger", "ci_fix")
+        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key")
+MAX_CACHE_KEY_FILES = 20
 MAX_VERIFY_ROUNDS = 5
 # A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
 _REGISTRY = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
@@ -62,6 +65,7 @@ class RepoConfig:
     verify_rounds: int = 2  # how many times a failing verify goes back to the agent
     review_trigger: str | None = None  # "changes_requested": such a review on a decode-bot PR starts a run
     ci_fix_rounds: int = 0  # `ci_fix: {rounds: N}`: failed checks on a decode-bot PR start up to N fix runs
+    setup_cache_key: tuple[str, ...] | None = None  # files keying the setup cache; None: no setup cache
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
@@ -121,7 +125,25 @@ def parse_repo_config(data: object) -> RepoConfig:
                       tuple(d.lower().rstrip(".") for d in domains), workflows, gpu, parse_image(data.get("image")),
                       _commands(data, "verify"), rounds,
                       review_trigger=parse_review_trigger(data.get("review_trigger")),
-                      ci_fix_rounds=parse_ci_fix(data.get("ci_fix")))
+                      ci_fix_rounds=parse_ci_fix(data.get("ci_fix")),
+                      setup_cache_key=parse_setup_cache_key(data.get("setup_cache_key"), "setup_cache_key" in data))
+
+
+def parse_setup_cache_key(value: object, given: bool) -> tuple[str, ...] | None:
+    """decode.yml's `setup_cache_key`: repository paths (lock files) whose content keys the setup cache, up to
+    `MAX_CACHE_KEY_FILES`; an empty list keys on the image and setup commands alone; absent (None): no cache."""
+    if not given:
+        return None
+    paths = [] if value is None else value
+    fix = (f"{PATH}: 'setup_cache_key' must be a list of up to {MAX_CACHE_KEY_FILES} file paths relative to the "
+           "repository root, such as [requirements.lock, package-lock.json] (no leading /, no '..'), not ")
+    if not isinstance(paths, list) or len(paths) > MAX_CACHE_KEY_FILES:
+        raise ConfigError(fix + _shown(value))
+    for path in paths:
+        if not isinstance(path, str) or not path.strip() or path.startswith("/") or path.endswith("/") \
+                or any(part in ("", ".", "..") for part in path.split("/")) or "\\" in path:
+            raise ConfigError(fix + f"{_shown(path)} in it")
+    return tuple(paths)
 
 
 def parse_review_trigger(value: object) -> str | None:

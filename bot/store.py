@@ -1,5 +1,9 @@
 """The durable job store: deliveries and jobs in one embedded SQLite file.
 
+The default `JobStore` (bot/store_protocol.py); with DECODE_DATABASE_URL set,
+`open_store` opens bot/store_postgres.py instead, with the same semantics, which
+this docstring defines for both.
+
 WAL mode with `synchronous=FULL`: a call that wrote returns only after its
 commit reached the disk, so an acknowledged delivery survives SIGKILL and power
 loss. Several processes (`decode serve`, `decode worker`) may share the file;
@@ -47,15 +51,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
-from bot.errors import DecodeError
+from bot.store_protocol import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, JobRecord,
+                                JobStore, StoreError, check_final)
 
-STATES = ("queued", "running", "done", "failed")
-# GitHub lets a delivery be redelivered for 3 days
-# (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks),
-# so a week of delivery ids is enough to recognise every redelivery.
-DELIVERY_RETENTION_S = 7 * 86400
-BODY_RETENTION_S = 90 * 86400
-PRUNE_EVERY_S = 3600.0
+__all__ = ["BODY_RETENTION_S", "DELIVERY_RETENTION_S", "STATES", "JobRecord", "JobStore", "Store", "StoreError",
+           "open_store"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -112,25 +112,6 @@ RETURNING {_COLUMNS}
 """
 
 
-class StoreError(DecodeError):
-    """The job store could not be read or written (locked too long, disk full, corrupt file)."""
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """One job as stored."""
-
-    id: int
-    delivery_id: str | None
-    key: str  # "owner/repo#number": at most one running job per key
-    payload: dict
-    state: str  # queued | running | done | failed
-    attempts: int
-    created_at: float
-    error: str | None = None
-    result: dict | None = None
-
-
 @dataclass
 class _Delivery:
     """One `record_delivery` call waiting for a group commit."""
@@ -146,14 +127,19 @@ class _Delivery:
     done: bool = False
 
 
-class Store:
-    """Deliveries and jobs in the SQLite file at `path`; safe across threads and processes."""
+def open_store(settings: Settings) -> JobStore:
+    """The store of `settings`, with its lease and attempts: PostgreSQL at DECODE_DATABASE_URL when set,
+    else the SQLite file DECODE_DATA_DIR/jobs.sqlite3. The one place a process opens its store (serve,
+    worker, the webhook app's default)."""
+    if settings.database_url:
+        from bot.store_postgres import PostgresStore  # psycopg is loaded only by deployments that use it
 
-    @classmethod
-    def of(cls, settings: Settings) -> "Store":
-        """The store of `settings`: DECODE_DATA_DIR/jobs.sqlite3 with the configured lease and attempts. The
-        one place a process opens its store (serve, worker, the webhook app's default)."""
-        return cls(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+        return PostgresStore(settings.database_url, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+    return Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+
+
+class Store:
+    """Deliveries and jobs in the SQLite file at `path`; safe across threads and processes (a `JobStore`)."""
 
     def __init__(self, path: Path, *, lease_s: float = 60.0, max_attempts: int = 3,
                  busy_timeout_s: float = 10.0) -> None:
@@ -287,8 +273,7 @@ class Store:
     def finish(self, job_id: int, worker_id: str, state: str, *, result: dict | None = None,
                error: str | None = None) -> bool:
         """End a job `worker_id` holds as `state` (done or failed); False if the lease was lost."""
-        if state not in ("done", "failed"):
-            raise ValueError(f"a job finishes as done or failed, not {state!r}")
+        check_final(state)
         return self._update_owned(
             "UPDATE jobs SET state = ?, result = ?, error = ?, lease_owner = NULL, lease_expires = NULL, "
             "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",

@@ -233,6 +233,8 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += ["**network:** the egress policy blocked", "", _fence("\n".join(rows), "text", cap), ""]
         elif kind in ("setup", "verify"):
             out += _command_run(e, cap)
+        elif kind == "setup_cache":
+            out += [_setup_cache(e), ""]
         elif kind == "run_end":
             if str(e.get("summary") or "").strip() and not brief:
                 out += ["## Summary", "", safe_prose(str(e["summary"]).strip()), ""]
@@ -301,6 +303,16 @@ def _command_run(e: dict[str, Any], cap: int | None) -> list[str]:
     return [f"**{e['type']}** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
             _fence(str(e.get("command", "")), "bash", cap), "",
             _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
+
+
+def _setup_cache(e: dict[str, Any]) -> str:
+    """A setup cache hit (setup skipped), miss (setup ran; saved or why not) or refused entry, as one line."""
+    key = code_span(str(e.get("key", "?")))
+    if e.get("result") == "hit":
+        return f"> **setup cache:** hit, key {key}: setup skipped, its state restored"
+    if e.get("result") == "refused":
+        return f"> **setup cache:** entry {key} refused and removed: {safe_prose(str(e.get('reason', '')))}"
+    return f"> **setup cache:** miss, key {key}: setup ran; {safe_prose(str(e.get('saved', '')))}"
 
 
 def _result(e: dict[str, Any], cap: int | None) -> list[str]:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 
 from bot.lease import Outcome, RunLost, ids_of
-from bot.store import JobRecord
+from bot.store_protocol import JobRecord
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import pytest
 from bot.sandbox.modal import use_client
 from tests.fakes import modal_double
 
-pytest_plugins = ["tests.fakes.anthropic_api", "tests.fakes.github"]
+pytest_plugins = ["tests.fakes.anthropic_api", "tests.fakes.github", "tests.support.stores"]
 
 TIERS = ("unit", "integration", "e2e")
 # What makes a test e2e: its module drives the real console script or server process (names imported
@@ -22,7 +22,7 @@ E2E_FIXTURES = frozenset({"runner"})
 # internet, a sandbox backend, git repositories made on the spot)...
 INTEGRATION_FIXTURES = frozenset({
     "fake_github", "fake_anthropic", "internet", "world", "repo_factory", "buggy_repo",
-    "mode", "isolated_mode", "sandbox", "open_box", "workspace", "browser",
+    "mode", "isolated_mode", "sandbox", "open_box", "workspace", "browser", "store_factory", "postgres_factory",
 })
 # ...a module that drives real git, a sandbox, the docker image or other processes directly...
 INTEGRATION_NAMES = frozenset({"git", "make_repo", "GIT_ENV", "require", "IMAGE", "unhidden_dir", "subprocess",

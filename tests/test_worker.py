@@ -1,4 +1,5 @@
-"""The worker pool over a real store: runs, failures, dead workers, graceful stop, signals."""
+"""The worker pool over a real store, SQLite and PostgreSQL (`store_factory`): runs, failures, dead
+workers, graceful stop, signals."""
 
 from __future__ import annotations
 
@@ -13,21 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import JobRecord, Store
+from bot.store_protocol import JobRecord, JobStore
 from bot.lease import LeaseRunner, Outcome, worker_id
 from bot.worker import ThreadExecutor
+from tests.support.stores import StoreFactory
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
-    s = Store(tmp_path / "jobs.db", lease_s=0.5, max_attempts=3)
-    yield s
-    s.close()
+def store(store_factory: StoreFactory) -> JobStore:
+    return store_factory(lease_s=0.5, max_attempts=3)
 
 
-def enqueue(store: Store, key: str, payload: dict | None = None) -> int:
+def enqueue(store: JobStore, key: str, payload: dict | None = None) -> int:
     return store.record_delivery(f"d-{time.monotonic_ns()}", "issues", "queued", (key, payload or {}))
 
 
@@ -41,7 +41,7 @@ def test_worker_ids_are_unique() -> None:
     assert a != b and a.split(":")[1] == str(os.getpid())
 
 
-def test_a_pool_runs_every_job(store: Store) -> None:
+def test_a_pool_runs_every_job(store: JobStore) -> None:
     ids = [enqueue(store, f"octo/hello#{n}", {"n": n}) for n in range(20)]
     threads: set[str] = set()
 
@@ -60,7 +60,7 @@ def test_a_pool_runs_every_job(store: Store) -> None:
     assert len(threads) > 1
 
 
-def test_jobs_on_one_key_never_overlap(store: Store) -> None:
+def test_jobs_on_one_key_never_overlap(store: JobStore) -> None:
     spans: list[tuple[float, float]] = []
 
     def handle(job: JobRecord) -> dict:
@@ -80,7 +80,7 @@ def test_jobs_on_one_key_never_overlap(store: Store) -> None:
     assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))
 
 
-def test_a_handler_exception_fails_the_job(store: Store, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_handler_exception_fails_the_job(store: JobStore, caplog: pytest.LogCaptureFixture) -> None:
     job_id = enqueue(store, "octo/hello#1")
 
     def handle(job: JobRecord) -> dict:
@@ -98,7 +98,7 @@ def test_a_handler_exception_fails_the_job(store: Store, caplog: pytest.LogCaptu
     assert all(r.job_id == job_id for r in caplog.records if "job " in r.getMessage())
 
 
-def test_a_result_that_is_not_json_fails_the_job(store: Store) -> None:
+def test_a_result_that_is_not_json_fails_the_job(store: JobStore) -> None:
     job_id = enqueue(store, "octo/hello#1")
     pool = LeaseRunner(store, ThreadExecutor(lambda job: Outcome(result={"when": object()})), limit=1, poll_s=0.02)
     pool.start()
@@ -108,10 +108,10 @@ def test_a_result_that_is_not_json_fails_the_job(store: Store) -> None:
     assert "JSON serializable" in store.job(job_id).error
 
 
-def test_heartbeats_keep_a_job_longer_than_its_lease(store: Store, tmp_path: Path) -> None:
+def test_heartbeats_keep_a_job_longer_than_its_lease(store: JobStore, store_factory: StoreFactory) -> None:
     job_id = enqueue(store, "octo/hello#1")
     runs: list[int] = []
-    other = Store(tmp_path / "jobs.db", lease_s=0.5)
+    other = store_factory(lease_s=0.5)
 
     def handle(job: JobRecord) -> dict:
         runs.append(job.id)
@@ -127,10 +127,9 @@ def test_heartbeats_keep_a_job_longer_than_its_lease(store: Store, tmp_path: Pat
     pool.stop(1)
     assert runs == [job_id]
     assert (store.job(job_id).state, store.job(job_id).attempts) == ("done", 1)
-    other.close()
 
 
-def test_stop_releases_a_job_still_running(store: Store) -> None:
+def test_stop_releases_a_job_still_running(store: JobStore) -> None:
     job_id = enqueue(store, "octo/hello#1")
     started, let_go = threading.Event(), threading.Event()
 
@@ -153,7 +152,7 @@ def test_stop_releases_a_job_still_running(store: Store) -> None:
 
 
 def test_a_released_job_cancelled_under_its_thread_is_logged_not_raised(
-        store: Store, caplog: pytest.LogCaptureFixture) -> None:
+        store: JobStore, caplog: pytest.LogCaptureFixture) -> None:
     from bot.errors import Cancelled
 
     job_id = enqueue(store, "octo/hello#1")
@@ -182,7 +181,7 @@ def test_a_released_job_cancelled_under_its_thread_is_logged_not_raised(
     assert store.job(job_id).state == "queued"
 
 
-def test_stop_waits_for_a_job_that_finishes_in_grace(store: Store) -> None:
+def test_stop_waits_for_a_job_that_finishes_in_grace(store: JobStore) -> None:
     job_id = enqueue(store, "octo/hello#1")
     started = threading.Event()
 
@@ -198,7 +197,7 @@ def test_stop_waits_for_a_job_that_finishes_in_grace(store: Store) -> None:
     assert store.job(job_id).state == "done"
 
 
-def test_a_job_whose_worker_died_is_taken_over(store: Store) -> None:
+def test_a_job_whose_worker_died_is_taken_over(store: JobStore) -> None:
     job_id = enqueue(store, "octo/hello#1")
     assert store.claim("ghost-host:1:1").id == job_id  # claimed, never heartbeated nor finished
     pool = LeaseRunner(store, ThreadExecutor(lambda job: Outcome(result={"attempt": job.attempts})), limit=2, poll_s=0.05)
@@ -209,8 +208,8 @@ def test_a_job_whose_worker_died_is_taken_over(store: Store) -> None:
     assert (job.state, job.result, job.attempts) == ("done", {"attempt": 2}, 2)
 
 
-def test_exhausted_jobs_are_reported(tmp_path: Path) -> None:
-    store = Store(tmp_path / "jobs.db", lease_s=0.3, max_attempts=1)
+def test_exhausted_jobs_are_reported(store_factory: StoreFactory) -> None:
+    store = store_factory(lease_s=0.3, max_attempts=1)
     job_id = enqueue(store, "octo/hello#1")
     store.claim("ghost")
     reported: list[JobRecord] = []
@@ -220,16 +219,14 @@ def test_exhausted_jobs_are_reported(tmp_path: Path) -> None:
     pool.stop(1)
     assert [(j.id, j.state) for j in reported] == [(job_id, "failed")]
     assert store.job(job_id).error == "gave up after 1 attempts: the worker died each time"
-    store.close()
 
 
 RUNNER = """
 import sys, time
-from pathlib import Path
-from bot.store import Store
 from bot.lease import LeaseRunner, Outcome
 from bot.worker import ThreadExecutor
-store = Store(Path(sys.argv[1]), lease_s=0.5)
+from tests.support.stores import open_at
+store = open_at(sys.argv[1], lease_s=0.5)
 def handle(job):
     print(job.id, flush=True)
     time.sleep(60)
@@ -241,23 +238,22 @@ pool.wait_stopped()
 """
 
 
-def test_sigterm_releases_the_running_job(tmp_path: Path) -> None:
-    store = Store(tmp_path / "jobs.db", lease_s=0.5)
+def test_sigterm_releases_the_running_job(store_factory: StoreFactory) -> None:
+    store = store_factory(lease_s=0.5)
     job_id = enqueue(store, "octo/hello#1")
-    proc = child(RUNNER, str(tmp_path / "jobs.db"))
+    proc = child(RUNNER, store_factory.location)
     assert proc.stdout.readline().strip() == str(job_id)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=10)
     assert proc.returncode == 0
     assert out.strip() == "stopped"
     assert (store.job(job_id).state, store.job(job_id).attempts) == ("queued", 0)
-    store.close()
 
 
-def test_a_sigkilled_worker_process_loses_its_job_to_another(tmp_path: Path) -> None:
-    store = Store(tmp_path / "jobs.db", lease_s=0.5)
+def test_a_sigkilled_worker_process_loses_its_job_to_another(store_factory: StoreFactory) -> None:
+    store = store_factory(lease_s=0.5)
     job_id = enqueue(store, "octo/hello#1")
-    proc = child(RUNNER, str(tmp_path / "jobs.db"))
+    proc = child(RUNNER, store_factory.location)
     assert proc.stdout.readline().strip() == str(job_id)
     time.sleep(0.6)  # the dead process's heartbeats had kept the lease alive
     assert store.claim("w") is None
@@ -269,4 +265,3 @@ def test_a_sigkilled_worker_process_loses_its_job_to_another(tmp_path: Path) -> 
     pool.stop(1)
     job = store.job(job_id)
     assert (job.state, job.result, job.attempts) == ("done", {"by": "survivor"}, 2)
-    store.close()

@@ -36,6 +36,15 @@ non-root bot with a rootful engine: files stay the bot's); for a root bot it is
 close. With rootless Docker, container root already is the unprivileged host
 user, so the container keeps uid 0 (still without capabilities). Git inside is
 told that /workspace is a safe directory (GIT_CONFIG_* variables).
+
+Setup cache (`Capabilities.setup_cache`, driven by bot/setup_cache.py): after a setup
+succeeded, `save_setup_cache` commits the container's file system into a local image
+(`docker commit`: the tmpfs and bind mounts are not in it) and archives, from inside the
+sandbox, what setup left in the workspace (untracked and ignored files, as
+`git status --porcelain --ignored` lists them) and in HOME (/tmp, a tmpfs; its
+`.cache` left out). A later run starts from that image and `restore_setup_cache`
+unpacks the archive inside its sandbox, as the sandbox's user, after the host has
+checked every entry (`setup_cache.archive_problem`).
 """
 
 from __future__ import annotations
@@ -74,7 +83,8 @@ PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fn
 class DockerLauncher:
     """Runs one container per sandbox and agentd in it through a persistent `docker exec -i`."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=False, pool=False)
+    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=False, pool=False,
+                                setup_cache=True)
     root = WORKSPACE
 
     @classmethod
@@ -204,6 +214,60 @@ class DockerLauncher:
         argv = [self._docker, "exec", "-i", self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
         return ProcessTransport(argv, self._env)
 
+    @classmethod
+    def setup_cache_base(cls, image: str) -> str:
+        """The id of `image` on the engine: what a setup cache entry made from it is keyed on."""
+        res = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
+                             text=True, timeout=120)
+        if res.returncode != 0 or not res.stdout.strip():
+            raise ConfigError(f"the sandbox image {image} (DECODE_SANDBOX_IMAGE, or image: in .github/decode.yml) is "
+                              f"not on this Docker engine: build it with sandbox-image/build.sh or docker pull {image}")
+        return res.stdout.strip()
+
+    @classmethod
+    def drop_setup_cache(cls, tag: str) -> bool:
+        """Remove the image `tag` of a setup cache entry; False while a container still uses it."""
+        res = subprocess.run(["docker", "image", "rm", tag], capture_output=True, text=True, timeout=120)
+        return res.returncode == 0 or "no such image" in res.stderr.lower()
+
+    def save_setup_cache(self, tag: str, archive: Path, cap_bytes: int) -> int:
+        """Commit the container into the image `tag` and write setup's workspace and HOME files to `archive`
+        (a tar with `workspace/` and `home/` entries); returns the bytes both take. Raises `SandboxError` when
+        either fails or the two pass `cap_bytes`; the caller then keeps nothing."""
+        if self.container is None:
+            raise SandboxError("the sandbox container has been removed")
+        committed = self._cli("commit", "--pause", self.container, tag, timeout=600)
+        if committed.returncode != 0:
+            raise SandboxError(f"docker commit failed: {committed.stderr.strip()[-300:]}")
+        sizes = [self._cli("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
+                 for name in (tag, self._spec.image)]
+        used = max(0, int(sizes[0] or 0) - int(sizes[1] or 0))
+        argv = [self._docker, "exec", self.container, "python3", "-I", "-c", SAVE_SCRIPT]
+        with subprocess.Popen(argv, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc, \
+                archive.open("wb") as out:
+            assert proc.stdout is not None
+            while chunk := proc.stdout.read(1 << 20):
+                used += len(chunk)
+                if used > cap_bytes:
+                    proc.kill()
+                    raise SandboxError(f"setup left {used >> 20} MB or more, over the cache's "
+                                       f"{cap_bytes >> 20} MB (DECODE_SETUP_CACHE_MB)")
+                out.write(chunk)
+            err = proc.stderr.read() if proc.stderr else b""
+        if proc.returncode != 0:
+            raise SandboxError(f"archiving setup's files failed: {err.decode(errors='replace').strip()[-300:]}")
+        return used
+
+    def restore_setup_cache(self, archive: Path) -> None:
+        """Unpack a checked setup cache archive into the workspace and HOME, inside the sandbox as its user."""
+        if self.container is None:
+            raise SandboxError("the sandbox container has been removed")
+        with archive.open("rb") as data:
+            res = subprocess.run([self._docker, "exec", "-i", self.container, "python3", "-I", "-c", RESTORE_SCRIPT],
+                                 env=self._env, stdin=data, capture_output=True, timeout=600)
+        if res.returncode != 0:
+            raise SandboxError(f"restoring setup's files failed: {res.stderr.decode(errors='replace').strip()[-300:]}")
+
     def recover(self) -> None:
         """None: a dead container is not replaced."""
         return None
@@ -228,6 +292,49 @@ class DockerLauncher:
             _chown_tree(self._spec.workspace.resolve(), *self._owner)
             self._owner = None
         self.egress.close()
+
+
+# Run inside the sandbox: setup's untracked and ignored workspace paths, and HOME but its .cache, as a tar on
+# stdout. Walked by hand so that no entry is a hard link (the host refuses those).
+SAVE_SCRIPT = r"""
+import os, subprocess, sys, tarfile
+home = os.environ["HOME"]
+out = subprocess.run(["git", "-c", "core.fsmonitor=false", "status", "--porcelain", "--ignored", "-z",
+                      "--untracked-files=normal"], cwd="/workspace", capture_output=True, check=True).stdout
+paths = sorted(e[3:].rstrip("/") for e in out.decode("utf-8", "surrogateescape").split("\0") if e[:3] in ("?? ", "!! "))
+tops = [("workspace/" + p, os.path.join("/workspace", p)) for p in paths]
+tops += [("home/" + n, os.path.join(home, n)) for n in sorted(os.listdir(home)) if n != ".cache"]
+with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+    def add(name, full):
+        tar.inodes.clear()
+        tar.add(full, arcname=name, recursive=False)
+    for name, full in tops:
+        add(name, full)
+        if os.path.isdir(full) and not os.path.islink(full):
+            for parent, dirs, files in os.walk(full):
+                dirs.sort()
+                for entry in dirs + sorted(files):
+                    path = os.path.join(parent, entry)
+                    add(name + path[len(full):], path)
+"""
+# Run inside the sandbox, as its user, on an archive the host checked: never through a symlink, never over one.
+RESTORE_SCRIPT = r"""
+import os, sys, tarfile
+roots = {"workspace": "/workspace", "home": os.environ["HOME"]}
+with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
+    for member in tar:
+        top, _, rel = member.name.partition("/")
+        parts = rel.split("/")
+        if top not in roots or not rel or member.name.startswith("/") or ".." in parts:
+            sys.exit("refused " + repr(member.name))
+        here = roots[top]
+        for part in parts:
+            here = os.path.join(here, part)
+            if os.path.islink(here):
+                sys.exit("refused " + repr(member.name) + ": it would go through or over a symlink")
+        member.name = rel
+        tar.extract(member, roots[top], **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+"""
 
 
 def leftovers(docker: str = "docker") -> list[str]:

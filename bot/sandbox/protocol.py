@@ -63,6 +63,7 @@ class Capabilities:
     image: bool  # runs `spec.image` (`DECODE_SANDBOX_IMAGE`, `image:` in .github/decode.yml)
     gpu: bool  # gives the sandbox `spec.gpu`
     pool: bool  # can keep warm sandboxes ready (`DECODE_POOL_SIZE`)
+    setup_cache: bool = False  # can keep the state setup left and start later sandboxes from it (bot/setup_cache.py)
 
 
 class Refused(SandboxError):

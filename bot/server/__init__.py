@@ -2,7 +2,7 @@
 
 Without App credentials, `create_app(settings)` builds the app in setup mode: /webhook answers
 503 and /setup creates the App (bot/server/setup.py), then calls `on_configured`. The app
-needs a `Store`; the worker pool that drains it is started by `decode serve`
+needs a `JobStore`; the worker pool that drains it is started by `decode serve`
 (bot/server/run.py), not here, so tests and WSGI servers get a plain app.
 Given a `CredentialCheck`, /healthz also answers 503 while GitHub refuses the
 credentials.
@@ -19,15 +19,16 @@ from bot.config import Settings
 from bot.errors import ConfigError
 from bot.server.context import KEY, AppContext, HealthCheck
 from bot.server.metrics import Metrics
-from bot.store import Store
+from bot.store import open_store
+from bot.store_protocol import JobStore
 from bot.triggers import Router, Rules
 
 MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 
 
-def create_app(settings: Settings, store: Store | None = None, credentials: HealthCheck | None = None,
+def create_app(settings: Settings, store: JobStore | None = None, credentials: HealthCheck | None = None,
                on_configured: Callable[[Settings], None] | None = None) -> Flask:
-    """The webhook app for `settings`; `store` defaults to SQLite under DECODE_DATA_DIR; `credentials`,
+    """The webhook app for `settings`; `store` defaults to the one `open_store` opens (DECODE_DATABASE_URL, else SQLite under DECODE_DATA_DIR); `credentials`,
     when given, is part of /healthz; `on_configured` runs once /setup has created the App."""
     if has_credentials(settings) and not settings.github_webhook_secret:
         raise ConfigError("GITHUB_WEBHOOK_SECRET is not set: set it to the webhook secret of the GitHub App; "
@@ -39,7 +40,7 @@ def create_app(settings: Settings, store: Store | None = None, credentials: Heal
 
     app = Flask("decode-bot")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
-    store = store or Store.of(settings)
+    store = store or open_store(settings)
     app.extensions[KEY] = AppContext(settings=settings, store=store, metrics=Metrics(store.counts),
                                      router=Router(Rules.of(settings)), credentials=credentials)
     app.register_blueprint(webhooks)

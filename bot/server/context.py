@@ -15,7 +15,7 @@ from bot.config import Settings
 from bot.errors import DecodeError
 from bot.lease import LeaseRunner
 from bot.server.metrics import Metrics
-from bot.store import Store
+from bot.store_protocol import JobStore
 from bot.triggers import Router
 
 KEY = "decode"
@@ -30,7 +30,7 @@ class HealthCheck(Protocol):
 @dataclass
 class AppContext:
     settings: Settings  # the current settings: /setup replaces them once it created the App; read them per request
-    store: Store
+    store: JobStore
     metrics: Metrics
     router: Router
     credentials: HealthCheck | None = None  # when given, /healthz is 503 while GitHub refuses them

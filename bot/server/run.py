@@ -35,7 +35,8 @@ from bot.server.health import CredentialCheck
 from bot.server.logs import configure_logging
 from bot.server.metrics import Metrics, guarded_app
 from bot.server.setup import flow_of
-from bot.store import Store
+from bot.store import open_store
+from bot.store_protocol import JobStore
 from bot.worker import ThreadExecutor
 
 log = logging.getLogger("decode.worker")
@@ -68,7 +69,7 @@ def cannot_listen(host: str, port: int, e: OSError) -> ConfigError:
                        "another --port/--host")
 
 
-def start_pool(settings: Settings, store: Store, metrics: Metrics, size: int,
+def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
                credentials: Credentials) -> LeaseRunner:
     """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`."""
     forge = GitHubForge(credentials)
@@ -102,7 +103,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     check_port(port)
     configure_logging(settings.redactor)
     check = CredentialCheck(credentials_from(settings), settings.health_recheck_s) if has_credentials(settings) else None
-    store = Store.of(settings)
+    store = open_store(settings)
     pool = Pool(store)
     try:
         app = create_app(settings, store, check, on_configured=lambda new: pool.configure(app, new))
@@ -140,7 +141,7 @@ class Pool:
     """The worker pool of `decode serve`: started at once with App credentials, or by /setup once it has
     created the App (from a request thread, so the signal handlers are installed before it exists)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
         self.metrics: Metrics | None = None
         self.runner: LeaseRunner | None = None
@@ -214,7 +215,7 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
                           "GITHUB_APP_PRIVATE_KEY")
     check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)
     ask_github(check)
-    store = Store.of(settings)
+    store = open_store(settings)
     metrics = Metrics(store.counts)
     if port is not None:
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.jobs import run_id_of
 from bot.run_dirs import RECORD
-from bot.store import JobRecord, Store
+from bot.store_protocol import JobRecord, JobStore
 from bot.transcript import JSONL_NAME, figures, load_events
 from bot.work import work_of
 
@@ -68,7 +68,7 @@ def read_record(directory: Path | None) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def job_of(store: Store, run_id: str) -> JobRecord | None:
+def job_of(store: JobStore, run_id: str) -> JobRecord | None:
     """The job behind `job-<N>`, or None when the store has none."""
     match = re.fullmatch(r"job-([0-9]+)", run_id)
     if match is None:

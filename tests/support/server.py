@@ -47,7 +47,10 @@ class Server:
         raise AssertionError(f"decode serve did not come up: {log.read_text()}")
 
     def post(self, event: str, payload: dict, *, secret: str = SECRET) -> int:
-        body, headers = delivery(event, payload, secret=secret)
+        return self.send(*delivery(event, payload, secret=secret))
+
+    def send(self, body: bytes, headers: dict[str, str]) -> int:
+        """POST /webhook with `body` and `headers` as given (a redelivery resends both); the status."""
         request = urllib.request.Request(self.url + "/webhook", data=body, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=10) as res:

@@ -1,0 +1,165 @@
+"""The setup cache under SANDBOX_MODE=docker: the real pipeline, a real engine, real git, the scripted model.
+
+A setup that sleeps 2 s and writes one file into the image (/run/lock, the image's one sticky directory
+outside the tmpfs mounts that a non-root sandbox user may write), one under an ignored workspace path and one
+in HOME; the agent's one tool call cats all three.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.errors import SandboxError
+from bot.model.anthropic import AnthropicModel
+from bot.pipeline import Job, Outcome, execute
+from bot.sandbox import SandboxSpec
+from bot.sandbox.docker import DockerLauncher
+from bot.setup_cache import SetupCache
+from bot.transcript import load_events
+from tests.conftest import git, make_repo
+from tests.sandbox.conftest import IMAGE, require
+from tests.support.cli import DECODE
+
+pytestmark = pytest.mark.docker
+SETUP = ("sleep 2 && echo from-image > /run/lock/decode-marker && mkdir -p build $HOME/.local && "
+         "echo from-workspace > build/marker && echo from-home > $HOME/.local/marker")
+FILES = {"README.md": "# app\n", ".gitignore": "build/\n", "requirements.lock": "a==1\n",
+         ".github/decode.yml": f"setup:\n  - {SETUP}\nsetup_cache_key: [requirements.lock]\n"}
+CHECK = "cat /run/lock/decode-marker build/marker $HOME/.local/marker"
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Iterator[Path]:
+    """The data directory; its setup cache entries (and their images) are removed after the test."""
+    require("docker")
+    yield tmp_path / "data"
+    cache = SetupCache(tmp_path / "data" / "setup-cache")
+    for entry in cache.entries():
+        cache.remove(entry)
+
+
+def run(fake_anthropic, data: Path, repo: Path, run_id: str, **job: str) -> tuple[Outcome, float]:
+    """The real pipeline on `repo` under docker; the outcome and its wall time."""
+    fake_anthropic.script([[{"type": "tool_use", "name": "bash", "input": {"command": CHECK}}],
+                           [{"type": "text", "text": "Checked."}]])
+    settings = fake_anthropic.settings(sandbox_mode="docker", data_dir=data, sandbox_image=IMAGE)
+    started = time.monotonic()
+    outcome = execute(Job(repo=str(repo), task="Check the setup", branch=f"decode/run-{run_id}", run_id=run_id, **job),
+                      settings, model=AnthropicModel(settings, sleep=lambda s: None), progress=lambda line: None)
+    return outcome, time.monotonic() - started
+
+
+def events(outcome: Outcome, kind: str) -> list[dict]:
+    return [e for e in load_events(outcome.transcript_jsonl) if e["type"] == kind]
+
+
+def agent_saw(outcome: Outcome) -> list[str]:
+    [result] = events(outcome, "tool_result")
+    return result["output"].splitlines()[:3]
+
+
+def test_a_second_run_skips_setup_and_finds_its_files(fake_anthropic, tmp_path, data):
+    repo = make_repo(tmp_path / "repo", FILES)
+    first, first_s = run(fake_anthropic, data, repo, "one")
+    assert [e["exit_code"] for e in events(first, "setup")] == [0]
+    [miss] = events(first, "setup_cache")
+    assert miss["result"] == "miss" and miss["saved"].startswith("saved"), miss
+    assert agent_saw(first) == ["from-image", "from-workspace", "from-home"]
+    second, second_s = run(fake_anthropic, data, repo, "two")
+    assert events(second, "setup") == []
+    [hit] = events(second, "setup_cache")
+    assert hit["result"] == "hit" and hit["key"] == miss["key"]
+    assert "**setup cache:** hit" in second.transcript_md.read_text()
+    assert agent_saw(second) == ["from-image", "from-workspace", "from-home"]
+    assert second_s < first_s - 1.5, (first_s, second_s)
+    print(f"setup ran: {first_s:.2f}s, setup skipped: {second_s:.2f}s")
+
+    [entry] = SetupCache(data / "setup-cache").entries()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DECODE_DATA_DIR": str(data)}
+    listed = subprocess.run([DECODE, "cache", "list"], env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    [line] = listed.stdout.splitlines()
+    assert line.startswith(miss["key"] + "  " + str(repo) + "  ") and " MB  used " in line, line
+    cleared = subprocess.run([DECODE, "cache", "clear", miss["key"][:6]], env=env, capture_output=True, text=True,
+                             timeout=60)
+    assert cleared.returncode == 0 and "removed 1 setup cache entries" in cleared.stderr, cleared.stderr
+    assert SetupCache(data / "setup-cache").entries() == []
+    gone = subprocess.run(["docker", "image", "inspect", entry.tag],
+                          capture_output=True, text=True)
+    assert gone.returncode != 0 and "no such image" in gone.stderr.lower()
+
+
+def test_a_new_lock_file_on_the_base_misses(fake_anthropic, tmp_path, data):
+    repo = make_repo(tmp_path / "repo", FILES)
+    first, _ = run(fake_anthropic, data, repo, "one")
+    [entry] = SetupCache(data / "setup-cache").entries()
+    subprocess.run(["docker", "image", "rm", entry.tag], capture_output=True, check=True)
+    again, _ = run(fake_anthropic, data, repo, "again")
+    assert [e["result"] for e in events(again, "setup_cache")] == ["refused", "miss"]
+    assert "is no longer on the engine" in events(again, "setup_cache")[0]["reason"]
+    (repo / "requirements.lock").write_text("a==2\n")
+    git(repo, "commit", "-qam", "Bump a")
+    second, _ = run(fake_anthropic, data, repo, "two")
+    assert [e["exit_code"] for e in events(second, "setup")] == [0]
+    [miss] = events(second, "setup_cache")
+    assert miss["result"] == "miss" and miss["key"] != events(first, "setup_cache")[0]["key"]
+    assert len(SetupCache(data / "setup-cache").entries()) == 2
+
+
+def test_a_hostile_archive_is_refused_and_setup_runs(fake_anthropic, tmp_path, data):
+    repo = make_repo(tmp_path / "repo", FILES)
+    first, _ = run(fake_anthropic, data, repo, "one")
+    cache = SetupCache(data / "setup-cache")
+    [entry] = cache.entries()
+    with tarfile.open(cache.archive(entry.key), "w") as tar:
+        for name, target in (("workspace/out", "/etc"), ("workspace/out/cron.d/x", None)):
+            info = tarfile.TarInfo(name)
+            if target:
+                info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info, io.BytesIO(b""))
+    second, _ = run(fake_anthropic, data, repo, "two")
+    [refused, miss] = events(second, "setup_cache")
+    assert refused["result"] == "refused" and "a symlink to /etc" in refused["reason"], refused
+    assert miss["result"] == "miss" and miss["saved"].startswith("saved")
+    assert [e["exit_code"] for e in events(second, "setup")] == [0]
+    assert agent_saw(second) == ["from-image", "from-workspace", "from-home"]
+    assert not (tmp_path / "escape").exists() and not (data / "escape").exists()
+
+
+def test_the_sandbox_refuses_to_unpack_through_a_symlink_or_out_of_its_roots(tmp_path):
+    """The second line of defence: the in-sandbox unpacker, given archives the host would have refused."""
+    require("docker")
+    workspace = make_repo(tmp_path / "ws", {"README.md": "x\n"})
+    (workspace / "link").symlink_to("/etc")
+    launcher = DockerLauncher(SandboxSpec(workspace=workspace, image=IMAGE, memory_mb=256, name="cache-test"))
+    try:
+        for name, why in (("workspace/../escape", "refused 'workspace/../escape'"),
+                          ("workspace/link/x", "it would go through or over a symlink"),
+                          ("other/x", "refused 'other/x'")):
+            archive = tmp_path / "bad.tar"
+            with tarfile.open(archive, "w") as tar:
+                tar.addfile(tarfile.TarInfo(name), io.BytesIO(b""))
+            with pytest.raises(SandboxError, match=why):
+                launcher.restore_setup_cache(archive)
+    finally:
+        launcher.close()
+    assert not (tmp_path / "escape").exists()
+
+
+def test_a_pull_requests_head_uses_the_cache_but_never_fills_it(fake_anthropic, tmp_path, data):
+    repo = make_repo(tmp_path / "repo", FILES)
+    git(repo, "checkout", "-qb", "feature")
+    (repo / "README.md").write_text("# changed by a pull request\n")
+    git(repo, "commit", "-qam", "Change the README")
+    git(repo, "checkout", "-q", "main")
+    outcome, _ = run(fake_anthropic, data, repo, "head", base="feature", config_base="main")
+    [miss] = events(outcome, "setup_cache")
+    assert miss["saved"].startswith("not saved: the workspace is not the commit decode.yml was read from"), miss
+    assert SetupCache(data / "setup-cache").entries() == []
