@@ -9,6 +9,7 @@ import stat
 import urllib.error
 import urllib.request
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from tests.fakes.webhook_examples import example
@@ -55,8 +56,13 @@ def test_setup_in_the_browser_then_the_same_server_runs_as_the_new_app(
         browser.get(link)
         browser.driver.find_element(By.ID, "org").send_keys("acme")
         browser.driver.find_element(By.ID, "owner").click()
-        button = browser.wait_for(lambda: browser.driver.find_elements(By.ID, "create"), what="the create button")[0]
-        assert "for acme" in button.text
+
+        def create_for_acme():  # the page reloads for the organization: wait for the new page's button
+            try:
+                return [b for b in browser.driver.find_elements(By.ID, "create") if "for acme" in b.text]
+            except StaleElementReferenceException:
+                return []
+        button = browser.wait_for(create_for_acme, what="the create button for acme")[0]
         browser.shot("setup-form")
         action = browser.driver.find_element(By.CSS_SELECTOR, "form[method=post]").get_attribute("action")
         button.click()
