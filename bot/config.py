@@ -70,6 +70,7 @@ class Settings:
     max_disk_mb: int = 10240  # what one run's agent may write, workspace and temp (DECODE_MAX_DISK_MB)
     max_file_mb: int = 50  # the largest file carried back from the sandbox (DECODE_MAX_FILE_MB)
     keep_days: float = 30.0  # runs/ keeps a run's transcripts and record this long (DECODE_KEEP_DAYS)
+    setup_cache_mb: int = 10240  # the docker setup cache's total size; 0 turns it off (DECODE_SETUP_CACHE_MB)
     database_url: str | None = None  # the PostgreSQL job store (DECODE_DATABASE_URL); None: SQLite in data_dir
 
     @classmethod
@@ -112,6 +113,7 @@ class Settings:
             "max_disk_mb": _number(env, "DECODE_MAX_DISK_MB", int, 10240),
             "max_file_mb": _number(env, "DECODE_MAX_FILE_MB", int, 50),
             "keep_days": _number(env, "DECODE_KEEP_DAYS", float, 30.0),
+            "setup_cache_mb": _setup_cache_mb(env),
             "database_url": _database_url(env),
         }
         values.update(overrides)
@@ -161,6 +163,15 @@ def database_password(url: str | None) -> str | None:
     except ValueError:
         return None
     return unquote(password) if password else None
+
+
+def _setup_cache_mb(env: Mapping[str, str]) -> int:
+    """DECODE_SETUP_CACHE_MB: a whole number of megabytes, 0 to turn the setup cache off."""
+    raw = (env.get("DECODE_SETUP_CACHE_MB") or "").strip() or "10240"
+    if not raw.isdigit():
+        raise ConfigError("DECODE_SETUP_CACHE_MB must be a whole number of megabytes for the setup cache "
+                          f"(default 10240; 0 turns it off), not {raw!r}")
+    return int(raw)
 
 
 def _database_url(env: Mapping[str, str]) -> str | None:

@@ -8,7 +8,6 @@ Publishing (push, PR, comments) is the caller's business.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -30,7 +29,7 @@ from bot.run_dirs import drop_clones, fresh_dir, prune, write_record
 from bot.sandbox import BACKENDS, Sandbox, SandboxSpec, capabilities, offering
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.setup_cache import RunCache, SetupCache, limit_bytes
+from bot.setup_cache import RunCache, SetupCache
 from bot.task_text import one_line
 from bot.transcript import Transcript, safe_commit_text
 from bot.verify import Verification, Verifier, finish_gate
@@ -237,7 +236,7 @@ def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, 
     if not capabilities(settings.sandbox_mode).setup_cache:
         return None
     cache = SetupCache(settings.data_dir / "setup-cache")
-    cap = limit_bytes(os.environ)
+    cap = settings.setup_cache_mb * MB
     cache.prune(settings.keep_days, cap)
     run = RunCache.plan(cache, mode=settings.sandbox_mode, spec=spec, repo=repo, setup=config.setup,
                         key_paths=config.setup_cache_key, git=ws.git, commit=config_sha,

@@ -37,7 +37,6 @@ from bot.trusted_files import Git, read_trusted
 from bot.workspace import link_problem, path_problem
 
 KEY_FILE_LIMIT = 64 * 1024 * 1024  # a lock file bigger than this is an error naming it
-DEFAULT_MB = 10240
 MB = 1024 * 1024
 TAG = "decode-setup-cache"
 ROOTS = ("workspace", "home")
@@ -88,15 +87,6 @@ def cache_key(*, repo: str, mode: str, image_id: str, setup: Sequence[str], file
 def key_files(git: Git, commit: str, paths: Sequence[str]) -> dict[str, bytes | None]:
     """The content of each `setup_cache_key` file at `commit` (None when absent), read as trusted blobs."""
     return {path: read_trusted(git, commit, path, limit=KEY_FILE_LIMIT) for path in paths}
-
-
-def limit_bytes(env: Mapping[str, str]) -> int:
-    """`DECODE_SETUP_CACHE_MB` in bytes (0: the cache is off)."""
-    raw = env.get("DECODE_SETUP_CACHE_MB", "").strip() or str(DEFAULT_MB)
-    if not raw.isdigit():
-        raise ConfigError(f"DECODE_SETUP_CACHE_MB must be a whole number of megabytes for the setup cache "
-                          f"(default {DEFAULT_MB}; 0 turns it off), not {raw!r}")
-    return int(raw) * MB
 
 
 def archive_problem(path: Path) -> str | None:

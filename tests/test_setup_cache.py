@@ -11,7 +11,8 @@ import pytest
 
 from bot.errors import ConfigError
 from bot.repo_config import parse_repo_config
-from bot.setup_cache import Entry, SetupCache, archive_problem, cache_key, limit_bytes
+from bot.config import Settings
+from bot.setup_cache import Entry, SetupCache, archive_problem, cache_key
 from bot.transcript import render_markdown
 
 BASE = dict(repo="acme/app", mode="docker", image_id="sha256:1", setup=["pip install -e ."],
@@ -38,10 +39,10 @@ def test_setup_cache_key_is_a_list_of_repository_paths():
 
 
 def test_the_size_setting_says_what_to_write():
-    assert limit_bytes({}) == 10240 * 1024 * 1024
-    assert limit_bytes({"DECODE_SETUP_CACHE_MB": "0"}) == 0
+    assert Settings.from_env({}).setup_cache_mb == 10240
+    assert Settings.from_env({"DECODE_SETUP_CACHE_MB": "0"}).setup_cache_mb == 0
     with pytest.raises(ConfigError, match="DECODE_SETUP_CACHE_MB must be a whole number of megabytes"):
-        limit_bytes({"DECODE_SETUP_CACHE_MB": "10G"})
+        Settings.from_env({"DECODE_SETUP_CACHE_MB": "10G"})
 
 
 def tar_of(path: Path, entries: list[tuple[str, str, str]]) -> Path:
