@@ -9,6 +9,14 @@ control app (bot/modal_app.py). A run that dies without an outcome (`RunLost`)
 keeps its lease until it expires, so the job is claimed again by any runner on
 the store. `stop` is the graceful shutdown: no new claims, running jobs get
 `grace_s` to finish, the rest are released to be claimed again by the next runner.
+
+A run may outlive its runner: a Modal function call goes on when the container
+that spawned it restarts. Such a run (`RemoteRun`) has a `call_id`, which the
+runner records with the job (`JobStore.record_call`). Whoever claims the job next
+asks its executor to `resume` that call before starting the job again: a call
+that still runs is taken over (polled, its lease renewed), one that returned is
+recorded, and only a call that is gone is started again, as a new attempt. So a
+restarted dispatcher never runs a job twice at once.
 """
 
 from __future__ import annotations
@@ -22,8 +30,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
 
 from bot.store_protocol import JobRecord, JobStore, StoreError
 
@@ -57,9 +65,23 @@ class Run(Protocol):
         """The job was released at shutdown: whatever the run still ends with is discarded."""
 
 
+@runtime_checkable
+class RemoteRun(Run, Protocol):
+    """A run in a function call that outlives this process; `call_id` names the call."""
+
+    call_id: str
+
+
 class Executor(Protocol):
     def start(self, job: JobRecord) -> Run:
         """Start running `job`; an exception means it did not start (the job is released to try again)."""
+
+
+@runtime_checkable
+class Resumer(Executor, Protocol):
+    def resume(self, job: JobRecord) -> Run | None:
+        """The run of `job.call_id` when the call still runs or returned, None when it is gone; an exception
+        means the call could not be asked (the job is released to ask again)."""
 
 
 @dataclass
@@ -80,9 +102,8 @@ class LeaseRunner:
     """Runs the jobs of `store` with `executor`, at most `limit` at a time."""
 
     def __init__(self, store: JobStore, executor: Executor, *, limit: int = 4, poll_s: float = 0.5,
-                 name: str = "worker", on_exhausted: Callable[[JobRecord], None] | None = None,
-                 on_changed: Callable[[], None] | None = None) -> None:
-        """`on_changed` is called after a sweep that changed the store (the Modal app commits its image)."""
+                 name: str = "worker", on_exhausted: Callable[[JobRecord], None] | None = None) -> None:
+        """`on_exhausted(job)` reports a job given up after `store.max_attempts` attempts."""
         if limit < 1:
             raise ValueError(f"a lease runner needs to run at least one job at a time, not {limit}")
         self.store = store
@@ -91,7 +112,6 @@ class LeaseRunner:
         self.poll_s = poll_s
         self.name = name
         self.on_exhausted = on_exhausted
-        self.on_changed = on_changed
         self.running: dict[int, _Leased] = {}  # job id -> its lease and run
         self._lock = threading.Lock()  # one sweep at a time; stop releases between sweeps
         self._stopping = threading.Event()
@@ -181,14 +201,17 @@ class LeaseRunner:
             log.error("could not look for exhausted jobs: %s", e)
             return False
         for job in exhausted:
-            log.error("job %d (%s) failed: %s", job.id, job.key, job.error, extra=ids_of(job))
-            if self.on_exhausted is None:
-                continue
-            try:
-                self.on_exhausted(job)
-            except Exception:
-                log.exception("job %d: reporting its failure failed", job.id, extra=ids_of(job))
+            self._report(job)
         return bool(exhausted)
+
+    def _report(self, job: JobRecord) -> None:
+        log.error("job %d (%s) failed: %s", job.id, job.key, job.error, extra=ids_of(job))
+        if self.on_exhausted is None:
+            return
+        try:
+            self.on_exhausted(job)
+        except Exception:
+            log.exception("job %d: reporting its failure failed", job.id, extra=ids_of(job))
 
     def _claim(self) -> bool | None:
         """Claim and start one job: None when there is none, False when it could not start."""
@@ -202,14 +225,56 @@ class LeaseRunner:
             return None
         ids = ids_of(job)
         try:
-            run = self.executor.start(job)
+            run = self._resume(job)
+            if run is None and job.call_id is not None and job.attempts >= self.store.max_attempts:
+                return self._give_up(job, owner)
+            if run is None:
+                run = self.executor.start(job)
         except Exception as e:  # noqa: BLE001 - e.g. Modal unreachable: the job waits for the next sweep
             log.error("job %d: could not start (%s); trying again", job.id, e, extra=ids)
             self._release(job, owner)
             return False
         now = time.monotonic()
         self.running[job.id] = _Leased(job, owner, run, now, now)
-        log.info("job %d (%s) started by %s, attempt %d", job.id, job.key, owner, job.attempts, extra=ids)
+        if isinstance(run, RemoteRun) and run.call_id == job.call_id:
+            log.info("job %d (%s) taken over by %s: its call %s is still running or returned", job.id, job.key,
+                     owner, run.call_id, extra=ids)
+            return True
+        log.info("job %d (%s) started by %s, attempt %d", job.id, job.key, owner,
+                 job.attempts + (job.call_id is not None), extra=ids)
+        if isinstance(run, RemoteRun):
+            self._record_call(job, owner, run.call_id)
+        return True
+
+    def _resume(self, job: JobRecord) -> Run | None:
+        """The run of the job's recorded call when the executor can ask it and it did not die."""
+        if job.call_id is None or not isinstance(self.executor, Resumer):
+            return None
+        run = self.executor.resume(job)
+        if run is None:
+            log.warning("job %d: its call %s is gone; starting it again", job.id, job.call_id, extra=ids_of(job))
+        return run
+
+    def _record_call(self, job: JobRecord, owner: str, call_id: str) -> None:
+        try:
+            if not self.store.record_call(job.id, owner, call_id):
+                log.warning("job %d lost its lease before its call %s was recorded", job.id, call_id,
+                            extra=ids_of(job))
+        except StoreError as e:
+            log.error("job %d: could not record its call %s (%s); whoever takes the job over starts it again",
+                      job.id, call_id, e, extra=ids_of(job))
+
+    def _give_up(self, job: JobRecord, owner: str) -> bool:
+        """Fail a job whose last attempt's call died, as `take_exhausted` fails one whose worker died."""
+        error = f"gave up after {job.attempts} attempts: the worker died each time"
+        try:
+            if not self.store.finish(job.id, owner, "failed", error=error):
+                return True
+        except StoreError as e:
+            log.error("job %d: could not give it up (%s); trying again when its lease expires", job.id, e,
+                      extra=ids_of(job))
+            return True
+        self._report(replace(job, state="failed", error=error))
         return True
 
     def _release(self, job: JobRecord, owner: str) -> bool:
@@ -234,8 +299,7 @@ class LeaseRunner:
     def _loop(self) -> None:
         while not self._halt.is_set():
             try:
-                if self.sweep() and self.on_changed is not None:
-                    self.on_changed()
+                self.sweep()
             except Exception:
                 log.exception("%s sweep failed; trying again", self.name)
             self._halt.wait(self.poll_s)

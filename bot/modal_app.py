@@ -1,31 +1,33 @@
 """decode-bot on Modal, no host of yours: `modal deploy -m bot.modal_app`.
 
-Two functions. `web` is the control container: the Flask webhook app
-(`create_app`, unchanged intake) and the one job store, with a dispatcher: the
+Two functions. `web` is a control container: the Flask webhook app
+(`create_app`, unchanged intake) over the job store, with a dispatcher: the
 lease runner of `decode worker` (bot/lease.py) with function calls of `run_job`
 in place of threads. `run_job` executes the same handler as `decode worker`
 (SANDBOX_MODE=modal by default: the harness runs in the function, the agent's
 tools in Modal sandboxes) and returns the run's figures with its result, so the
 control app's /metrics counts them.
 
-Durability. A Modal Volume is not a shared disk: a container sees other
-containers' writes only after they `commit` and it `reload`s, and concurrent
-commits of one file are last-write-wins
-(modal.Volume's docstring: "not a good fit ... concurrent modifications to the
-same file"). So SQLite never runs on the Volume and never has two writers:
+Durability. The job store is PostgreSQL (bot/store_postgres.py) at
+DECODE_DATABASE_URL, set in the `decode-bot` Modal Secret: a Modal container's
+disk does not outlive it, and a Volume is no shared disk for a database (a
+container sees others' writes only after commit and reload, concurrent commits of
+one file are last-write-wins). So:
 
-- `web` is pinned to one container (`max_containers=1`, `min_containers=1`) and
-  is the store's only writer. The SQLite file lives on its local disk (WAL and
-  locking work as on a host); `SnapshotStore` copies a consistent image of it to
-  the Volume with SQLite's backup API and commits the Volume. A delivery that
-  makes a job is answered 202 only after that commit, and a new container starts
-  from the last committed image.
+- `web` may run in several containers (Modal scales it, and a deploy runs the old
+  and the new side by side). Each answers 202 only after the delivery's
+  transaction committed, and each runs a dispatcher; the store's `SKIP LOCKED`
+  claims, per-key locks and leases keep every job to one dispatcher at a time.
 - `run_job` never touches the store: it gets the job as an argument and returns
-  its outcome. The dispatcher claims the job under the store's lease, spawns the
-  call, heartbeats while it runs, and records its result. A spawn that fails
-  hands the job back (queued) for the next pass; a call that dies (crash,
-  timeout, out of memory) leaves its lease to expire, so the job is claimed
-  again, up to DECODE_MAX_ATTEMPTS, then the issue is told, as with `decode serve`.
+  its outcome. The dispatcher claims the job under a lease, spawns the call,
+  records the call's id with the job, heartbeats while it runs and records its
+  result. A spawn that fails hands the job back (queued) for the next pass.
+- A call outlives the container that spawned it. Whoever claims the job after
+  its lease expired (a restarted `web`, or another container) asks the recorded
+  call first (`FunctionCall.from_id(id).get(timeout=0)`): one still running is
+  taken over, not spawned again; one that returned has its result recorded; only
+  a call that died (crash, timeout, out of memory) is spawned again, up to
+  DECODE_MAX_ATTEMPTS, then the issue is told, as with `decode serve`.
 """
 
 from __future__ import annotations
@@ -33,10 +35,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
-import sqlite3
-import threading
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,17 +44,20 @@ import modal.exception
 from flask import Flask
 
 from bot.config import Settings
+from bot.errors import ConfigError
 from bot.jobs import Record, RunFigures, exhausted_reporter, job_handler, outcome_of
 from bot.lease import LeaseRunner, Outcome, RunLost
-from bot.store import Store
-from bot.store_protocol import JobRecord, JobStore, StoreError
+from bot.store import open_store
+from bot.store_protocol import JobRecord, JobStore
 
 log = logging.getLogger("decode.modal")
 
 APP_NAME = "decode-bot"
-SECRET_NAME = "decode-bot"  # GITHUB_APP_ID, GITHUB_APP_PRIVATE_KEY, GITHUB_WEBHOOK_SECRET, ANTHROPIC_API_KEY
-VOLUME_NAME = "decode-bot-state"
-STATE_DIR = Path("/state")  # where `web` mounts the Volume
+# GITHUB_APP_ID, GITHUB_APP_PRIVATE_KEY, GITHUB_WEBHOOK_SECRET, ANTHROPIC_API_KEY, DECODE_DATABASE_URL
+SECRET_NAME = "decode-bot"
+NO_DATABASE = (f"the Modal app keeps its jobs in PostgreSQL: set DECODE_DATABASE_URL in the {SECRET_NAME} Modal "
+               "Secret to a postgresql:// URL (user, password, host, database) that Modal's containers can reach")
+WEB_MAX_CONTAINERS = 4  # each holds up to 64 requests and a dispatcher: bounds database connections and jobs
 # What differs from a host's defaults; any of them can be overridden in the secret.
 MODAL_DEFAULTS = {"SANDBOX_MODE": "modal", "DECODE_DATA_DIR": "/tmp/decode", "DECODE_WORKERS": "32"}
 JOB_TIMEOUT_S = 2 * 3600  # DECODE_TIMEOUT_MINUTES (60) for the agent, plus clone, setup and publish
@@ -68,66 +69,34 @@ def settings_from(env: Mapping[str, str]) -> Settings:
     return Settings.from_env({**MODAL_DEFAULTS, **env})
 
 
-class SnapshotStore(Store):
-    """The job store on local disk, with its committed image kept on a Modal Volume.
-
-    `snapshot` is the image's path on the mounted Volume and `commit` commits the
-    Volume. A new store starts from the image. `record_delivery` returns a new job
-    only once an image holding it is committed; concurrent callers share one image,
-    as they share one SQLite transaction.
-    """
-
-    def __init__(self, path: Path, snapshot: Path, commit: Callable[[], None], **options: Any) -> None:
-        path = Path(path)
-        if snapshot.exists() and not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(snapshot, path)
-        super().__init__(path, **options)
-        self.snapshot = snapshot
-        self._commit = commit
-        self._snapshot_lock = threading.Lock()
-        self._snapshot_started = 0  # monotonic ns at which the last committed image began
-
-    def record_delivery(self, delivery_id: str, event: str, outcome: str,
-                        job: tuple[str, dict] | None = None, *, digest: str | None = None) -> int | None | bool:
-        value = super().record_delivery(delivery_id, event, outcome, job, digest=digest)
-        if value is not None and value is not False:
-            self.persist()
-        return value
-
-    def persist(self) -> None:
-        """Commit an image of everything committed to the store so far; StoreError if the Volume refuses."""
-        asked = time.monotonic_ns()
-        with self._snapshot_lock:
-            if self._snapshot_started > asked:  # an image begun after our write is already committed
-                return
-            started = time.monotonic_ns()
-            tmp = self.snapshot.with_name(self.snapshot.name + ".tmp")
-            try:
-                self.snapshot.parent.mkdir(parents=True, exist_ok=True)
-                source, target = sqlite3.connect(self.path), sqlite3.connect(tmp)
-                try:
-                    source.backup(target)
-                finally:
-                    target.close()
-                    source.close()
-                os.replace(tmp, self.snapshot)  # the Volume only ever holds a whole image
-                self._commit()
-            except Exception as e:  # noqa: BLE001 - whatever the Volume raised, the write is not durable
-                raise StoreError(f"cannot save the job store to the Modal Volume {VOLUME_NAME}: {e}") from e
-            self._snapshot_started = started
-
-
 class CallLost(RunLost):
     """A job's function call ended without an outcome: crash, timeout, out of memory, preemption."""
 
 
-class Call(Protocol):
-    def poll(self) -> dict | None:
-        """The call's return value (`run_job`'s) once it returned, None while it runs; `CallLost` if it died."""
+class FunctionCall(Protocol):
+    """The part of `modal.FunctionCall` the dispatcher uses (`run_job.spawn` returns one)."""
+
+    object_id: str
+
+    def get(self, timeout: float | None = None) -> Any:
+        """The call's return value; the builtin TimeoutError while it runs, another exception if it died."""
 
 
-Spawn = Callable[[JobRecord], Call]
+Spawn = Callable[[dict[str, Any]], FunctionCall]  # `run_job.spawn`
+FromId = Callable[[str], FunctionCall]  # `modal.FunctionCall.from_id`
+
+
+def ask(call: FunctionCall) -> dict | None:
+    """`run_job`'s value once the call returned, None while it runs; `CallLost` if it died. Modal's
+    ConnectionError (it could not be asked) propagates."""
+    try:
+        return call.get(timeout=0)
+    except TimeoutError:  # the builtin one: no output yet
+        return None
+    except modal.exception.ConnectionError:
+        raise
+    except (Exception, modal.exception.InputCancellation) as e:  # noqa: BLE001 - run_job returns every job
+        raise CallLost(f"{type(e).__name__}: {e}") from e  # error, so this is the call dying (or cancelled)
 
 
 def recorded(value: dict, record: Record | None) -> Outcome:
@@ -139,14 +108,22 @@ def recorded(value: dict, record: Record | None) -> Outcome:
 
 
 class CallRun:
-    """A `Run` over a `Call`. A released job's call is left to end on its own: its outcome is discarded."""
+    """A `RemoteRun` over a function call: polled with `ask`. A released job's call goes on; whoever claims
+    the job next takes it over."""
 
-    def __init__(self, call: Call, record: Record | None) -> None:
+    def __init__(self, call: FunctionCall, record: Record | None, value: dict | None = None) -> None:
         self.call = call
+        self.call_id = call.object_id
         self.record = record
+        self._value = value  # what the call already returned when it was taken over
 
     def poll(self) -> Outcome | None:
-        value = self.call.poll()
+        value = self._value
+        if value is None:
+            try:
+                value = ask(self.call)
+            except modal.exception.ConnectionError:  # could not ask; ask again next sweep
+                return None
         return None if value is None else recorded(value, self.record)
 
     def abandon(self) -> None:
@@ -154,42 +131,54 @@ class CallRun:
 
 
 class CallExecutor:
-    """Starts each job as a function call with `spawn(job)`; an `Executor`."""
+    """Starts each job as a call of `spawn`, and takes over a job's recorded call with `from_id`; a `Resumer`."""
 
-    def __init__(self, spawn: Spawn, record: Record | None = None) -> None:
+    def __init__(self, spawn: Spawn, from_id: FromId, record: Record | None = None) -> None:
         self.spawn = spawn
+        self.from_id = from_id
         self.record = record
 
     def start(self, job: JobRecord) -> CallRun:
-        return CallRun(self.spawn(job), self.record)
+        return CallRun(self.spawn(dataclasses.asdict(job)), self.record)
+
+    def resume(self, job: JobRecord) -> CallRun | None:
+        if job.call_id is None:
+            return None
+        call = self.from_id(job.call_id)
+        try:
+            value = ask(call)
+        except CallLost:
+            return None
+        return CallRun(call, self.record, value)
 
 
-def dispatcher(store: JobStore, spawn: Spawn, *, limit: int = 32, record: Record | None = None,
+def dispatcher(store: JobStore, spawn: Spawn, from_id: FromId, *, limit: int = 32, record: Record | None = None,
                on_exhausted: Callable[[JobRecord], None] | None = None, every_s: float = 2.0) -> LeaseRunner:
-    """The lease runner of the control app: jobs run as calls of `spawn`, the store's image is committed
-    after every sweep that changed it. The store's only writer, so it is the only runner."""
-    persist = store.persist if isinstance(store, SnapshotStore) else None
-    return LeaseRunner(store, CallExecutor(spawn, record), limit=limit, poll_s=every_s, name="dispatcher",
-                       on_exhausted=on_exhausted, on_changed=persist)
+    """The lease runner of a `web` container: jobs run as calls of `spawn`; a job whose lease expired is first
+    asked about through its recorded call (`from_id`)."""
+    return LeaseRunner(store, CallExecutor(spawn, from_id, record), limit=limit, poll_s=every_s, name="dispatcher",
+                       on_exhausted=on_exhausted)
 
 
-def control(settings: Settings, *, state_dir: Path, commit: Callable[[], None], spawn: Spawn,
-            start: bool = True) -> Flask:
-    """The webhook app over a `SnapshotStore` in `state_dir`, with its dispatcher thread when `start`."""
+def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = True) -> Flask:
+    """The webhook app of one `web` container over the PostgreSQL store at DECODE_DATABASE_URL (a ConfigError
+    that says what to set without it), with its dispatcher thread when `start`."""
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
     from bot.server import create_app
     from bot.server.context import app_context
 
-    store = SnapshotStore(settings.data_dir / "jobs.sqlite3", state_dir / "jobs.sqlite3", commit,
-                          lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+    if not settings.database_url:
+        raise ConfigError(NO_DATABASE)
+    store = open_store(settings)
     app = create_app(settings, store)
 
     def report(job: JobRecord) -> None:
         exhausted_reporter(GitHubForge(credentials_from(settings)))(job)
 
     context = app_context(app)
-    runner = dispatcher(store, spawn, limit=settings.workers, record=context.metrics.record_run, on_exhausted=report)
+    runner = dispatcher(store, spawn, from_id, limit=settings.workers, record=context.metrics.record_run,
+                        on_exhausted=report)
     context.runner = runner
     if start:
         runner.start()
@@ -207,25 +196,8 @@ image = (
     .pip_install_from_pyproject(str(ROOT / "pyproject.toml"))
     .add_local_python_source("bot")  # this checkout's code, mounted at /root/bot
 )
-secret = modal.Secret.from_name(SECRET_NAME, required_keys=["GITHUB_WEBHOOK_SECRET", "ANTHROPIC_API_KEY"])
-volume = modal.Volume.from_name(VOLUME_NAME, create_if_missing=True)
-
-
-class ModalCall:
-    """A `Call` over a spawned `modal.FunctionCall`."""
-
-    def __init__(self, call: modal.FunctionCall) -> None:
-        self.call = call
-
-    def poll(self) -> dict | None:
-        try:
-            return self.call.get(timeout=0)
-        except TimeoutError:  # the builtin one: no output yet
-            return None
-        except modal.exception.ConnectionError:  # could not ask; ask again next sweep
-            return None
-        except Exception as e:  # noqa: BLE001 - run_job returns every job error, so this is the call dying
-            raise CallLost(f"{type(e).__name__}: {e}") from e
+secret = modal.Secret.from_name(
+    SECRET_NAME, required_keys=["GITHUB_WEBHOOK_SECRET", "ANTHROPIC_API_KEY", "DECODE_DATABASE_URL"])
 
 
 @app.function(image=image, secrets=[secret], timeout=JOB_TIMEOUT_S, cpu=1.0, memory=2048)
@@ -247,18 +219,13 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     return outcome.result or {"state": "failed", "error": outcome.error, "figures": None}
 
 
-def spawn_job(job: JobRecord) -> Call:
-    return ModalCall(run_job.spawn(dataclasses.asdict(job)))
-
-
-@app.function(image=image, secrets=[secret], volumes={str(STATE_DIR): volume},
-              min_containers=1, max_containers=1, timeout=60)
+@app.function(image=image, secrets=[secret], min_containers=1, max_containers=WEB_MAX_CONTAINERS, timeout=60)
 @modal.concurrent(max_inputs=64)
 @modal.wsgi_app()
 def web() -> Flask:
-    """POST /webhook, GET /healthz, GET /metrics; the only writer of the job store."""
+    """POST /webhook, GET /healthz, GET /metrics, and a dispatcher; one of up to `WEB_MAX_CONTAINERS`."""
     from bot.server.logs import configure_logging
 
     settings = settings_from(os.environ)
     configure_logging(settings.redactor)
-    return control(settings, state_dir=STATE_DIR, commit=volume.commit, spawn=spawn_job)
+    return control(settings, spawn=run_job.spawn, from_id=modal.FunctionCall.from_id)

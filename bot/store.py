@@ -19,8 +19,15 @@ after that commit.
 
 Jobs move queued -> running -> done | failed. A worker claims a job with a lease
 and extends it by heartbeats; a job whose lease expired (its worker died) is
-claimed again, up to `max_attempts` claims, then `take_exhausted` fails it.
+claimed again, up to `max_attempts` attempts, then `take_exhausted` fails it.
 At most one job per key runs under a live lease.
+
+A job may run in a function call that outlives its worker (Modal's `run_job`):
+the worker records the call's id (`record_call`), and whoever claims the job
+next asks that call before starting the job again. So the claim of a job with a
+recorded call is not an attempt, a call that replaces another is one, a release
+keeps the call, and `take_exhausted` leaves such jobs to their claimer, which
+knows whether the call still runs (bot/lease.py).
 
 Deliveries are deduplicated twice. By delivery id: GitHub's own redeliveries
 (automatic or from the App's settings page) keep the `X-GitHub-Delivery` id. By
@@ -33,8 +40,10 @@ genuine deliveries never share it (a label removed and added again changes
 `updated_at`). Digests are kept for `BODY_RETENTION_S`; a replay older than that
 is not recognised.
 
-The schema only ever grows by `CREATE ... IF NOT EXISTS`, so a file written by
-an older version opens unchanged and gains the new tables.
+The schema is `_SCHEMA` (`CREATE ... IF NOT EXISTS`: a file written before
+versioning gains its missing tables) and then the versioned `MIGRATIONS`, applied
+at open under the write lock and counted in SQLite's `user_version`; a file of a
+newer version is refused.
 """
 
 from __future__ import annotations
@@ -89,15 +98,18 @@ CREATE INDEX IF NOT EXISTS jobs_open ON jobs (id) WHERE state IN ('queued', 'run
 CREATE INDEX IF NOT EXISTS jobs_running_key ON jobs (key, lease_expires) WHERE state = 'running';
 CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at REAL NOT NULL);
 """
+MIGRATIONS: tuple[str, ...] = (
+    "ALTER TABLE jobs ADD COLUMN call_id TEXT",  # 1: the function call that runs the job (Modal)
+)
 
-_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result"
+_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id"
 
 # The oldest job that is queued, or running under an expired lease with attempts
-# left, and whose key has no other job running under a live lease.
+# left or a call to ask, and whose key has no other job running under a live lease.
 _RUNNABLE = """
 SELECT j.id FROM jobs AS j
 WHERE j.state IN ('queued', 'running')
-  AND (j.state = 'queued' OR (j.lease_expires <= :now AND j.attempts < :max_attempts))
+  AND (j.state = 'queued' OR (j.lease_expires <= :now AND (j.attempts < :max_attempts OR j.call_id IS NOT NULL)))
   AND NOT EXISTS (
       SELECT 1 FROM jobs AS o
       WHERE o.state = 'running' AND o.key = j.key AND o.lease_expires > :now AND o.id != j.id)
@@ -106,10 +118,14 @@ ORDER BY j.id LIMIT 1
 _CLAIM = f"""
 UPDATE jobs
 SET state = 'running', lease_owner = :worker, lease_expires = :expires,
-    attempts = attempts + 1, updated_at = :now
+    attempts = attempts + (call_id IS NULL), updated_at = :now
 WHERE id = ({_RUNNABLE})
 RETURNING {_COLUMNS}
 """
+
+
+class _NewerSchema(StoreError):
+    """The file was written by a newer decode-bot."""
 
 
 @dataclass
@@ -164,14 +180,28 @@ class Store:
             with self._tx():
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     self._db.execute(statement)
+                self._migrate()
             # Reads (job, counts) get their own connection: a WAL reader never waits for
             # a writer, so a slow /metrics scrape does not hold up acknowledgements.
             self._reader = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
                                            check_same_thread=False)
             self._reader.execute("PRAGMA query_only = ON")
+        except _NewerSchema as e:
+            raise StoreError(f"cannot open the job store {self.path}: {e}") from None
         except (OSError, sqlite3.Error, StoreError) as e:
             raise StoreError(f"cannot open the job store {self.path}: {e}: "
                              "check that DECODE_DATA_DIR is a writable local directory") from None
+
+    def _migrate(self) -> None:
+        """Apply the `MIGRATIONS` the file lacks; in the open's write transaction, so a process that opens the
+        file at the same moment waits and then finds them applied."""
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise _NewerSchema(f"it holds schema version {version}, newer than this decode-bot knows "
+                             f"({len(MIGRATIONS)}): run the newer version")
+        for number, sql in enumerate(MIGRATIONS[version:], start=version + 1):
+            self._db.execute(sql)
+            self._db.execute(f"PRAGMA user_version = {number}")
 
     # -- intake -----------------------------------------------------------
 
@@ -248,9 +278,9 @@ class Store:
         """Atomically take the oldest runnable job for `worker_id`, or None.
 
         Runnable: queued, or running under an expired lease (its worker died) with
-        attempts < max_attempts; never a job whose key has another job running under
-        a live lease. The job becomes running, leased to `worker_id` for `lease_s`,
-        with attempts + 1.
+        attempts < max_attempts or a recorded call; never a job whose key has another
+        job running under a live lease. The job becomes running, leased to `worker_id`
+        for `lease_s`, with attempts + 1 unless it has a recorded call.
         """
         now = time.time()
         params = {"worker": worker_id, "now": now, "expires": now + self.lease_s, "max_attempts": self.max_attempts}
@@ -279,25 +309,35 @@ class Store:
             "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
             (state, None if result is None else json.dumps(result), error, time.time(), job_id, worker_id))
 
+    def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
+        """Remember the call that runs the job `worker_id` holds; one that replaces another call is an attempt
+        (the job was started again). False if the lease was lost."""
+        return self._update_owned(
+            "UPDATE jobs SET attempts = attempts + (call_id IS NOT NULL AND call_id != ?), call_id = ?, "
+            "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
+            (call_id, call_id, time.time(), job_id, worker_id))
+
     def release(self, job_id: int, worker_id: str) -> None:
-        """Give a job back (graceful shutdown): queued again, this attempt not counted."""
+        """Give a job back (graceful shutdown): queued again, this attempt not counted. A recorded call is kept
+        (it may still run): the next claimer asks it."""
         self._update_owned(
-            "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, "
+            "UPDATE jobs SET state = 'queued', attempts = attempts - (call_id IS NULL), lease_owner = NULL, "
             "lease_expires = NULL, updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
             (time.time(), job_id, worker_id))
 
     def take_exhausted(self, worker_id: str) -> list[JobRecord]:
-        """Fail the running jobs whose lease expired after max_attempts claims, and return them.
+        """Fail the running jobs whose lease expired after max_attempts attempts, and return them.
 
-        Each was claimed `attempts` times and its worker died every time; the caller
-        reports them. `worker_id` is recorded as the last owner.
+        Each was started `attempts` times and its worker died every time; the caller
+        reports them. `worker_id` is recorded as the last owner. A job with a recorded
+        call is left to its next claimer, which asks the call.
         """
         now = time.time()
         with self._lock, self._tx():
             rows = self._db.execute(
                 "UPDATE jobs SET state = 'failed', lease_owner = ?, lease_expires = NULL, updated_at = ?, "
                 "error = 'gave up after ' || attempts || ' attempts: the worker died each time' "
-                "WHERE state = 'running' AND lease_expires <= ? AND attempts >= ? "
+                "WHERE state = 'running' AND lease_expires <= ? AND attempts >= ? AND call_id IS NULL "
                 f"RETURNING {_COLUMNS}",
                 (worker_id, now, now, self.max_attempts)).fetchall()
         return sorted((_record(row) for row in rows), key=lambda job: job.id)
@@ -388,7 +428,7 @@ class Store:
 
 
 def _record(row: tuple[Any, ...]) -> JobRecord:
-    id_, delivery_id, key, payload, state, attempts, created_at, error, result = row
+    id_, delivery_id, key, payload, state, attempts, created_at, error, result, call_id = row
     return JobRecord(id=id_, delivery_id=delivery_id, key=key, payload=json.loads(payload), state=state,
                      attempts=attempts, created_at=created_at, error=error,
-                     result=None if result is None else json.loads(result))
+                     result=None if result is None else json.loads(result), call_id=call_id)

@@ -85,23 +85,26 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX jobs_repo ON jobs (lower(split_part(key, '#', 1)), id);
     CREATE TABLE health (id integer PRIMARY KEY CHECK (id = 1), probed_at double precision NOT NULL);
     """,
+    # 2: the function call that runs the job (Modal), asked by whoever claims the job next.
+    "ALTER TABLE jobs ADD COLUMN call_id text;",
 )
 
-_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result"
+_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id"
 _KEY_BUSY = f"""
 SELECT 1 FROM jobs AS o
 WHERE o.state = 'running' AND o.key = %(key)s AND o.lease_expires > {NOW} AND o.id != %(id)s OFFSET 0"""
 _CANDIDATE = f"""
 SELECT j.id, j.key FROM jobs AS j
 WHERE j.state IN ('queued', 'running')
-  AND (j.state = 'queued' OR (j.lease_expires <= {NOW} AND j.attempts < %(max_attempts)s))
+  AND (j.state = 'queued'
+       OR (j.lease_expires <= {NOW} AND (j.attempts < %(max_attempts)s OR j.call_id IS NOT NULL)))
   AND j.key <> ALL(%(skipped)s::text[])
   AND NOT EXISTS ({_KEY_BUSY.replace("%(key)s", "j.key").replace("%(id)s", "j.id")})
 ORDER BY j.id LIMIT 1
 FOR UPDATE OF j SKIP LOCKED"""
 _TAKE = f"""
 UPDATE jobs SET state = 'running', lease_owner = %(worker)s, lease_expires = {NOW} + %(lease_s)s,
-    attempts = attempts + 1, updated_at = {NOW}
+    attempts = attempts + CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, updated_at = {NOW}
 WHERE id = %(id)s RETURNING {_COLUMNS}"""
 
 
@@ -208,19 +211,29 @@ class PostgresStore:
             f"updated_at = {NOW} WHERE id = %s AND lease_owner = %s AND state = 'running'",
             (state, None if result is None else Jsonb(result), error, job_id, worker_id))
 
+    def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
+        """See `bot.store.Store.record_call`: a call that replaces another is an attempt."""
+        return self._update_owned(
+            "UPDATE jobs SET attempts = attempts + CASE WHEN call_id <> %s THEN 1 ELSE 0 END, call_id = %s, "
+            f"updated_at = {NOW} WHERE id = %s AND lease_owner = %s AND state = 'running'",
+            (call_id, call_id, job_id, worker_id))
+
     def release(self, job_id: int, worker_id: str) -> None:
-        """Give a job back (graceful shutdown): queued again, this attempt not counted."""
+        """Give a job back (graceful shutdown): queued again, this attempt not counted; a recorded call is kept."""
         self._update_owned(
-            "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, lease_expires = NULL, "
+            "UPDATE jobs SET state = 'queued', attempts = attempts - CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, "
+            "lease_owner = NULL, lease_expires = NULL, "
             f"updated_at = {NOW} WHERE id = %s AND lease_owner = %s AND state = 'running'", (job_id, worker_id))
 
     def take_exhausted(self, worker_id: str) -> list[JobRecord]:
-        """Fail the running jobs whose lease expired after max_attempts claims, and return them."""
+        """Fail the running jobs without a recorded call whose lease expired after max_attempts attempts, and
+        return them."""
         with self._tx() as cur:
             rows = cur.execute(
                 f"UPDATE jobs SET state = 'failed', lease_owner = %s, lease_expires = NULL, updated_at = {NOW}, "
                 "error = 'gave up after ' || attempts || ' attempts: the worker died each time' "
-                f"WHERE state = 'running' AND lease_expires <= {NOW} AND attempts >= %s RETURNING {_COLUMNS}",
+                f"WHERE state = 'running' AND lease_expires <= {NOW} AND attempts >= %s AND call_id IS NULL "
+                f"RETURNING {_COLUMNS}",
                 (worker_id, self.max_attempts)).fetchall()
         return sorted((JobRecord(*row) for row in rows), key=lambda job: job.id)
 

@@ -49,13 +49,14 @@ class JobRecord:
     created_at: float
     error: str | None = None
     result: dict | None = None
+    call_id: str | None = None  # the function call that runs it (Modal's `FunctionCall.object_id`), once recorded
 
 
 class JobStore(Protocol):
     """Deliveries and jobs, durable, shared by every thread and process of a deployment."""
 
     lease_s: float  # how long a claim or heartbeat keeps a job
-    max_attempts: int  # claims of one job before `take_exhausted` gives it up
+    max_attempts: int  # starts of one job before it is given up
 
     @property
     def path(self) -> Path | str:
@@ -69,7 +70,8 @@ class JobStore(Protocol):
         ...
 
     def claim(self, worker_id: str) -> JobRecord | None:
-        """Take the oldest runnable job under a lease for `worker_id`, or None."""
+        """Take the oldest runnable job under a lease for `worker_id`, or None. The claim of a job with a
+        recorded call is not an attempt: the claimer asks that call first."""
         ...
 
     def heartbeat(self, job_id: int, worker_id: str) -> bool:
@@ -81,12 +83,18 @@ class JobStore(Protocol):
         """End a job `worker_id` holds as done or failed; False if the lease was lost."""
         ...
 
+    def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
+        """Remember the function call that runs the job `worker_id` holds, for whoever claims it next; a call
+        that replaces another is an attempt. False if the lease was lost."""
+        ...
+
     def release(self, job_id: int, worker_id: str) -> None:
-        """Give a held job back, queued, this attempt not counted."""
+        """Give a held job back, queued, this attempt not counted (its recorded call, if any, is kept)."""
         ...
 
     def take_exhausted(self, worker_id: str) -> list[JobRecord]:
-        """Fail and return the running jobs whose lease expired after max_attempts claims."""
+        """Fail and return the running jobs without a recorded call whose lease expired after max_attempts
+        attempts."""
         ...
 
     def job(self, job_id: int) -> JobRecord:

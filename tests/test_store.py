@@ -232,6 +232,29 @@ def test_release_gives_the_job_back_without_counting_the_attempt(store: JobStore
     assert (again.id, again.attempts) == (job.id, 1)
 
 
+def test_a_recorded_call_stays_with_the_job_and_only_a_new_one_is_an_attempt(store_factory: StoreFactory) -> None:
+    store = store_factory(lease_s=0.2, max_attempts=2)
+    (job_id,) = enqueue(store)
+    assert store.claim("w1").call_id is None
+    assert not store.record_call(job_id, "someone-else", "fc-1")  # only the lease holder records
+    assert store.record_call(job_id, "w1", "fc-1")
+    time.sleep(0.25)  # w1 died; its call may still run
+    taken = store.claim("w2")
+    assert (taken.id, taken.call_id, taken.attempts) == (job_id, "fc-1", 1)  # taking over is no attempt
+    store.release(job_id, "w2")  # a release keeps the call and counts nothing
+    assert (store.job(job_id).state, store.job(job_id).call_id, store.job(job_id).attempts) == ("queued", "fc-1", 1)
+    assert store.claim("w3").attempts == 1
+    assert store.record_call(job_id, "w3", "fc-1")  # the same call again: still one attempt
+    assert store.record_call(job_id, "w3", "fc-2")  # fc-1 was gone: a second start
+    assert store.job(job_id).attempts == 2
+    time.sleep(0.25)
+    assert store.take_exhausted("reaper") == []  # its claimer asks the call, not the store
+    last = store.claim("w4")  # out of attempts, but fc-2 may still run
+    assert (last.call_id, last.attempts) == ("fc-2", 2)
+    assert store.finish(job_id, "w4", "done", result={"ok": True})
+    assert store.job(job_id).call_id == "fc-2"
+
+
 def test_heartbeats_keep_a_long_job(store: JobStore, store_factory: StoreFactory) -> None:
     (job_id,) = enqueue(store)
     store.claim("w1")
@@ -332,6 +355,32 @@ def test_a_store_written_before_body_digests_opens_and_dedupes(tmp_path: Path) -
         assert store.counts()["queued"] == 2
     finally:
         store.close()
+
+
+def test_a_store_written_before_call_ids_gains_them_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    from bot.store import MIGRATIONS
+
+    path = tmp_path / "jobs.sqlite3"
+    Store(path).close()
+    old = sqlite3.connect(path)  # back to the file as released before versioning: no call_id, user_version 0
+    old.executescript("ALTER TABLE jobs DROP COLUMN call_id; PRAGMA user_version = 0;"
+                      "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
+                      "VALUES ('d-old', 'octo/hello#1', '{}', 'queued', 1.0, 1.0);")
+    old.close()
+    store = Store(path, lease_s=60)
+    try:
+        job = store.claim("w")
+        assert (job.delivery_id, job.call_id) == ("d-old", None)
+        assert store.record_call(job.id, "w", "fc-1") and store.job(job.id).call_id == "fc-1"
+    finally:
+        store.close()
+    newer = sqlite3.connect(path)
+    newer.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    newer.close()
+    with pytest.raises(StoreError, match="newer than this decode-bot"):
+        Store(path)
 
 
 def test_a_store_error_says_what_failed(tmp_path: Path) -> None:

@@ -118,3 +118,18 @@ def test_a_claim_skips_a_key_another_process_is_claiming(postgres_factory: Store
         assert store.claim("w").id == other_key
         assert store.claim("w") is None
     assert store.claim("w").id == held
+
+
+def test_a_database_of_the_first_schema_gains_call_ids(postgres_factory: StoreFactory) -> None:
+    with psycopg.connect(postgres_factory.location, autocommit=True) as conn:  # as the previous release left it
+        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, "
+                     "applied_at timestamptz NOT NULL DEFAULT now())")
+        conn.execute(MIGRATIONS[0].encode())
+        conn.execute("INSERT INTO schema_migrations (version) VALUES (1)")
+        conn.execute("INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
+                     "VALUES ('d-old', 'octo/hello#1', '{}', 'queued', 1, 1)")
+    store = postgres_factory(lease_s=60)
+    assert store.applied == list(range(2, len(MIGRATIONS) + 1))
+    job = store.claim("w")
+    assert (job.delivery_id, job.call_id) == ("d-old", None)
+    assert store.record_call(job.id, "w", "fc-1") and store.job(job.id).call_id == "fc-1"

@@ -1,4 +1,5 @@
-"""A double of the part of the `modal` client that `bot.sandbox.modal` calls, on local processes.
+"""A double of the part of the `modal` client that `bot.sandbox.modal` and bot/modal_app.py call, on local
+processes.
 
 Run the modal backend against it with `bot.sandbox.modal.use_client(modal_double)`
 (or `ModalLauncher(spec, client=modal_double)`). Names and parameters are the
@@ -23,6 +24,17 @@ a sandbox runs (it plants symlinks there, reads what the sandbox wrote), which a
 remote sandbox cannot offer. Inside this context, sandboxes bind `path` as their
 /workspace instead of a private directory, and snapshots carry that binding on.
 The upload itself is tested without it (tests/sandbox/test_modal.py).
+
+Function calls (bot/modal_app.py's dispatcher): `Function(fn).spawn(...)` runs
+`fn` on a thread of its own, as Modal runs it in a container of its own, and
+returns a `FunctionCall`. Calls live in this module (Modal's side), not in the
+object that spawned them, so `FunctionCall.from_id(call.object_id)` finds a call
+from any "container" of the test, as a restarted dispatcher finds it on Modal.
+`get(timeout=0)` raises the builtin TimeoutError while the call runs, returns its
+value every time once it returned (modal keeps outputs: `clear_on_success=False`),
+and raises modal's own exceptions where the real client does: what `fn` raised,
+`FunctionTimeoutError` for a call that `kill_call` ended, `NotFoundError` for an
+id Modal never gave out.
 """
 
 from __future__ import annotations
@@ -74,6 +86,75 @@ def kill(sandbox: "Sandbox") -> None:
     sandbox._finish(137)
 
 
+class _CallState:
+    """What Modal knows of one function call: running until `done`, then its value or exception."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def end(self, value: Any = None, error: BaseException | None = None) -> None:
+        if not self.done.is_set():  # a killed call's late return is lost, as a dead container's is
+            self.value, self.error = value, error
+            self.done.set()
+
+
+_calls: dict[str, _CallState] = {}  # every call spawned in this process, by object id
+
+
+class FunctionCall:
+    """modal.FunctionCall: a handle on a call by its id; `from_id` is lazy, as the real one is."""
+
+    def __init__(self, object_id: str) -> None:
+        self.object_id = object_id
+
+    @classmethod
+    def from_id(cls, function_call_id: str, client: Any = None) -> "FunctionCall":
+        return cls(function_call_id)
+
+    def get(self, timeout: float | None = None, *, index: int = 0) -> Any:
+        import modal.exception
+
+        state = _calls.get(self.object_id)
+        if state is None:
+            raise modal.exception.NotFoundError(f"Function call {self.object_id} not found")
+        if not state.done.wait(timeout):
+            raise TimeoutError()
+        if state.error is not None:
+            raise state.error
+        return state.value
+
+
+class Function:
+    """modal.Function over a local callable: `spawn` runs it on a thread, like a container of its own."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall:
+        call = FunctionCall(f"fc-double-{next(_ids)}")
+        state = _calls[call.object_id] = _CallState()
+
+        def run() -> None:
+            try:
+                value = self.fn(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - Modal hands the remote exception to `get`
+                state.end(error=e)
+            else:
+                state.end(value)
+
+        threading.Thread(target=run, name=call.object_id, daemon=True).start()
+        return call
+
+
+def kill_call(call: FunctionCall) -> None:
+    """End `call` as Modal ends one whose container died for good (timeout, out of memory, crash loop)."""
+    import modal.exception
+
+    _calls[call.object_id].end(error=modal.exception.FunctionTimeoutError("Function call timed out"))
+
+
 class App:
     """modal.App: only its lookup."""
 
@@ -89,13 +170,40 @@ class App:
         return App(name)
 
 
+_images: dict[str, "Image"] = {}  # every image made in this process, by object id (Modal's side, like `_calls`)
+
+
 class Image:
-    """modal.Image: the host's system directories, plus the files of a snapshot when it is one."""
+    """modal.Image: the host's system directories, plus the files of a snapshot when it is one.
+
+    `Image.from_id(id)` is a lazy handle, as the real one is: nothing is looked up until it is used,
+    by `hydrate()` or `Sandbox.create(image=...)`, which raise modal's `NotFoundError` for an id this
+    "Modal" never gave out."""
 
     def __init__(self, tag: str, packages: tuple[str, ...] = (), layer: Path | None = None,
                  shared: Path | None = None) -> None:
         self.tag, self.packages, self.layer, self.shared = tag, packages, layer, shared
         self.object_id = f"im-double-{next(_ids)}"
+        self._pending = False  # a `from_id` handle not looked up yet
+        _images[self.object_id] = self
+
+    @staticmethod
+    def from_id(image_id: str, client: Any = None) -> "Image":
+        handle = Image("")
+        del _images[handle.object_id]
+        handle.object_id, handle._pending = image_id, True
+        return handle
+
+    def hydrate(self, client: Any = None) -> "Image":
+        if self._pending:
+            import modal.exception
+
+            found = _images.get(self.object_id)
+            if found is None:
+                raise modal.exception.NotFoundError(f"Image {self.object_id} not found")
+            self.tag, self.packages, self.layer, self.shared = found.tag, found.packages, found.layer, found.shared
+            self._pending = False
+        return self
 
     @staticmethod
     def from_registry(tag: str, secret: Any = None, *, setup_dockerfile_commands: list[str] = [],  # noqa: B006
@@ -111,6 +219,11 @@ class Image:
             if shutil.which(name) is None:
                 raise RuntimeError(f"the double's image cannot install {name}: it is not on this host")
         return Image(self.tag, self.packages + names, self.layer, self.shared)
+
+
+def expire(image_id: str) -> None:
+    """Make Modal forget the image `image_id`, as it drops a snapshot once its ttl has passed."""
+    del _images[image_id]
 
 
 class StreamWriter:
@@ -230,7 +343,7 @@ class Sandbox:
                              "`block_network` is enabled")
         # The double cannot enforce an allowlist; it keeps the network off and records the lists.
         blocked = block_network or outbound_cidr_allowlist is not None or outbound_domain_allowlist is not None
-        return Sandbox(args or ("sleep", "infinity"), image or Image("debian:slim"),
+        return Sandbox(args or ("sleep", "infinity"), (image or Image("debian:slim")).hydrate(),
                        {k: v for k, v in (env or {}).items() if v is not None}, blocked,
                        cpu if not isinstance(cpu, tuple) else cpu[1],
                        memory if not isinstance(memory, tuple) else memory[1], gpu, timeout, workdir,
