@@ -15,11 +15,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from bot.errors import ConfigError
 from bot.redact import Redactor
-from bot.sandbox import BACKENDS
+from bot.sandbox import BACKENDS, SandboxSpec
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
@@ -72,6 +73,7 @@ class Settings:
     keep_days: float = 30.0  # runs/ keeps a run's transcripts and record this long (DECODE_KEEP_DAYS)
     setup_cache_mb: int = 10240  # the docker setup cache's total size; 0 turns it off (DECODE_SETUP_CACHE_MB)
     database_url: str | None = None  # the PostgreSQL job store (DECODE_DATABASE_URL); None: SQLite in data_dir
+    pool_size: int = 0  # docker and modal: warm sandboxes kept ready per process (DECODE_POOL_SIZE)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
@@ -115,6 +117,7 @@ class Settings:
             "keep_days": _number(env, "DECODE_KEEP_DAYS", float, 30.0),
             "setup_cache_mb": _setup_cache_mb(env),
             "database_url": _database_url(env),
+            "pool_size": _pool_size(env),
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -131,6 +134,14 @@ class Settings:
         if api == "https://api.github.com":
             return "https://github.com"
         return api.removesuffix("/api/v3")
+
+    def sandbox_spec(self, workspace: Path, **fields: Any) -> SandboxSpec:
+        """The sandbox of a run on `workspace` under these settings (`fields` add the run's own: image, name,
+        gpu). The server fills its warm pool from the same spec, so a run's sandbox matches the pool's."""
+        base: dict[str, Any] = {"image": self.sandbox_image, "hide": self.secret_paths(), "path": self.sandbox_path,
+                                "cgroup_parent": self.cgroup_parent, "disk_mb": self.max_disk_mb,
+                                "pool_size": self.pool_size, "pool_dir": self.data_dir / "pool"}
+        return SandboxSpec(workspace=workspace, **{**base, **fields})
 
     def secret_paths(self) -> tuple[Path, ...]:
         """Host paths holding a secret, which no sandbox may show: the data dir and the App key file."""
@@ -171,6 +182,14 @@ def _setup_cache_mb(env: Mapping[str, str]) -> int:
     if not raw.isdigit():
         raise ConfigError("DECODE_SETUP_CACHE_MB must be a whole number of megabytes for the setup cache "
                           f"(default 10240; 0 turns it off), not {raw!r}")
+    return int(raw)
+
+
+def _pool_size(env: Mapping[str, str]) -> int:
+    """DECODE_POOL_SIZE: how many warm sandboxes each process keeps ready (docker, modal); 0 = none."""
+    raw = (env.get("DECODE_POOL_SIZE") or "").strip() or "0"
+    if not raw.isdigit():
+        raise ConfigError(f"DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)")
     return int(raw)
 
 

@@ -129,10 +129,8 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
             progress(note)
         transcript.record("phase", name="sandbox")
         progress(f"starting the {settings.sandbox_mode} sandbox")
-        spec = SandboxSpec(workspace=ws.path, image=config.image or settings.sandbox_image,
-                           name=f"decode-{job.run_id}", hide=settings.secret_paths(), path=settings.sandbox_path,
-                           gpu=config.gpu,
-                           cgroup_parent=settings.cgroup_parent, disk_mb=settings.max_disk_mb)
+        spec = settings.sandbox_spec(ws.path, image=config.image or settings.sandbox_image,
+                                     name=f"decode-{job.run_id}", gpu=config.gpu)
         setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
         agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                                     allow_domains=config.allow_domains)
@@ -142,6 +140,8 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
             spec = replace(spec, image=cache.hit.tag)
         launcher = BACKENDS[settings.sandbox_mode](spec)
         sandbox = AgentdSandbox(launcher, mode=settings.sandbox_mode, network=setup_policy)
+        if getattr(launcher, "acquired_from", "") == "pool":  # docker and modal with DECODE_POOL_SIZE
+            transcript.record("note", text=f"the {settings.sandbox_mode} sandbox came from the warm pool")
         try:
             deadline = started + settings.budget.max_wall_s
             if cache is not None and cache.hit is not None:

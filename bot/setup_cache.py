@@ -1,19 +1,30 @@
 """The setup cache: the state `setup:` left in a sandbox, kept so that later runs with the same key skip setup.
 
 A cache entry is made from one run's sandbox, in which the repository's setup commands ran with network, so it
-is reused only under the very same key: the repository, the sandbox image's id, the setup commands and the
-content of the files decode.yml's `setup_cache_key` names, all read on the host from the commit decode.yml comes
-from (`bot.trusted_files`). Caching is opt-in: without `setup_cache_key` (an empty list opts in on image and
+is reused only under the very same key: the repository, the sandbox's base (`setup_cache_base`: an image's id),
+the setup commands and the content of the files decode.yml's `setup_cache_key` names, all read on the host from
+the commit decode.yml comes from (`bot.trusted_files`). Caching is opt-in: without `setup_cache_key` (an empty list opts in on image and
 commands alone) nothing is cached, since a cache that does not see the lock files would keep stale dependencies.
 An entry is saved only after every setup command passed (a failed or timed-out setup raises before), and only
 when the workspace is the commit decode.yml is read from: a pull request's head (a fork's code, run by `pip
 install -e .`) may use the cache but never fills it. The archive of setup's files is untrusted data on the host:
 its headers are checked (`archive_problem`) before any of it is used, and it is unpacked inside the sandbox only.
 
+What each backend keeps (launchers with `Capabilities.setup_cache` implement `CachingLauncher`; the archive's
+scripts are shared, bot/sandbox/setup_files.py):
+- docker: `docker commit` of the container into the local image `decode-setup-cache:<key>` (the tmpfs and bind
+  mounts are not in it), and the archive of setup's workspace files and HOME; a hit starts from that image.
+- modal: `snapshot_filesystem()` (HOME and everything outside the workspace, kept by Modal for its 30-day ttl),
+  and the archive of setup's workspace files; a hit starts from the snapshot, whose stale workspace is emptied
+  before the run's own is uploaded. Modal offers no way to delete an image: clearing an entry forgets it.
+- bwrap: the host's root is read-only and /run and the hidden paths are fresh tmpfs at every start, so setup's
+  state is its workspace files and HOME, all of it in the archive. The base is a digest of the host toolchain
+  the sandbox sees (bwrap.py `toolchain_digest`), since there is no image.
+
 Entries live in `DECODE_DATA_DIR/setup-cache/` (0700): `<key>.json` (metadata, written last) and `<key>.tar`,
-plus the backend's image `decode-setup-cache:<key>`. At the start of each run, entries made more than
-`DECODE_KEEP_DAYS` ago go, then the least recently used until all fit in `DECODE_SETUP_CACHE_MB` (default 10240;
-0 turns the cache off). Only launchers with `Capabilities.setup_cache` (docker) implement `CachingLauncher`.
+plus the backend's image (`Entry.tag`). At the start of each run, entries made more than `DECODE_KEEP_DAYS` ago
+go, then the least recently used until all fit in `DECODE_SETUP_CACHE_MB` (default 10240; 0 turns the cache
+off), counting the archive and, for docker, the image's own layer (Modal does not say how big a snapshot is).
 """
 
 from __future__ import annotations
@@ -33,12 +44,12 @@ from bot.errors import ConfigError, SandboxError
 from bot.run_dirs import DAY_S
 from bot.sandbox import BACKENDS, SandboxSpec
 from bot.sandbox.protocol import Capabilities
+from bot.sandbox.setup_files import TAG, Saved
 from bot.trusted_files import Git, read_trusted
 from bot.workspace import link_problem, path_problem
 
 KEY_FILE_LIMIT = 64 * 1024 * 1024  # a lock file bigger than this is an error naming it
 MB = 1024 * 1024
-TAG = "decode-setup-cache"
 ROOTS = ("workspace", "home")
 
 
@@ -48,12 +59,19 @@ class CachingLauncher(Protocol):
     capabilities: ClassVar[Capabilities]
 
     @classmethod
-    def setup_cache_base(cls, image: str) -> str: ...
+    def setup_cache_base(cls, image: str) -> str:
+        """What an entry made from `image` is keyed on (its id); `ConfigError` when an entry's image is gone.
+        A launcher without `Capabilities.image` runs on the host's toolchain and takes `path=spec.path` too."""
+        ...
 
     @classmethod
-    def drop_setup_cache(cls, tag: str) -> bool: ...
+    def drop_setup_cache(cls, tag: str) -> bool:
+        """Delete an entry's image (True when there is none to delete); False while a sandbox uses it."""
+        ...
 
-    def save_setup_cache(self, tag: str, archive: Path, cap_bytes: int) -> int: ...
+    def save_setup_cache(self, tag: str, archive: Path, cap_bytes: int) -> Saved:
+        """Keep the sandbox's state as `tag` and setup's files in `archive`, within `cap_bytes`."""
+        ...
 
     def restore_setup_cache(self, archive: Path) -> None: ...
 
@@ -70,10 +88,12 @@ class Entry:
     created: float
     last_used: float
     size: int  # bytes: the archive plus the committed image's own layer
+    ref: str = ""  # the image a hit starts from, as the launcher named it (`Saved.image`); "": `TAG:<key>`
 
     @property
     def tag(self) -> str:
-        return f"{TAG}:{self.key}"
+        """The image a hit's sandbox starts from (`SandboxSpec.image`)."""
+        return self.ref or f"{TAG}:{self.key}"
 
 
 def cache_key(*, repo: str, mode: str, image_id: str, setup: Sequence[str], files: Mapping[str, bytes | None]) -> str:
@@ -199,7 +219,8 @@ class RunCache:
         if not setup or key_paths is None or cap_bytes <= 0 or launcher is None \
                 or not launcher.capabilities.setup_cache:
             return None
-        image_id = launcher.setup_cache_base(spec.image)  # type: ignore[attr-defined]
+        base = launcher.setup_cache_base  # type: ignore[attr-defined]
+        image_id = base(spec.image) if launcher.capabilities.image else base(spec.image, path=spec.path)
         key = cache_key(repo=repo, mode=mode, image_id=image_id, setup=setup, files=key_files(git, commit, key_paths))
         run = cls(cache, key, repo, mode, spec.image, image_id, may_save, cap_bytes)
         entry = cache.get(key)
@@ -230,7 +251,7 @@ class RunCache:
         partial = self.cache.directory / f".{self.key}.{os.getpid()}.{secrets.token_hex(4)}.tar"  # runs may race
         entry = Entry(self.key, self.repo, self.mode, self.image, self.image_id, time.time(), time.time(), 0)
         try:
-            size = launcher.save_setup_cache(entry.tag, partial, self.cap_bytes)
+            size, ref = launcher.save_setup_cache(entry.tag, partial, self.cap_bytes)
             if problem := archive_problem(partial):
                 raise SandboxError(f"the archive would be refused at restore ({problem})")
             partial.replace(self.cache.archive(self.key))
@@ -238,7 +259,7 @@ class RunCache:
             partial.unlink(missing_ok=True)
             self.cache.remove(entry)
             return f"not saved: {e}"
-        self.cache.write(Entry(**{**asdict(entry), "size": size}))
+        self.cache.write(Entry(**{**asdict(entry), "size": size, "ref": "" if ref == entry.tag else ref}))
         return f"saved ({size / MB:.1f} MB)"
 
 

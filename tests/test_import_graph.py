@@ -44,7 +44,7 @@ def imports_of(module: str, source: str, modules: set[str], *, package: bool = F
                 for _ in range(node.level - 1):
                     anchor = anchor.rpartition(".")[0]
                 base = f"{anchor}.{base}".rstrip(".")
-            # `from bot.sandbox import modal_pool` imports a submodule; `from bot.sandbox import Sandbox` the package
+            # `from bot.sandbox import warm_pool` imports a submodule; `from bot.sandbox import Sandbox` the package
             found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else known(base) for a in node.names)
     return {name for name in found if name is not None and name != module}
 

@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from bot.errors import SandboxError
-from bot.model.anthropic import AnthropicModel
-from bot.pipeline import Job, Outcome, execute
+from bot.pipeline import Outcome
 from bot.sandbox import SandboxSpec
 from bot.sandbox.docker import DockerLauncher
 from bot.setup_cache import SetupCache
-from bot.transcript import load_events
 from tests.conftest import git, make_repo
+from tests.support.setup_cache import agent_saw as saw, assert_refused_then_setup_ran, events, make_hostile
+from tests.support.setup_cache import pull_request_head_run
+from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import IMAGE, require
 from tests.support.cli import DECODE
 
@@ -45,24 +46,15 @@ def data(tmp_path: Path) -> Iterator[Path]:
         cache.remove(entry)
 
 
-def run(fake_anthropic, data: Path, repo: Path, run_id: str, **job: str) -> tuple[Outcome, float]:
-    """The real pipeline on `repo` under docker; the outcome and its wall time."""
-    fake_anthropic.script([[{"type": "tool_use", "name": "bash", "input": {"command": CHECK}}],
-                           [{"type": "text", "text": "Checked."}]])
-    settings = fake_anthropic.settings(sandbox_mode="docker", data_dir=data, sandbox_image=IMAGE)
-    started = time.monotonic()
-    outcome = execute(Job(repo=str(repo), task="Check the setup", branch=f"decode/run-{run_id}", run_id=run_id, **job),
-                      settings, model=AnthropicModel(settings, sleep=lambda s: None), progress=lambda line: None)
-    return outcome, time.monotonic() - started
-
-
-def events(outcome: Outcome, kind: str) -> list[dict]:
-    return [e for e in load_events(outcome.transcript_jsonl) if e["type"] == kind]
-
+def run(fake_anthropic, data: Path, repo: Path, run_id: str, settings: dict | None = None,
+        **job: str) -> tuple[Outcome, float]:
+    """The real pipeline on `repo` under docker (more `settings` if given); the outcome and its wall time."""
+    return run_pipeline(fake_anthropic, data, repo, run_id, mode="docker", check=CHECK,
+                        settings={"sandbox_image": IMAGE, **(settings or {})}, **job)
 
 def agent_saw(outcome: Outcome) -> list[str]:
-    [result] = events(outcome, "tool_result")
-    return result["output"].splitlines()[:3]
+    """The three marker lines the check printed."""
+    return saw(outcome)[:3]
 
 
 def test_a_second_run_skips_setup_and_finds_its_files(fake_anthropic, tmp_path, data):
@@ -116,19 +108,9 @@ def test_a_new_lock_file_on_the_base_misses(fake_anthropic, tmp_path, data):
 def test_a_hostile_archive_is_refused_and_setup_runs(fake_anthropic, tmp_path, data):
     repo = make_repo(tmp_path / "repo", FILES)
     first, _ = run(fake_anthropic, data, repo, "one")
-    cache = SetupCache(data / "setup-cache")
-    [entry] = cache.entries()
-    with tarfile.open(cache.archive(entry.key), "w") as tar:
-        for name, target in (("workspace/out", "/etc"), ("workspace/out/cron.d/x", None)):
-            info = tarfile.TarInfo(name)
-            if target:
-                info.type, info.linkname = tarfile.SYMTYPE, target
-            tar.addfile(info, io.BytesIO(b""))
+    make_hostile(data, "workspace")
     second, _ = run(fake_anthropic, data, repo, "two")
-    [refused, miss] = events(second, "setup_cache")
-    assert refused["result"] == "refused" and "a symlink to /etc" in refused["reason"], refused
-    assert miss["result"] == "miss" and miss["saved"].startswith("saved")
-    assert [e["exit_code"] for e in events(second, "setup")] == [0]
+    assert_refused_then_setup_ran(second)
     assert agent_saw(second) == ["from-image", "from-workspace", "from-home"]
     assert not (tmp_path / "escape").exists() and not (data / "escape").exists()
 
@@ -154,12 +136,30 @@ def test_the_sandbox_refuses_to_unpack_through_a_symlink_or_out_of_its_roots(tmp
 
 
 def test_a_pull_requests_head_uses_the_cache_but_never_fills_it(fake_anthropic, tmp_path, data):
+    pull_request_head_run(run, fake_anthropic, data, make_repo(tmp_path / "repo", FILES))
+
+
+def test_a_cache_hit_from_the_warm_pool_skips_setup_and_container_start(fake_anthropic, tmp_path, data):
+    """DECODE_POOL_SIZE with the setup cache: the first hit starts the entry's image cold and fills a pool of
+    it; the next hit takes a warm container of that image, with setup's files and the run's own workspace."""
+    from bot.sandbox import warm_pool
+
     repo = make_repo(tmp_path / "repo", FILES)
-    git(repo, "checkout", "-qb", "feature")
-    (repo / "README.md").write_text("# changed by a pull request\n")
-    git(repo, "commit", "-qam", "Change the README")
-    git(repo, "checkout", "-q", "main")
-    outcome, _ = run(fake_anthropic, data, repo, "head", base="feature", config_base="main")
-    [miss] = events(outcome, "setup_cache")
-    assert miss["saved"].startswith("not saved: the workspace is not the commit decode.yml was read from"), miss
-    assert SetupCache(data / "setup-cache").entries() == []
+    pooled = {"pool_size": 1}
+    try:
+        first, _ = run(fake_anthropic, data, repo, "one", settings=pooled)
+        second, _ = run(fake_anthropic, data, repo, "two", settings=pooled)
+        assert [e["result"] for e in events(second, "setup_cache")] == ["hit"]
+        [entry] = SetupCache(data / "setup-cache").entries()
+        spec = fake_anthropic.settings(sandbox_mode="docker", data_dir=data, pool_size=1).sandbox_spec(
+            data, image=entry.tag)
+        assert DockerLauncher.pool(spec).wait_full(120)
+        third, _ = run(fake_anthropic, data, repo, "three", settings=pooled)
+    finally:
+        warm_pool.close_all()
+    notes = [e["text"] for e in events(third, "note")]
+    assert "the docker sandbox came from the warm pool" in notes, notes
+    assert "the docker sandbox came from the warm pool" not in [e["text"] for e in events(first, "note")]
+    assert [e["result"] for e in events(third, "setup_cache")] == ["hit"] and events(third, "setup") == []
+    assert agent_saw(third) == ["from-image", "from-workspace", "from-home"]
+    assert third.result.stop_reason == "completed" and third.commit is None, "the agent changed nothing"

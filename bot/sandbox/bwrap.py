@@ -34,6 +34,16 @@ cgroup the launcher refuses to start: rlimits would cap each process, not the
 sandbox (three processes took 5.4 GiB under a 4 GiB RLIMIT_AS). What the agent
 writes (workspace and /tmp) is capped by `disk.DiskGuard`.
 
+Setup cache (`Capabilities.setup_cache`, driven by bot/setup_cache.py): the host's root is read-only and
+/run and the hidden paths are fresh tmpfs at every start (`set_network` restarts bwrap), so what setup can
+leave is in the workspace and HOME (/tmp), and the archive of both (bot/sandbox/setup_files.py) is the whole
+"layer": `save_setup_cache` makes it and `restore_setup_cache` unpacks it, each inside a sandbox like the
+agent's, as its user. There is no image to key on, so the key's base is `toolchain_digest`: the machine,
+the harness's Python (agentd's interpreter), /etc/os-release, the system package database (dpkg, rpm or
+apk: an upgraded compiler or library misses) and, for every directory on the sandbox's PATH (the runner's
+toolchains in `spec.path` included), each entry's link target, size and mtime (a tool replaced in place
+misses). Reading files rather than running `tool --version` keeps it fast and runs nothing of the host's.
+
 Caveat for a root host: uid 0 without capabilities can still read root-owned
 files whose owner bits allow it; everything listed above is hidden, but use the
 docker backend on a host that keeps other secrets in root-owned files.
@@ -41,11 +51,13 @@ docker backend on a host that keeps other secrets in root-owned files.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from bot.errors import ConfigError
@@ -56,6 +68,7 @@ from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import SAFE_PATH, clean_env, harness_bin
 from bot.sandbox.protocol import Capabilities, SandboxSpec
+from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
 
 WORKSPACE = "/workspace"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
@@ -68,12 +81,14 @@ SECRET_DIRS = (
 SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
 OWN_MOUNTS = ("/proc", "/dev", "/tmp", "/run", WORKSPACE)
 FRESH = ("/tmp", "/run")  # masked already: a per-sandbox directory and a tmpfs
+PACKAGE_DBS = ("/var/lib/dpkg/status", "/var/lib/rpm/rpmdb.sqlite", "/var/lib/rpm/Packages", "/lib/apk/db/installed")
 
 
 class BwrapLauncher:
     """Starts agentd under bubblewrap with the host root read-only and its secrets hidden."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=False, gpu=False, pool=False)
+    capabilities = Capabilities(isolating=True, egress_policy=True, image=False, gpu=False, pool=False,
+                                setup_cache=True)
     root = WORKSPACE
 
     @classmethod
@@ -107,8 +122,8 @@ class BwrapLauncher:
             raise
         self.limits = f"cgroup v{self.cgroup.version}"
 
-    def argv(self) -> list[str]:
-        """The full command line that starts agentd in this sandbox."""
+    def argv(self, command: Sequence[str] = ()) -> list[str]:
+        """The full command line that starts `command` (default: agentd) in this sandbox."""
         egress_socket = f"{EGRESS_INSIDE}/{self.egress.path.name}"
         env = clean_env("/tmp", "bwrap", sandbox_path(self._spec.path, self._hidden, SAFE_PATH)) | SAFE_DIRECTORY
         env["DECODE_EGRESS_SOCKET"] = egress_socket
@@ -125,14 +140,35 @@ class BwrapLauncher:
                  "--bind", str(self._workspace), WORKSPACE, "--chdir", WORKSPACE, "--cap-drop", "ALL", "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
-        return args + ["--", sys.executable, "-I", AGENTD_INSIDE, WORKSPACE]
+        return args + ["--", *(command or (sys.executable, "-I", AGENTD_INSIDE, WORKSPACE))]
 
     def start(self, policy: EgressPolicy) -> ProcessTransport:
         """Start bwrap + agentd inside the sandbox's limits, its egress proxy applying `policy`."""
         self.egress.policy = policy
         self.disk.check()
-        # bwrap itself runs on the host: no $HOME/.local/bin (the host's /tmp) on its PATH.
-        return ProcessTransport(self.cgroup.wrap(self.argv()), clean_env("/tmp", "bwrap") | {"PATH": SAFE_PATH})
+        return ProcessTransport(self.cgroup.wrap(self.argv()), _host_env())
+
+    @classmethod
+    def setup_cache_base(cls, image: str, path: Sequence[str] = ()) -> str:
+        """The host toolchain a sandbox with `path` first on its PATH sees (`toolchain_digest`); the image
+        is not used."""
+        return toolchain_digest(path)
+
+    @classmethod
+    def drop_setup_cache(cls, tag: str) -> bool:
+        """True: an entry is its archive alone."""
+        return True
+
+    def save_setup_cache(self, tag: str, archive: Path, cap_bytes: int) -> Saved:
+        """Write setup's workspace files and HOME to `archive` from inside a sandbox like the agent's;
+        `SandboxError` past `cap_bytes` or when archiving fails."""
+        script = [sys.executable, "-I", "-c", save_script(WORKSPACE)]
+        return Saved(save_locally(self.cgroup.wrap(self.argv(script)), _host_env(), archive, 0, cap_bytes), tag)
+
+    def restore_setup_cache(self, archive: Path) -> None:
+        """Unpack a checked archive into the workspace and HOME, inside a sandbox like the agent's."""
+        script = [sys.executable, "-I", "-c", restore_script(WORKSPACE)]
+        restore_locally(self.cgroup.wrap(self.argv(script)), _host_env(), archive)
 
     def recover(self) -> None:
         """None: a dead sandbox is not restarted."""
@@ -152,6 +188,43 @@ class BwrapLauncher:
         self.cgroup.close()
         self.egress.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def _host_env() -> dict[str, str]:
+    """The environment bwrap itself runs with on the host: no $HOME/.local/bin (the host's /tmp) on its PATH."""
+    return clean_env("/tmp", "bwrap") | {"PATH": SAFE_PATH}
+
+
+def toolchain_digest(path: Sequence[str] = ()) -> str:
+    """A digest of the host toolchain a bwrap sandbox with `path` first on its PATH sees (see the module
+    docstring); it changes when the distribution, a system package, the harness's Python or any tool on
+    that PATH changes."""
+    digest = hashlib.sha256()
+
+    def add(*parts: object) -> None:
+        digest.update(json.dumps(parts).encode() + b"\n")
+
+    add(os.uname().machine, sys.version, os.path.realpath(sys.executable))
+    for name in ("/etc/os-release", *PACKAGE_DBS):
+        try:
+            add(name, hashlib.sha256(Path(name).read_bytes()).hexdigest())
+        except OSError:
+            add(name, None)
+    for directory in sandbox_path(path, hidden_paths(Path(WORKSPACE), []), SAFE_PATH).split(os.pathsep):
+        listing = []
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError:
+            entries = []
+        for entry in entries:
+            try:
+                st = entry.stat()
+                listing.append((entry.name, os.readlink(entry.path) if entry.is_symlink() else None, st.st_size,
+                                st.st_mtime_ns))
+            except OSError:
+                listing.append((entry.name, None, 0, 0))
+        add(directory, os.path.realpath(directory), listing)
+    return "bwrap:" + digest.hexdigest()
 
 
 def no_cgroup_message(parent: Path | None) -> str:

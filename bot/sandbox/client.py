@@ -108,6 +108,10 @@ class ProcessTransport:
         except queue.Empty:
             raise TimeoutError from None
 
+    def exited(self) -> int | None:
+        """None while the process runs; its exit status once it ended (a warm pool's liveness check)."""
+        return self._proc.poll()
+
     def diagnostics(self) -> str:
         self._stderr.seek(0)
         text = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()

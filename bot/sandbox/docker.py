@@ -56,15 +56,18 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from bot.errors import ConfigError, SandboxError
+from bot.sandbox import docker_pool, warm_pool
 from bot.sandbox.client import ProcessTransport, agentd_tar
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, SandboxSpec
+from bot.sandbox.setup_files import Saved, restore_script, save_script
 
 WORKSPACE = "/workspace"
 AGENTD_INSIDE = "/opt/decode/agentd.py"
@@ -83,15 +86,43 @@ PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fn
 class DockerLauncher:
     """Runs one container per sandbox and agentd in it through a persistent `docker exec -i`."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=False, pool=False,
+    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=False, pool=True,
                                 setup_cache=True)
     root = WORKSPACE
 
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:
-        """Remove the containers a crashed predecessor on this host left (`remove_leftovers`)."""
+        """Remove the containers and pool slots a crashed predecessor on this host left, then, with
+        `spec.pool_size` (DECODE_POOL_SIZE), start filling the warm pool for sandboxes like `spec`'s."""
         if removed := remove_leftovers():
             log.info("removed %d sandbox containers left by dead processes", len(removed))
+        if spec.pool_dir is not None:
+            docker_pool.remove_stale_slots(spec.pool_dir)
+            if spec.pool_size:
+                cls.pool(spec, pinned=True)
+
+    @classmethod
+    def pool(cls, spec: SandboxSpec, *, docker: str = "docker", client_env: Mapping[str, str] | None = None,
+             pinned: bool = False) -> warm_pool.WarmPool:
+        """The process-wide warm pool of `spec.pool_size` containers like `spec`'s (its workspace does not
+        matter), filling. A pool is made per image on first use: a setup cache entry's image gets its own."""
+        found, env = _engine(docker, client_env)
+        pool_dir = spec.pool_dir
+        assert pool_dir is not None
+        key = ("docker", found, tuple(sorted(env.items())), spec.image, spec.memory_mb, spec.cpus, spec.pids,
+               spec.disk_mb, pool_dir)
+
+        def warm() -> docker_pool.WarmContainer:
+            slot = docker_pool.new_slot(pool_dir)
+            try:
+                launcher = cls(replace(spec, workspace=slot / "workspace", name="pool", pool_size=0),
+                               docker=found, client_env=env)
+            except BaseException:
+                docker_pool.remove_slot(slot)
+                raise
+            return docker_pool.WarmContainer(launcher, launcher.start(EgressPolicy()), slot)
+
+        return warm_pool.pool_for(key, spec.pool_size, warm, pinned=pinned)
 
     def __init__(
         self,
@@ -100,19 +131,23 @@ class DockerLauncher:
         docker: str = "docker",
         client_env: Mapping[str, str] | None = None,
     ) -> None:
-        """Create and start the container for `spec`; raises when the engine, image or python3 is missing."""
-        found = shutil.which(docker)
-        if found is None:
-            raise ConfigError("SANDBOX_MODE=docker needs the docker CLI on PATH: install Docker")
-        self._docker = found
-        env = os.environ if client_env is None else client_env
-        self._env = {k: env[k] for k in CLIENT_VARS if k in env}
+        """Claim a warm container for `spec` (with `spec.pool_size` and `spec.pool_dir`), else create and start
+        one; raises when the engine, image or python3 is missing."""
+        self._docker, self._env = _engine(docker, client_env)
         self._spec = spec
         self._owner: tuple[int, int] | None = None  # the workspace's owner, when chowned for the run
         self.container: str | None = None
+        self.disk: DiskGuard | None = None
+        self.slot: Path | None = None  # a claimed warm container's slot, removed on close
+        self._ready: ProcessTransport | None = None  # the warm container's agentd, for the first `start`
+        warm = self.pool(spec, docker=self._docker, client_env=self._env).claim() \
+            if spec.pool_size and spec.pool_dir is not None else None
+        self.acquired_from = "cold" if warm is None else "pool"
+        if warm is not None:
+            self._adopt(warm)
+            return
         self._check_image(spec.image)
         self.egress = _egress_near(spec.workspace.resolve())
-        self.disk: DiskGuard | None = None
         try:
             self.user = self._user(spec.workspace.resolve())
             if self.user[0] != os.getuid():  # the 0700 proxy directory, for the sandbox's uid
@@ -121,6 +156,18 @@ class DockerLauncher:
             self.container = self._create(spec)
             self._probe(spec.image)
             self.disk = DiskGuard((spec.workspace.resolve(),), spec.disk_mb, self._kill_all)
+        except BaseException:
+            self.close()
+            raise
+
+    def _adopt(self, warm: docker_pool.WarmContainer) -> None:
+        """Take over a claimed warm container: its container, proxy, disk guard and running agentd, with the
+        run's workspace moved into its slot."""
+        inner = warm.launcher
+        self.container, self.egress, self.user, self.disk = inner.container, inner.egress, inner.user, inner.disk
+        self.slot, self._ready = warm.slot, warm.transport
+        try:
+            docker_pool.move_into(self._spec.workspace.resolve(), warm.slot / "workspace", self.user)
         except BaseException:
             self.close()
             raise
@@ -211,6 +258,9 @@ class DockerLauncher:
         if self.disk is not None:
             self.disk.check()
         self.egress.policy = policy
+        if self._ready is not None:  # a warm container's agentd: its egress is the proxy's, just set
+            ready, self._ready = self._ready, None
+            return ready
         argv = [self._docker, "exec", "-i", self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
         return ProcessTransport(argv, self._env)
 
@@ -230,10 +280,10 @@ class DockerLauncher:
         res = subprocess.run(["docker", "image", "rm", tag], capture_output=True, text=True, timeout=120)
         return res.returncode == 0 or "no such image" in res.stderr.lower()
 
-    def save_setup_cache(self, tag: str, archive: Path, cap_bytes: int) -> int:
+    def save_setup_cache(self, tag: str, archive: Path, cap_bytes: int) -> Saved:
         """Commit the container into the image `tag` and write setup's workspace and HOME files to `archive`
-        (a tar with `workspace/` and `home/` entries); returns the bytes both take. Raises `SandboxError` when
-        either fails or the two pass `cap_bytes`; the caller then keeps nothing."""
+        (a tar with `workspace/` and `home/` entries); returns the bytes both take, and `tag`. Raises `SandboxError`
+        when either fails or the two pass `cap_bytes`; the caller then keeps nothing."""
         if self.container is None:
             raise SandboxError("the sandbox container has been removed")
         committed = self._cli("commit", "--pause", self.container, tag, timeout=600)
@@ -242,7 +292,7 @@ class DockerLauncher:
         sizes = [self._cli("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
                  for name in (tag, self._spec.image)]
         used = max(0, int(sizes[0] or 0) - int(sizes[1] or 0))
-        argv = [self._docker, "exec", self.container, "python3", "-I", "-c", SAVE_SCRIPT]
+        argv = [self._docker, "exec", self.container, "python3", "-I", "-c", save_script(WORKSPACE)]
         with subprocess.Popen(argv, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc, \
                 archive.open("wb") as out:
             assert proc.stdout is not None
@@ -256,14 +306,15 @@ class DockerLauncher:
             err = proc.stderr.read() if proc.stderr else b""
         if proc.returncode != 0:
             raise SandboxError(f"archiving setup's files failed: {err.decode(errors='replace').strip()[-300:]}")
-        return used
+        return Saved(used, tag)
 
     def restore_setup_cache(self, archive: Path) -> None:
         """Unpack a checked setup cache archive into the workspace and HOME, inside the sandbox as its user."""
         if self.container is None:
             raise SandboxError("the sandbox container has been removed")
         with archive.open("rb") as data:
-            res = subprocess.run([self._docker, "exec", "-i", self.container, "python3", "-I", "-c", RESTORE_SCRIPT],
+            res = subprocess.run([self._docker, "exec", "-i", self.container, "python3", "-I", "-c",
+                                  restore_script(WORKSPACE)],
                                  env=self._env, stdin=data, capture_output=True, timeout=600)
         if res.returncode != 0:
             raise SandboxError(f"restoring setup's files failed: {res.stderr.decode(errors='replace').strip()[-300:]}")
@@ -291,50 +342,14 @@ class DockerLauncher:
         if self._owner is not None:
             _chown_tree(self._spec.workspace.resolve(), *self._owner)
             self._owner = None
-        self.egress.close()
-
-
-# Run inside the sandbox: setup's untracked and ignored workspace paths, and HOME but its .cache, as a tar on
-# stdout. Walked by hand so that no entry is a hard link (the host refuses those).
-SAVE_SCRIPT = r"""
-import os, subprocess, sys, tarfile
-home = os.environ["HOME"]
-out = subprocess.run(["git", "-c", "core.fsmonitor=false", "status", "--porcelain", "--ignored", "-z",
-                      "--untracked-files=normal"], cwd="/workspace", capture_output=True, check=True).stdout
-paths = sorted(e[3:].rstrip("/") for e in out.decode("utf-8", "surrogateescape").split("\0") if e[:3] in ("?? ", "!! "))
-tops = [("workspace/" + p, os.path.join("/workspace", p)) for p in paths]
-tops += [("home/" + n, os.path.join(home, n)) for n in sorted(os.listdir(home)) if n != ".cache"]
-with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-    def add(name, full):
-        tar.inodes.clear()
-        tar.add(full, arcname=name, recursive=False)
-    for name, full in tops:
-        add(name, full)
-        if os.path.isdir(full) and not os.path.islink(full):
-            for parent, dirs, files in os.walk(full):
-                dirs.sort()
-                for entry in dirs + sorted(files):
-                    path = os.path.join(parent, entry)
-                    add(name + path[len(full):], path)
-"""
-# Run inside the sandbox, as its user, on an archive the host checked: never through a symlink, never over one.
-RESTORE_SCRIPT = r"""
-import os, sys, tarfile
-roots = {"workspace": "/workspace", "home": os.environ["HOME"]}
-with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
-    for member in tar:
-        top, _, rel = member.name.partition("/")
-        parts = rel.split("/")
-        if top not in roots or not rel or member.name.startswith("/") or ".." in parts:
-            sys.exit("refused " + repr(member.name))
-        here = roots[top]
-        for part in parts:
-            here = os.path.join(here, part)
-            if os.path.islink(here):
-                sys.exit("refused " + repr(member.name) + ": it would go through or over a symlink")
-        member.name = rel
-        tar.extract(member, roots[top], **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
-"""
+        if self._ready is not None:
+            self._ready.close()
+            self._ready = None
+        if hasattr(self, "egress"):
+            self.egress.close()
+        if self.slot is not None:
+            docker_pool.remove_slot(self.slot)
+            self.slot = None
 
 
 def leftovers(docker: str = "docker") -> list[str]:
@@ -372,6 +387,16 @@ def _mount(source: object, target: str, readonly: bool = False) -> str:
     """A `--mount` bind value, CSV-quoted so commas in the host path survive."""
     field = f"source={source}".replace('"', '""')
     return f'type=bind,"{field}",target={target}' + (",readonly" if readonly else "")
+
+
+def _engine(docker: str, client_env: Mapping[str, str] | None) -> tuple[str, dict[str, str]]:
+    """The docker CLI's path and the client variables it runs with (`CLIENT_VARS` of `client_env`, else of
+    this process's environment); ConfigError without the CLI."""
+    found = shutil.which(docker)
+    if found is None:
+        raise ConfigError("SANDBOX_MODE=docker needs the docker CLI on PATH: install Docker")
+    env = os.environ if client_env is None else client_env
+    return found, {k: env[k] for k in CLIENT_VARS if k in env}
 
 
 def _egress_near(workspace: Path) -> EgressProxy:

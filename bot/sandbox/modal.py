@@ -33,7 +33,16 @@ the sandbox dies mid-run, `recover()` creates a new one - from the last
 snapshot when there is one, else from the image with the workspace uploaded
 again - and returns the notice the client shows the model once.
 
-With `DECODE_POOL_SIZE` > 0 sandboxes come from a warm pool (modal_pool.py).
+With `DECODE_POOL_SIZE` > 0 sandboxes come from a warm pool (warm_pool.py).
+
+Setup cache (`Capabilities.setup_cache`, bot/setup_cache.py): `save_setup_cache` archives setup's
+untracked and ignored workspace files from inside the sandbox (bot/sandbox/setup_files.py), then
+snapshots the file system: the entry's image is `decode-setup-cache:<key>@<snapshot id>`, kept by Modal
+for its ttl (30 days; Modal has no call to delete one). The snapshot holds HOME and whatever setup
+installed as root outside the workspace, and also the workspace as it was: a run started from it
+(`Image.from_id`, never from the warm pool) empties /workspace before uploading its own copy, then
+`restore_setup_cache` unpacks the checked archive into it. An entry's base is the image's definition
+(registry reference, `ADD_PYTHON`, git from apt), what Modal caches its build by.
 
 The client is the `modal` package, unless another object of the same shape is
 injected: for the process with `use_client` (tests: `tests.fakes.modal_double`,
@@ -42,18 +51,19 @@ a double on local bubblewrap processes), or for one launcher as `client=`.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from bot.errors import ConfigError, SandboxError
-from bot.sandbox import modal_pool
+from bot.sandbox import warm_pool
 from bot.sandbox.client import agentd_tar
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, SandboxSpec
+from bot.sandbox.setup_files import Saved, cache_image_id, restore_script, save_script, write_capped
 
 APP_NAME = "decode-bot"
 WORKSPACE = "/workspace"
@@ -62,6 +72,8 @@ ADD_PYTHON = None  # the image brings python3 (3.8+) for agentd, as for docker; 
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 ENV = clean_env("/root", "modal") | SAFE_DIRECTORY
 CHUNK = 1024 * 1024  # below modal.io_streams.MAX_BUFFER_SIZE (2 MiB), which a stdin write must not pass
+EMPTY = ("import os, shutil, sys\nfor e in os.scandir(sys.argv[1]):\n"  # a directory's content, not itself (a mount)
+         "    shutil.rmtree(e.path) if e.is_dir(follow_symlinks=False) else os.unlink(e.path)")
 RESTARTED = ("[decode] the sandbox died and was restarted: {lost}. Check the state of the workspace "
              "before you continue.")
 
@@ -86,14 +98,6 @@ def load_client() -> Any:
     except ImportError as e:
         raise ConfigError(f"SANDBOX_MODE=modal needs the modal client ({e}): pip install modal") from None
     return modal
-
-
-def pool_size(env: Any = None) -> int:
-    """`DECODE_POOL_SIZE` as a count (0 = no pool)."""
-    raw = (os.environ if env is None else env).get("DECODE_POOL_SIZE", "").strip() or "0"
-    if not raw.isdigit():
-        raise ConfigError(f"DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)")
-    return int(raw)
 
 
 class ModalTransport:
@@ -163,13 +167,15 @@ class ModalTransport:
 class ModalLauncher:
     """One Modal sandbox per run; agentd in it through one persistent exec."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=True, pool=True)
+    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=True, pool=True,
+                                setup_cache=True)
     root = WORKSPACE
 
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:
-        """With DECODE_POOL_SIZE, start filling the warm pool, so that even the first job claims a warm sandbox."""
-        if pool_size():
+        """With `spec.pool_size` (DECODE_POOL_SIZE), start filling the warm pool, so that even the first job
+        claims a warm sandbox."""
+        if spec.pool_size:
             prewarm(spec)
 
     def __init__(self, spec: SandboxSpec, *, client: Any = None, pool: int | None = None) -> None:
@@ -177,17 +183,21 @@ class ModalLauncher:
         self._spec = spec
         self._workspace = spec.workspace.resolve()
         self._modal = client if client is not None else load_client()
-        self._pool_size = pool_size() if pool is None else pool
+        self._pool_size = spec.pool_size if pool is None else pool
         self.sandbox: Any = None
         self._network = EgressPolicy()
         self._snapshot: Any = None  # the image the current sandbox came from, when it is a snapshot
+        self._cache_image = cache_image_id(spec.image)  # a setup cache entry's snapshot, to start from
+        self._restored: Path | None = None  # the setup cache archive unpacked into the workspace
         self.acquired_from = ""
         self.acquire_s = 0.0
         self._closed = False
         try:
             self._app = self._modal.App.lookup(APP_NAME, create_if_missing=True)
-            image = self._modal.Image.from_registry(spec.image, add_python=ADD_PYTHON)
-            self._image = image.apt_install("git")
+            if self._cache_image is not None:
+                self._image = self._modal.Image.from_id(self._cache_image)
+            else:
+                self._image = self._modal.Image.from_registry(spec.image, add_python=ADD_PYTHON).apt_install("git")
         except Exception as e:
             self.close()
             raise SandboxError(f"could not reach Modal for the app {APP_NAME} and image {spec.image} ({e}): "
@@ -205,7 +215,7 @@ class ModalLauncher:
         except Exception as e:
             raise SandboxError(f"could not create a Modal sandbox from {spec.image}: {e}") from None
 
-    def pool(self, policy: EgressPolicy) -> modal_pool.WarmPool | None:
+    def pool(self, policy: EgressPolicy, *, pinned: bool = False) -> warm_pool.WarmPool | None:
         """The process-wide warm pool for sandboxes like this one's (None with DECODE_POOL_SIZE=0).
 
         Calling it starts filling the pool: a server calls it once at startup
@@ -215,14 +225,15 @@ class ModalLauncher:
             return None
         spec = self._spec
         key = (id(self._modal), spec.image, policy, spec.cpus, spec.memory_mb, spec.gpu,
-               spec.lifetime_s + int(modal_pool.IDLE_S))
+               spec.lifetime_s + int(warm_pool.IDLE_S))
         image, app, create = self._image, self._app, self._create
-        return modal_pool.pool_for(key, self._pool_size, lambda: create(image, policy, app, modal_pool.IDLE_S))
+        return warm_pool.pool_for(key, self._pool_size, lambda: create(image, policy, app, warm_pool.IDLE_S),
+                                  pinned=pinned)
 
     def _acquire(self, policy: EgressPolicy) -> Any:
         """A fresh sandbox from the image: claimed from the warm pool when there is one, else created."""
         started = time.monotonic()
-        pool = self.pool(policy)
+        pool = self.pool(policy) if self._cache_image is None else None  # the pool holds the base image's
         sandbox = pool.claim() if pool is not None else None
         self.acquired_from = "pool" if sandbox is not None else "cold"
         if sandbox is None:
@@ -234,6 +245,10 @@ class ModalLauncher:
         """Stream the workspace and agentd into the sandbox as one tar."""
         data = agentd_tar(AGENTD_INSIDE, self._workspace, WORKSPACE)
         try:
+            if self._cache_image is not None:  # the snapshot's workspace is an earlier run's
+                cleared = self.sandbox.exec("python3", "-I", "-c", EMPTY, WORKSPACE, text=False)
+                if cleared.wait() != 0:
+                    raise SandboxError(f"could not empty the snapshot's {WORKSPACE}: {cleared.stderr.read()!r}")
             proc = self.sandbox.exec("tar", "-x", "--no-same-owner", "-f", "-", "-C", "/", text=False)
             _write_all(proc.stdin, data)
             proc.stdin.write_eof()
@@ -287,8 +302,67 @@ class ModalLauncher:
         else:
             self.sandbox = self._acquire(self._network)
             self._upload()
+            if self._restored is not None:
+                self.restore_setup_cache(self._restored)
             lost = "the workspace was restored to its state at the start; all changes made since were lost"
         return RESTARTED.format(lost=lost)
+
+    @classmethod
+    def setup_cache_base(cls, image: str) -> str:
+        """The definition of `image` (what Modal caches its build by); for a setup cache entry's image,
+        `ConfigError` when Modal no longer has its snapshot."""
+        found = cache_image_id(image)
+        if found is None:
+            return f"modal:{image} add_python={ADD_PYTHON} apt_install=git"
+        try:
+            load_client().Image.from_id(found).hydrate()
+        except Exception as e:  # NotFoundError past its ttl; any other failure would fail the sandbox too
+            raise ConfigError(f"its Modal image {found} cannot be used ({type(e).__name__}: {e})") from None
+        return image
+
+    @classmethod
+    def drop_setup_cache(cls, tag: str) -> bool:
+        """True: Modal has no call to delete an image; the snapshot goes at the end of its ttl."""
+        return True
+
+    def save_setup_cache(self, tag: str, archive: Path, cap_bytes: int) -> Saved:
+        """Archive setup's workspace files (within `cap_bytes`), then snapshot the sandbox's file system;
+        the image is `tag@<snapshot id>`. `SandboxError` when either fails."""
+        if self.sandbox is None:
+            raise SandboxError("the Modal sandbox has been terminated")
+        try:
+            proc = self.sandbox.exec("python3", "-I", "-c", save_script(WORKSPACE, home=False), text=False)
+            used = write_capped((bytes(chunk) for chunk in proc.stdout), archive, 0, cap_bytes)
+            code, err = proc.wait(), proc.stderr.read()
+        except SandboxError:
+            raise
+        except Exception as e:
+            raise SandboxError(f"archiving setup's files failed: {e}") from None
+        if code != 0:
+            raise SandboxError(f"archiving setup's files failed: {_text(err)[-300:]}")
+        try:
+            image = self.sandbox.snapshot_filesystem()
+        except Exception as e:
+            raise SandboxError(f"could not snapshot the Modal sandbox: {e}") from None
+        return Saved(used, f"{tag}@{image.object_id}")
+
+    def restore_setup_cache(self, archive: Path) -> None:
+        """Unpack a checked setup cache archive into the workspace, inside the sandbox."""
+        if self.sandbox is None:
+            raise SandboxError("the Modal sandbox has been terminated")
+        try:
+            proc = self.sandbox.exec("python3", "-I", "-c", restore_script(WORKSPACE), text=False)
+            with archive.open("rb") as data:
+                while chunk := data.read(CHUNK):
+                    _write_all(proc.stdin, chunk)
+            proc.stdin.write_eof()
+            proc.stdin.drain()
+            code, err = proc.wait(), proc.stderr.read()
+        except Exception as e:
+            raise SandboxError(f"restoring setup's files failed: {e}") from None
+        if code != 0:
+            raise SandboxError(f"restoring setup's files failed: {_text(err)[-300:]}")
+        self._restored = archive
 
     def stopped(self) -> None:
         """None: Modal enforces the sandbox's limits itself, and a dead sandbox is recovered."""
@@ -307,9 +381,9 @@ class ModalLauncher:
 
 
 def prewarm(spec: SandboxSpec, *, network: EgressPolicy = EgressPolicy(), client: Any = None,
-            size: int | None = None) -> modal_pool.WarmPool | None:
+            size: int | None = None) -> warm_pool.WarmPool | None:
     """Start filling the warm pool for sandboxes like `spec`'s (the workspace does not matter)."""
-    return ModalLauncher(spec, client=client, pool=size).pool(network)
+    return ModalLauncher(spec, client=client, pool=size).pool(network, pinned=True)
 
 
 def network_options(policy: EgressPolicy) -> dict[str, Any]:
@@ -331,6 +405,10 @@ def _write_all(stdin: Any, data: bytes) -> None:
     for offset in range(0, len(data), CHUNK):
         stdin.write(data[offset:offset + CHUNK])
         stdin.drain()
+
+
+def _text(data: Any) -> str:
+    return (data.decode(errors="replace") if isinstance(data, bytes) else str(data)).strip()
 
 
 def _terminate(sandbox: Any) -> None:

@@ -51,6 +51,8 @@ class SandboxSpec:
     lifetime_s: int = 3 * 3600  # modal: the sandbox is terminated after this long, whatever happens
     cgroup_parent: Path | None = None  # bwrap: a delegated cgroup v2 directory to make the sandbox's cgroup in
     disk_mb: int = 10240  # what the agent may write: workspace plus temp (bwrap, docker; see disk.py)
+    pool_size: int = 0  # docker, modal: warm sandboxes like this one kept ready per process (DECODE_POOL_SIZE)
+    pool_dir: Path | None = None  # docker: where warm containers' workspaces wait (DECODE_DATA_DIR/pool); None: no pool
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from bot.github.forge import GitHubForge
 from bot.jobs import exhausted_reporter, job_handler
 from bot.lease import LeaseRunner
 from bot.model import shared_model
-from bot.sandbox import SandboxSpec, close_all, prepare_host
+from bot.sandbox import close_all, prepare_host
 from bot.server.context import app_context
 from bot.server.health import CredentialCheck
 from bot.server.logs import configure_logging
@@ -73,7 +73,7 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
                credentials: Credentials) -> LeaseRunner:
     """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`."""
     forge = GitHubForge(credentials)
-    prepare_host(settings.sandbox_mode, SandboxSpec(workspace=settings.data_dir, image=settings.sandbox_image))
+    prepare_host(settings.sandbox_mode, settings.sandbox_spec(settings.data_dir))
     handle = job_handler(settings, forge, metrics.record_run, model=shared_model(settings))
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge))
     pool.start()

@@ -94,7 +94,6 @@ def workspace(tmp_path: Path) -> Path:
 def open_box(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Sandbox]]:
     """Call with (mode, workspace, **spec fields) to open a sandbox closed at teardown."""
     opened: list[Sandbox] = []
-    monkeypatch.setenv("DECODE_POOL_SIZE", "0")
 
     def factory(mode: str, workspace: Path, **spec: object) -> Sandbox:
         fields: dict[str, object] = {"image": IMAGE, "memory_mb": 512, "pids": 256, "cpus": 1.0,

@@ -21,7 +21,7 @@ def test_every_backend_has_the_whole_launcher_protocol() -> None:
 def test_capabilities_are_declared_by_each_backend() -> None:
     assert ISOLATING == ("bwrap", "docker", "modal"), "local is for trusted input only"
     assert offering("gpu") == ("modal",) and offering("image") == ("docker", "modal")
-    assert offering("egress_policy") == ISOLATING and offering("pool") == ("modal",)
+    assert offering("egress_policy") == ISOLATING and offering("pool") == ("docker", "modal")
     assert capabilities("docker") == BACKENDS["docker"].capabilities
     with pytest.raises(ConfigError, match="SANDBOX_MODE='vm' is not valid"):
         capabilities("vm")

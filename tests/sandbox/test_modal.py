@@ -12,17 +12,19 @@ import sys
 import time
 import types
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.config import Settings
 from bot.errors import ConfigError, SandboxError
 from bot.sandbox import EgressPolicy, SandboxSpec, open_sandbox, prepare_host
-from bot.sandbox import modal_pool
+from bot.sandbox import warm_pool
 from bot.sandbox import Refused
 from bot.sandbox.client import AgentdSandbox
-from bot.sandbox.modal import ENV, ModalLauncher, load_client, network_options, pool_size, prewarm, use_client
+from bot.sandbox.modal import ENV, ModalLauncher, load_client, network_options, prewarm, use_client
 from tests.conftest import git
 from tests.fakes import modal_double
 from tests.sandbox.conftest import require
@@ -31,10 +33,9 @@ from tests.sandbox.conftest import require
 @pytest.fixture(autouse=True)
 def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     require("modal")
-    monkeypatch.setenv("DECODE_POOL_SIZE", "0")
     before = len(modal_double.created)
     yield
-    modal_pool.close_all()
+    warm_pool.close_all()
     leaked = [s.object_id for s in modal_double.created[before:] if s.poll() is None]
     assert leaked == [], "every sandbox is terminated at the end"
 
@@ -234,9 +235,9 @@ def test_client_and_pool_size_settings(monkeypatch: pytest.MonkeyPatch) -> None:
             load_client()
     finally:
         use_client(modal_double)
-    assert pool_size({"DECODE_POOL_SIZE": "3"}) == 3 and pool_size({}) == 0
+    assert Settings.from_env({"DECODE_POOL_SIZE": "3"}).pool_size == 3 and Settings.from_env({}).pool_size == 0
     with pytest.raises(ConfigError, match="DECODE_POOL_SIZE"):
-        pool_size({"DECODE_POOL_SIZE": "many"})
+        Settings.from_env({"DECODE_POOL_SIZE": "many"})
 
 
 def _acquire_seconds(workspace: Path, pool: int) -> tuple[str, float]:
@@ -273,7 +274,7 @@ def test_pooled_sandboxes_are_terminated_at_exit(workspace: Path) -> None:
         waiting = [s for _, s in pool._ready]
     finally:
         launcher.close()
-    modal_pool.close_all()
+    warm_pool.close_all()
     assert all(s.poll() is not None for s in waiting)
 
 
@@ -282,8 +283,7 @@ def test_host_start_up_fills_the_pool_only_with_a_pool_size(workspace: Path,
     before = len(modal_double.created)
     prepare_host("modal", spec(workspace))
     assert len(modal_double.created) == before, "DECODE_POOL_SIZE=0: no sandbox before the first job"
-    monkeypatch.setenv("DECODE_POOL_SIZE", "1")
-    prepare_host("modal", spec(workspace))
+    prepare_host("modal", replace(spec(workspace), pool_size=1))
     deadline = time.monotonic() + 30
     while len(modal_double.created) == before and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -1,0 +1,88 @@
+"""`DECODE_POOL_SIZE` for `SANDBOX_MODE=docker`: containers started ahead, agentd running, the network off.
+
+A docker sandbox's workspace is a bind mount, fixed when the container is
+created. So a warm container is created on a slot of its own,
+`DECODE_DATA_DIR/pool/<pid>-<random>/workspace` (its egress proxy's private
+directory beside it), empty until a run claims it. The claim moves the run's
+fresh workspace copy into the slot (one rename per top-level entry: the slot and
+the run directory are both in the data directory) and takes over the container
+and its agentd, started with no egress; the run's first `start` hands that agentd
+over instead of a new `docker exec`. A slot serves one run and goes with its
+container, so nothing of one run is seen by the next.
+
+The pools are warm_pool.py's, keyed by what the container was created with
+(image, cpus, memory, pids, disk cap, engine). A pooled container is at most
+`warm_pool.IDLE_S` old when claimed: an image rebuilt under the same tag reaches
+the pool within that time. Slots of a process that died are removed when the
+next server starts (`remove_stale_slots`); their containers by `remove_leftovers`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from bot.errors import SandboxError
+
+
+class WarmContainer:
+    """One pooled sandbox: its launcher (a container on an empty slot), agentd already running in it."""
+
+    def __init__(self, launcher: Any, transport: Any, slot: Path) -> None:
+        self.launcher = launcher
+        self.transport = transport
+        self.slot = slot
+
+    def poll(self) -> int | None:
+        """None while agentd (and so the container) runs; its exit status once it stopped."""
+        return self.transport.exited()
+
+    def terminate(self) -> None:
+        """Stop agentd, remove the container and the slot."""
+        self.transport.close()
+        self.launcher.close()
+        remove_slot(self.slot)
+
+
+def new_slot(pool_dir: Path) -> Path:
+    """A fresh slot directory under `pool_dir` (0700), with its empty `workspace`, named after this process."""
+    pool_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    slot = pool_dir / f"{os.getpid()}-{secrets.token_hex(6)}"
+    (slot / "workspace").mkdir(mode=0o700, parents=True)
+    return slot
+
+
+def move_into(workspace: Path, target: Path, user: tuple[int, int]) -> None:
+    """Move the run's workspace copy's entries into the claimed slot's `target` directory, then give them to
+    the sandbox's `user` when they belong to someone else (a root bot: the sandbox runs as SANDBOX_UID)."""
+    try:
+        for entry in os.scandir(workspace):
+            shutil.move(entry.path, target / entry.name)  # a rename on one file system
+        st = target.stat()
+        if user != (0, 0) and (st.st_uid, st.st_gid) != user:
+            for parent, dirs, files in os.walk(target):
+                for name in dirs + files:
+                    os.lchown(os.path.join(parent, name), *user)
+    except OSError as e:
+        raise SandboxError(f"cannot move the workspace {workspace} into the warm sandbox's {target}: {e}") from None
+
+
+def remove_slot(slot: Path) -> None:
+    """Remove a slot and everything in it (the bot owns it, or is root)."""
+    shutil.rmtree(slot, ignore_errors=True)
+
+
+def remove_stale_slots(pool_dir: Path) -> list[Path]:
+    """Remove the slots under `pool_dir` whose creating process is gone; returns them."""
+    removed = []
+    if not pool_dir.is_dir():
+        return removed
+    for slot in pool_dir.iterdir():
+        pid = slot.name.partition("-")[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            remove_slot(slot)
+            removed.append(slot)
+    return removed

@@ -1,0 +1,75 @@
+"""Helpers of the setup cache tests of each backend (tests/test_setup_cache_*.py): one run of the real pipeline
+with a scripted model whose one tool call is `check`, what its transcript recorded, and a hostile archive."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bot.model.anthropic import AnthropicModel
+from bot.pipeline import Job, Outcome, execute
+from bot.setup_cache import SetupCache
+from bot.transcript import load_events
+
+
+def run(fake_anthropic: Any, data: Path, repo: Path, run_id: str, *, mode: str, check: str,
+        settings: dict[str, Any] | None = None, **job: str) -> tuple[Outcome, float]:
+    """The real pipeline on `repo` under `mode` (more `settings` if given); the outcome and its wall time."""
+    fake_anthropic.script([[{"type": "tool_use", "name": "bash", "input": {"command": check}}],
+                           [{"type": "text", "text": "Checked."}]])
+    config = fake_anthropic.settings(sandbox_mode=mode, data_dir=data, **(settings or {}))
+    started = time.monotonic()
+    outcome = execute(Job(repo=str(repo), task="Check the setup", branch=f"decode/run-{run_id}", run_id=run_id, **job),
+                      config, model=AnthropicModel(config, sleep=lambda s: None), progress=lambda line: None)
+    return outcome, time.monotonic() - started
+
+
+def events(outcome: Outcome, kind: str) -> list[dict]:
+    """The run's transcript events of one type."""
+    return [e for e in load_events(outcome.transcript_jsonl) if e["type"] == kind]
+
+
+def agent_saw(outcome: Outcome) -> list[str]:
+    """The lines the agent's one tool call printed."""
+    [result] = events(outcome, "tool_result")
+    return result["output"].splitlines()
+
+
+def make_hostile(data: Path, root: str) -> None:
+    """Replace the one cache entry's archive with one whose `root`/out is a symlink to /etc and which then
+    writes through it: the host must refuse it before the sandbox sees it."""
+    cache = SetupCache(data / "setup-cache")
+    [entry] = cache.entries()
+    with tarfile.open(cache.archive(entry.key), "w") as tar:
+        for name, target in ((f"{root}/out", "/etc"), (f"{root}/out/cron.d/x", None)):
+            info = tarfile.TarInfo(name)
+            if target:
+                info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info, io.BytesIO(b""))
+
+
+def assert_refused_then_setup_ran(second: Outcome) -> None:
+    """The run after `make_hostile`: the entry refused, setup run again and its state saved anew."""
+    [refused, miss] = events(second, "setup_cache")
+    assert refused["result"] == "refused" and "a symlink to /etc" in refused["reason"], refused
+    assert miss["result"] == "miss" and miss["saved"].startswith("saved")
+    assert [e["exit_code"] for e in events(second, "setup")] == [0]
+
+
+def pull_request_head_run(run_one: Any, fake_anthropic: Any, data: Path, repo: Path) -> Outcome:
+    """Run on a pull request's head (`feature`, a README change) with decode.yml from `main`, by
+    `run_one(fake_anthropic, data, repo, run_id, **job)`, and check that it filled no cache entry."""
+    from tests.conftest import git
+
+    git(repo, "checkout", "-qb", "feature")
+    (repo / "README.md").write_text("# changed by a pull request\n")
+    git(repo, "commit", "-qam", "Change the README")
+    git(repo, "checkout", "-q", "main")
+    outcome, _ = run_one(fake_anthropic, data, repo, "head", base="feature", config_base="main")
+    [miss] = events(outcome, "setup_cache")
+    assert miss["saved"].startswith("not saved: the workspace is not the commit decode.yml was read from"), miss
+    assert SetupCache(data / "setup-cache").entries() == []
+    return outcome
