@@ -136,23 +136,27 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
                                     allow_domains=config.allow_domains)
         max_file = settings.max_file_mb * MB
         cache = plan_setup_cache(settings, spec, config, ws, config_sha, redactor.redact(job.repo), transcript)
-        if cache is not None and cache.hit is not None:
-            spec = replace(spec, image=cache.hit.tag)
+        hit = cache.hit if cache is not None else None
+        if hit is not None:
+            spec = replace(spec, image=hit.tag)
+        runs_setup = bool(config.setup) and hit is None
         launcher = BACKENDS[settings.sandbox_mode](spec)
-        sandbox = AgentdSandbox(launcher, mode=settings.sandbox_mode, network=setup_policy)
+        # Without setup to run, agentd starts under the agent's policy: no restart, and a warm agentd is kept.
+        sandbox = AgentdSandbox(launcher, mode=settings.sandbox_mode,
+                                network=setup_policy if runs_setup else agent_policy)
         if getattr(launcher, "acquired_from", "") == "pool":  # docker and modal with DECODE_POOL_SIZE
             transcript.record("note", text=f"the {settings.sandbox_mode} sandbox came from the warm pool")
         try:
             deadline = started + settings.budget.max_wall_s
-            if cache is not None and cache.hit is not None:
+            if cache is not None and hit is not None:
                 cache.restore(launcher)  # type: ignore[arg-type]  # only setup_cache launchers get a RunCache
-                transcript.record("setup_cache", result="hit", key=cache.key[:12], repo=cache.hit.repo,
-                                  created=cache.hit.created)
+                transcript.record("setup_cache", result="hit", key=cache.key[:12], repo=hit.repo,
+                                  created=hit.created)
                 progress(f"setup: skipped, the setup cache has it (key {cache.key[:12]})")
-            else:
+            elif runs_setup:
                 run_setup(sandbox, config, transcript, progress, redactor.redact, deadline=deadline)
-            sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
-            if cache is not None and cache.hit is None:
+                sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
+            if cache is not None and hit is None:
                 saved = cache.save(launcher)  # type: ignore[arg-type]
                 transcript.record("setup_cache", result="miss", key=cache.key[:12], saved=saved)
                 progress(f"setup cache {cache.key[:12]}: {saved}")

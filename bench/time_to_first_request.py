@@ -1,0 +1,168 @@
+"""Time from a job's start to its first model request, under SANDBOX_MODE=docker.
+
+    python3 bench/time_to_first_request.py [--mb 50] [--commits 40] [--rounds 3]
+
+One process runs the real pipeline (`bot.pipeline.execute`: the model check, the clone and the sandbox's
+copy, decode.yml, the sandbox, setup or the setup cache, the system prompt) on a generated repository: about
+`--mb` MB of incompressible history over `--commits` commits, plus a small Python package whose decode.yml
+setup is `pip install -e .` (offline: `--no-build-isolation --no-index`, with the image's setuptools, so the
+figure does not depend on a package index). The origin is a packed path, as a server's repository is packed; the
+clean clone of it goes through the pack protocol (`--no-local`), as a network clone does, without HTTP or a
+network's transfer time around it. The model is scripted; the clock
+stops when the agent loop makes its first model request.
+
+Rows, each the median of `--rounds` runs, in one run of the bench (this machine is noisy, so the ratios are
+against the baseline measured here, the cold run with setup and no cache):
+
+- cold, setup, no cache: a new container, and setup runs (the baseline);
+- cold, no setup: a new container, a repository without setup (target <= 2 s);
+- setup cache hit, cold container: setup skipped, the cache entry's image started;
+- setup cache hit, warm pool: setup skipped, a warm container of the entry's image claimed (DECODE_POOL_SIZE=1;
+  the pool is full before each run, as on a server between jobs) (target <= 1 s).
+
+What a server adds before this clock starts (the webhook's 202, the lease runner's next sweep, at most 0.5 s
+later) is not included: bench/webhook_ack.py measures the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.config import Settings  # noqa: E402
+from bot.model.scripted import ScriptedModel  # noqa: E402
+from bot.pipeline import Job, execute  # noqa: E402
+from bot.sandbox import warm_pool  # noqa: E402
+from bot.sandbox.docker import DockerLauncher  # noqa: E402
+from bot.setup_cache import SetupCache  # noqa: E402
+
+IMAGE = os.environ.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest"
+SETUP = "pip install --no-build-isolation --no-index -e ."
+TARGET_WARM_S, TARGET_COLD_S = 1.0, 2.0
+ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "b",
+       "GIT_AUTHOR_EMAIL": "b@example.com", "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.com"}
+PACKAGE = {
+    "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+                      '[project]\nname = "benchpkg"\nversion = "0.1"\n',
+    "src/benchpkg/__init__.py": "def answer():\n    return 42\n",
+}
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True)
+
+
+def make_origin(path: Path, mb: int, commits: int, decode_yml: str | None) -> Path:
+    """The generated repository (see the module docstring), with `decode_yml` as .github/decode.yml."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    files = dict(PACKAGE, **({".github/decode.yml": decode_yml} if decode_yml else {}))
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    per_commit = mb * 1024 * 1024 // commits
+    for i in range(commits):
+        (path / f"data{i % 10}.bin").write_bytes(os.urandom(per_commit))
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", f"commit {i}")
+    git(path, "repack", "-adq")  # a server's repository is packed: GitHub sends from its packs
+    return path
+
+
+class FirstRequest(ScriptedModel):
+    """A one-turn scripted model that notes when it is first asked."""
+
+    def __init__(self) -> None:
+        super().__init__([[{"type": "text", "text": "Nothing to do."}]], name="scripted-bench")
+        self.asked_at: float | None = None
+
+    def complete(self, **request: Any) -> Any:
+        if self.asked_at is None:
+            self.asked_at = time.perf_counter()
+        return super().complete(**request)
+
+
+def first_request_s(settings: Settings, origin: Path, run_id: str) -> tuple[float, list[str]]:
+    """Seconds from the start of `execute` to the first model request, and the run's setup cache results."""
+    model = FirstRequest()
+    started = time.perf_counter()
+    outcome = execute(Job(repo=str(origin), task="Look around", branch=f"decode/run-{run_id}", run_id=run_id),
+                      settings, model=model, progress=lambda line: None)
+    assert model.asked_at is not None, f"run {run_id} never asked the model: {outcome.result.error}"
+    from bot.transcript import load_events
+
+    events = load_events(outcome.transcript_jsonl)
+    notes = [e["result"] for e in events if e["type"] == "setup_cache"]
+    notes += ["pool" for e in events if e["type"] == "note" and "warm pool" in e.get("text", "")]
+    return model.asked_at - started, notes
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=50)
+    parser.add_argument("--commits", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    top = Path(tempfile.mkdtemp(prefix="decode-bench-first-request-"))
+    data = top / "data"
+    base = Settings(sandbox_mode="docker", sandbox_image=IMAGE, data_dir=data, anthropic_api_key=None)
+    try:
+        plain = make_origin(top / "plain", args.mb, args.commits, None)
+        setup = make_origin(top / "setup", args.mb, args.commits, f"setup:\n  - {SETUP}\n")
+        cached = make_origin(top / "cached", args.mb, args.commits,
+                             f"setup:\n  - {SETUP}\nsetup_cache_key: [pyproject.toml]\n")
+        print(f"repository: {args.mb} MB of history in {args.commits} commits, setup `{SETUP}`; "
+              f"image {IMAGE}; median of {args.rounds} runs")
+        first_request_s(base, plain, "warm-up")  # the page cache and the image, as on a running host
+        runs: dict[str, list[float]] = {}
+
+        def measure(name: str, settings: Settings, origin: Path, expect: list[str], before: Any = None) -> None:
+            times = []
+            for r in range(args.rounds):
+                if before is not None:
+                    before()
+                seconds, seen = first_request_s(settings, origin, f"{len(runs)}-{r}")
+                assert seen == expect, f"{name}: the run saw {seen}, not {expect}"
+                times.append(seconds)
+            runs[name] = times
+
+        measure("cold, setup, no cache", base, setup, [])
+        measure("cold, no setup", base, plain, [])
+        first_request_s(base, cached, "fill")  # the setup cache entry the next rows hit
+        measure("setup cache hit, cold container", base, cached, ["hit"])
+        [entry] = SetupCache(data / "setup-cache").entries()
+        pooled = base.replace(pool_size=1)
+        pool = DockerLauncher.pool(pooled.sandbox_spec(data, image=entry.tag))
+
+        def full() -> None:
+            assert pool.wait_full(120), pool.last_error
+
+        measure("setup cache hit, warm pool", pooled, cached, ["hit", "pool"], before=full)
+        baseline = statistics.median(runs["cold, setup, no cache"])
+        for name, times in runs.items():
+            median = statistics.median(times)
+            target = {"cold, no setup": TARGET_COLD_S, "setup cache hit, warm pool": TARGET_WARM_S}.get(name)
+            verdict = "" if target is None else f"  target <= {target:.0f} s: {'ok' if median <= target else 'MISSED'}"
+            print(f"  {name:<32} {median:6.2f} s  (min {min(times):5.2f}, max {max(times):5.2f})  "
+                  f"{median / baseline:5.2f}x the baseline, {baseline / median:5.1f}x faster{verdict}")
+    finally:
+        warm_pool.close_all()
+        cache = SetupCache(data / "setup-cache")
+        for entry in cache.entries():
+            cache.remove(entry)
+        shutil.rmtree(top, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
