@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="the GitHub App webhook server with an embedded worker pool")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
-    serve.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
+    serve.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4; 0: intake only)")
     sub.add_parser("action", help="the GitHub Actions entry point (reads the GITHUB_* variables)")
     worker = sub.add_parser("worker", help="run queued jobs only, against the server's store")
     worker.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
@@ -102,8 +102,8 @@ def _main(args: argparse.Namespace) -> int:
             settings = with_stored_app(settings)  # the App /setup created, unless the environment sets one
 
             if args.workers is not None:
-                if args.workers < 1:
-                    raise ConfigError("--workers must be at least 1")
+                if args.workers < 0:
+                    raise ConfigError("--workers must be 0 (decode serve: intake only) or more")
                 settings = settings.replace(workers=args.workers)
             if args.command == "serve":
                 return server.serve(settings, args.host, args.port)

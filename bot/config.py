@@ -106,7 +106,7 @@ class Settings:
                 max_wall_s=60 * _number(env, "DECODE_TIMEOUT_MINUTES", float, Budget.max_wall_s / 60),
             ),
             "prices": _prices(env),
-            "workers": _number(env, "DECODE_WORKERS", int, 4),
+            "workers": _workers(env),
             "lease_s": _number(env, "DECODE_LEASE_SECONDS", float, 120.0),
             "max_attempts": _number(env, "DECODE_MAX_ATTEMPTS", int, 3),
             "shutdown_grace_s": _number(env, "DECODE_SHUTDOWN_GRACE_SECONDS", float, 30.0),
@@ -182,6 +182,15 @@ def _setup_cache_mb(env: Mapping[str, str]) -> int:
     if not raw.isdigit():
         raise ConfigError("DECODE_SETUP_CACHE_MB must be a whole number of megabytes for the setup cache "
                           f"(default 10240; 0 turns it off), not {raw!r}")
+    return int(raw)
+
+
+def _workers(env: Mapping[str, str]) -> int:
+    """DECODE_WORKERS: how many jobs this process runs at once (default 4); 0 makes `decode serve` intake only."""
+    raw = (env.get("DECODE_WORKERS") or "").strip() or "4"
+    if not raw.isdigit():
+        raise ConfigError(f"DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "
+                          "(0: decode serve only takes deliveries, and decode worker processes run them)")
     return int(raw)
 
 

@@ -373,6 +373,12 @@ ROWS: dict[str, Row] = {
     "action, DECODE_PRICES without output": Row("action", 2, PRICE_SAYS, env=NO_PRICE),
     "serve, DECODE_PRICES without output": Row("serve", 2, PRICE_SAYS, ["--port", "{port}"], env=NO_PRICE),
     "worker, DECODE_PRICES without output": Row("worker", 2, PRICE_SAYS, env=NO_PRICE),
+    "worker, DECODE_WORKERS=0": Row("worker", 2, "DECODE_WORKERS=0 leaves decode worker nothing to do",
+                                    env={"DECODE_WORKERS": "0"}),
+    "serve, DECODE_WORKERS not a count": Row("serve", 2, "DECODE_WORKERS='two' is not valid", ["--port", "{port}"],
+                                             env={"DECODE_WORKERS": "two"}),
+    "worker, DECODE_POOL_SIZE not a count": Row("worker", 2, "DECODE_POOL_SIZE='lots' is not valid",
+                                                env={"DECODE_POOL_SIZE": "lots"}),
     # scripted sessions
     "run, scripted session not JSON": Row("run", 2, "not a session or transcript file", LOCAL,
                                           arrange=scripted("{turns: oops")),

@@ -154,7 +154,9 @@ class Pool:
         with self._lock:
             if self.closed:
                 raise ConfigError("decode serve is shutting down: the App is saved; start it again to run as it")
-            if self.runner is None:
+            if self.runner is None and settings.workers == 0:
+                log.info("intake only (DECODE_WORKERS=0): the jobs are run by decode worker processes on this store")
+            elif self.runner is None:
                 self.runner = start_pool(settings, self.store, self.metrics, settings.workers, credentials)
 
     def configure(self, app: Any, settings: Settings) -> None:
@@ -177,7 +179,7 @@ class Pool:
             with self._lock:
                 self.closed = self.runner is None
             if self.closed:
-                log.info("%s: stopping (setup mode, no jobs running)", signal.Signals(signum).name)
+                log.info("%s: stopping (no jobs run in this process)", signal.Signals(signum).name)
                 threading.Thread(target=on_stopped, args=([],), name="setup-stop", daemon=True).start()
                 return
             assert self.runner is not None
@@ -213,6 +215,9 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
         raise ConfigError("no GitHub App yet: finish setup at /setup of `decode serve` (it keeps the App in "
                           "DECODE_DATA_DIR/app.json, which decode worker reads too), or set GITHUB_APP_ID and "
                           "GITHUB_APP_PRIVATE_KEY")
+    if settings.workers == 0:
+        raise ConfigError("DECODE_WORKERS=0 leaves decode worker nothing to do: set it to how many jobs it runs "
+                          "at once (0 is for an intake-only decode serve)")
     check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)
     ask_github(check)
     store = open_store(settings)

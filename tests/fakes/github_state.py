@@ -360,13 +360,16 @@ class GitHubState:
                               env=GIT_ENV, check=True, capture_output=True, text=True).stdout
 
     def sync_pull_refs(self, head: Repo) -> None:
-        """Point refs/pull/N/head at the head branch of every open pull request from `head` (as GitHub does)."""
+        """Point refs/pull/N/head at the head branch of every open pull request from `head` (as GitHub does):
+        one fetch per base repository, so a push costs the same however many pulls there are."""
+        branches = set(git(head.path, "for-each-ref", "--format=%(refname:strip=2)", "refs/heads").splitlines())
         for base in list(self.repos.values()):
-            for number, pull in base.pulls.items():
-                if (pull["head_owner"], pull["head_name"]) == (head.owner, head.name):
-                    subprocess.run(["git", "fetch", "-q", "--no-tags", str(head.path),
-                                    f"+refs/heads/{pull['head_ref']}:refs/pull/{number}/head"],
-                                   cwd=base.path, env=GIT_ENV, capture_output=True)
+            specs = [f"+refs/heads/{pull['head_ref']}:refs/pull/{number}/head" for number, pull in base.pulls.items()
+                     if (pull["head_owner"], pull["head_name"]) == (head.owner, head.name)
+                     and pull["head_ref"] in branches]
+            if specs:
+                subprocess.run(["git", "fetch", "-q", "--no-tags", str(head.path), *specs], cwd=base.path,
+                               env=GIT_ENV, capture_output=True)
 
     # -- accessors (plain dicts, as the REST API renders them) -------------------------------------------
     def issue(self, owner: str, repo: str, number: int) -> dict:
