@@ -101,7 +101,7 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
 def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conclusion:
     """The settings, the work, the token and the model for this event, or the skipped conclusion;
     a `ConfigError` for anything that cannot work."""
-    settings = Settings.from_env(env, **runner_sandbox(env))
+    settings = Settings.from_env(env, **runner_sandbox(env), pool_size=0)  # one run: no warm pool
     event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
     repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
     event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")

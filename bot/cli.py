@@ -179,6 +179,7 @@ def _age(seconds: float) -> str:
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    settings = settings.replace(pool_size=0)  # one run per process: a warm pool would only start containers
     budget = settings.budget
     caps = {  # budget field: (the flag as typed, its value, the factor to the field's unit)
         "max_turns": ("--max-turns", args.max_turns, 1),

@@ -8,6 +8,8 @@ whole entry, and the key's base is the host toolchain's digest.
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import os
 import shutil
 import tarfile
@@ -149,3 +151,41 @@ def test_the_base_follows_the_host_toolchain(tmp_path):
         assert toolchain_digest([str(shown)]) != again
     finally:
         shutil.rmtree(shown)
+
+
+HARNESS_SAVES = """
+import sys, tarfile
+from pathlib import Path
+from bot.sandbox import SandboxSpec
+from bot.sandbox.bwrap import BwrapLauncher
+workspace, archive = Path(sys.argv[1]), Path(sys.argv[2])
+launcher = BwrapLauncher(SandboxSpec(workspace=workspace, memory_mb=256, name="cache-test"))
+try:
+    (launcher._tmp / ".local").mkdir()
+    (launcher._tmp / ".local" / "marker").write_text("setup's")
+    launcher.save_setup_cache("decode-setup-cache:x", archive, 1 << 30)
+finally:
+    launcher.close()
+print(sorted(tarfile.open(archive).getnames()))
+"""
+
+
+def test_a_harness_under_the_host_tmp_is_not_archived_as_home(tmp_path):
+    """bwrap binds the harness's Python back at its host path; from a checkout under /tmp (a CI clone) that
+    lands in the sandbox's HOME (/tmp), and the HOME archive must leave it out: it is neither setup's nor
+    something the restore could write."""
+    require("bwrap")
+    top = Path(tempfile.mkdtemp(dir="/tmp", prefix="decode-harness-"))
+    try:
+        venv = top / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+        [site] = (venv / "lib").glob("python3*/site-packages")
+        here = [str(Path(__file__).resolve().parents[1])] + [p for p in sys.path if p.endswith("site-packages")]
+        (site / "decode-harness.pth").write_text("\n".join(here) + "\n")
+        workspace = make_repo(tmp_path / "ws", {"README.md": "x\n"})
+        done = subprocess.run([str(venv / "bin" / "python"), "-c", HARNESS_SAVES, str(workspace), str(tmp_path / "a.tar")],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[0] == "['home/.local', 'home/.local/marker']", done.stdout
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

@@ -10,7 +10,9 @@ symlink setup planted is never followed on the host; the host only checks the ar
 The archive is a tar with entries under `workspace/` (the untracked and ignored paths
 `git status --porcelain --ignored` lists: `node_modules/`, `*.egg-info`, a `.venv`) and, where HOME
 is not in the backend's image, under `home/` (HOME but its `.cache`). Walked by hand, so no entry
-is a hard link (the host refuses those).
+is a hard link (the host refuses those). A path that is or holds a mount point is left out: it is the
+sandbox's own (bwrap binds the harness's Python back at its host path, which under a host /tmp lands in
+the sandbox's HOME), never what setup made.
 """
 
 from __future__ import annotations
@@ -45,8 +47,16 @@ def cache_image_id(image: str) -> str | None:
 
 
 _SAVE = r"""
-import os, subprocess, sys, tarfile
+import os, re, subprocess, sys, tarfile
 workspace, with_home = %r, %r
+try:  # what the sandbox mounted (bwrap binds the harness's Python back under a HOME of /tmp): never setup's
+    with open("/proc/self/mountinfo", "rb") as info:
+        mounts = {re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), line.split()[4])
+                  .decode("utf-8", "surrogateescape") for line in info}
+except OSError:
+    mounts = set()
+def kept(path):
+    return not any(m == path or m.startswith(path + "/") for m in mounts)
 out = subprocess.run(["git", "-c", "core.fsmonitor=false", "status", "--porcelain", "--ignored", "-z",
                       "--untracked-files=normal"], cwd=workspace, capture_output=True, check=True).stdout
 paths = sorted(e[3:].rstrip("/") for e in out.decode("utf-8", "surrogateescape").split("\0") if e[:3] in ("?? ", "!! "))
@@ -54,6 +64,7 @@ tops = [("workspace/" + p, os.path.join(workspace, p)) for p in paths]
 if with_home:
     home = os.environ["HOME"]
     tops += [("home/" + n, os.path.join(home, n)) for n in sorted(os.listdir(home)) if n != ".cache"]
+tops = [(name, full) for name, full in tops if kept(full)]
 with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
     def add(name, full):
         tar.inodes.clear()

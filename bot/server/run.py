@@ -202,7 +202,10 @@ def close_server(server: Any) -> None:
     `server.run()` returns once no socket is left."""
     from waitress import wasyncore
 
-    server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+    try:
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+    except OSError:  # the trigger is closed: the loop has already ended (a second signal, or run() returned)
+        log.debug("the server was already closed")
 
 
 def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -> int:
