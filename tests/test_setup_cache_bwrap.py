@@ -27,7 +27,7 @@ from bot.sandbox.bwrap import BwrapLauncher, toolchain_digest
 from bot.setup_cache import SetupCache
 from tests.conftest import git, make_repo
 from tests.support.setup_cache import agent_saw as saw, assert_refused_then_setup_ran, events, make_hostile
-from tests.support.setup_cache import pull_request_head_run
+from tests.support.setup_cache import assert_gone_image_refused, assert_new_lock_file_misses, pull_request_head_run
 from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import require
 
@@ -82,13 +82,7 @@ def test_a_second_run_skips_setup_and_finds_its_files(fake_anthropic, tmp_path, 
 def test_a_new_lock_file_on_the_base_misses(fake_anthropic, tmp_path, data):
     repo = make_repo(tmp_path / "repo", FILES)
     first, _ = run(fake_anthropic, data, repo, "one")
-    (repo / "requirements.lock").write_text("a==2\n")
-    git(repo, "commit", "-qam", "Bump a")
-    second, _ = run(fake_anthropic, data, repo, "two")
-    assert [e["exit_code"] for e in events(second, "setup")] == [0]
-    [miss] = events(second, "setup_cache")
-    assert miss["result"] == "miss" and miss["key"] != events(first, "setup_cache")[0]["key"]
-    assert len(SetupCache(data / "setup-cache").entries()) == 2
+    assert_new_lock_file_misses(run, fake_anthropic, data, repo, first, 2)
 
 
 def test_a_pull_requests_head_uses_the_cache_but_never_fills_it(fake_anthropic, tmp_path, data):

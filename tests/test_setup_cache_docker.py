@@ -23,7 +23,7 @@ from bot.sandbox.docker import DockerLauncher
 from bot.setup_cache import SetupCache
 from tests.conftest import git, make_repo
 from tests.support.setup_cache import agent_saw as saw, assert_refused_then_setup_ran, events, make_hostile
-from tests.support.setup_cache import pull_request_head_run
+from tests.support.setup_cache import assert_gone_image_refused, assert_new_lock_file_misses, pull_request_head_run
 from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import IMAGE, require
 from tests.support.cli import DECODE
@@ -94,15 +94,8 @@ def test_a_new_lock_file_on_the_base_misses(fake_anthropic, tmp_path, data):
     [entry] = SetupCache(data / "setup-cache").entries()
     subprocess.run(["docker", "image", "rm", entry.tag], capture_output=True, check=True)
     again, _ = run(fake_anthropic, data, repo, "again")
-    assert [e["result"] for e in events(again, "setup_cache")] == ["refused", "miss"]
-    assert "is no longer on the engine" in events(again, "setup_cache")[0]["reason"]
-    (repo / "requirements.lock").write_text("a==2\n")
-    git(repo, "commit", "-qam", "Bump a")
-    second, _ = run(fake_anthropic, data, repo, "two")
-    assert [e["exit_code"] for e in events(second, "setup")] == [0]
-    [miss] = events(second, "setup_cache")
-    assert miss["result"] == "miss" and miss["key"] != events(first, "setup_cache")[0]["key"]
-    assert len(SetupCache(data / "setup-cache").entries()) == 2
+    assert_gone_image_refused(again)
+    assert_new_lock_file_misses(run, fake_anthropic, data, repo, first, 2)
 
 
 def test_a_hostile_archive_is_refused_and_setup_runs(fake_anthropic, tmp_path, data):

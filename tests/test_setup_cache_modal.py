@@ -24,7 +24,7 @@ from bot.setup_cache import SetupCache
 from tests.conftest import git, make_repo
 from tests.fakes import modal_double
 from tests.support.setup_cache import agent_saw as saw, assert_refused_then_setup_ran, events, make_hostile
-from tests.support.setup_cache import pull_request_head_run
+from tests.support.setup_cache import assert_gone_image_refused, assert_new_lock_file_misses, pull_request_head_run
 from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import require
 
@@ -82,15 +82,8 @@ def test_a_new_lock_file_misses_and_a_forgotten_snapshot_is_refused(fake_anthrop
     [entry] = SetupCache(data / "setup-cache").entries()
     modal_double.expire(entry.tag.rpartition("@")[2])  # the snapshot's ttl passed
     again, _ = run(fake_anthropic, data, repo, "again")
-    assert [e["result"] for e in events(again, "setup_cache")] == ["refused", "miss"]
-    assert "is no longer on the engine" in events(again, "setup_cache")[0]["reason"]
-    (repo / "requirements.lock").write_text("a==2\n")
-    git(repo, "commit", "-qam", "Bump a")
-    second, _ = run(fake_anthropic, data, repo, "two")
-    assert [e["exit_code"] for e in events(second, "setup")] == [0]
-    [miss] = events(second, "setup_cache")
-    assert miss["result"] == "miss" and miss["key"] != events(first, "setup_cache")[0]["key"]
-    assert len(SetupCache(data / "setup-cache").entries()) == 2
+    assert_gone_image_refused(again)
+    assert_new_lock_file_misses(run, fake_anthropic, data, repo, first, 2)
 
 
 def test_a_pull_requests_head_uses_the_cache_but_never_fills_it(fake_anthropic, tmp_path, data):

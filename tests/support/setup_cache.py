@@ -73,3 +73,24 @@ def pull_request_head_run(run_one: Any, fake_anthropic: Any, data: Path, repo: P
     assert miss["saved"].startswith("not saved: the workspace is not the commit decode.yml was read from"), miss
     assert SetupCache(data / "setup-cache").entries() == []
     return outcome
+
+
+def assert_gone_image_refused(again: Outcome) -> None:
+    """The run after the entry's image went (removed, or past Modal's ttl): the entry refused, setup run."""
+    assert [e["result"] for e in events(again, "setup_cache")] == ["refused", "miss"]
+    assert "is no longer on the engine" in events(again, "setup_cache")[0]["reason"]
+
+
+def assert_new_lock_file_misses(run_one: Any, fake_anthropic: Any, data: Path, repo: Path, first: Outcome,
+                                entries: int) -> None:
+    """Commit a new requirements.lock (a key file) on the base and run again: setup runs under a new key, and
+    the cache then holds `entries` entries."""
+    from tests.conftest import git
+
+    (repo / "requirements.lock").write_text("a==2\n")
+    git(repo, "commit", "-qam", "Bump a")
+    second, _ = run_one(fake_anthropic, data, repo, "two")
+    assert [e["exit_code"] for e in events(second, "setup")] == [0]
+    [miss] = events(second, "setup_cache")
+    assert miss["result"] == "miss" and miss["key"] != events(first, "setup_cache")[0]["key"]
+    assert len(SetupCache(data / "setup-cache").entries()) == entries
