@@ -116,6 +116,7 @@ class LeaseRunner:
         self._lock = threading.Lock()  # one sweep at a time; stop releases between sweeps
         self._stopping = threading.Event()
         self._halt = threading.Event()  # the sweeping thread ends
+        self._nudge = threading.Event()  # sweep now: a job was queued in this process, or the runner halts
         self._stopped = threading.Event()
         self._reaped = float("-inf")
         self._thread: threading.Thread | None = None
@@ -296,13 +297,19 @@ class LeaseRunner:
         self._thread.start()
         log.info("%s pool started: %d at a time on %s", self.name, self.limit, self.store.path)
 
+    def wake(self) -> None:
+        """Sweep now instead of at the next poll: the intake of this process queued a job (a runner in another
+        process finds it at its next poll)."""
+        self._nudge.set()
+
     def _loop(self) -> None:
         while not self._halt.is_set():
             try:
                 self.sweep()
             except Exception:
                 log.exception("%s sweep failed; trying again", self.name)
-            self._halt.wait(self.poll_s)
+            self._nudge.wait(self.poll_s)
+            self._nudge.clear()
 
     @property
     def stopping(self) -> bool:
@@ -331,6 +338,7 @@ class LeaseRunner:
             left = list(self.running.values())
             self.running.clear()
             self._halt.set()
+            self._nudge.set()
         released = []
         for leased in left:
             leased.run.abandon()

@@ -265,3 +265,24 @@ def test_a_sigkilled_worker_process_loses_its_job_to_another(store_factory: Stor
     pool.stop(1)
     job = store.job(job_id)
     assert (job.state, job.result, job.attempts) == ("done", {"by": "survivor"}, 2)
+
+
+def test_a_woken_runner_claims_at_once_not_at_its_next_poll(store: JobStore) -> None:
+    """The intake wakes its process's runner for each job it queues (bot/server/webhooks.py)."""
+    started = threading.Event()
+
+    def handle(job: JobRecord) -> Outcome:
+        started.set()
+        return Outcome(result={})
+
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=30)
+    pool.start()
+    try:
+        time.sleep(0.2)  # its first sweep found nothing; the next poll is 30 s away
+        enqueue(store, "octo/hello#1")
+        queued = time.monotonic()
+        pool.wake()
+        assert started.wait(5), "the job waited for the poll"
+        assert time.monotonic() - queued < 2
+    finally:
+        pool.stop(1)

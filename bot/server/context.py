@@ -34,7 +34,7 @@ class AppContext:
     metrics: Metrics
     router: Router
     credentials: HealthCheck | None = None  # when given, /healthz is 503 while GitHub refuses them
-    runner: LeaseRunner | None = None  # the Modal control app's dispatcher; `decode serve` keeps its own
+    runner: LeaseRunner | None = None  # the runner of this process's jobs (serve's pool, the Modal dispatcher)
 
 
 def app_context(app: Flask | None = None) -> AppContext:

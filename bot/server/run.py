@@ -30,7 +30,7 @@ from bot.jobs import exhausted_reporter, job_handler
 from bot.lease import LeaseRunner
 from bot.model import shared_model
 from bot.sandbox import close_all, prepare_host
-from bot.server.context import app_context
+from bot.server.context import AppContext, app_context
 from bot.server.health import CredentialCheck
 from bot.server.logs import configure_logging
 from bot.server.metrics import Metrics, guarded_app
@@ -107,7 +107,8 @@ def serve(settings: Settings, host: str, port: int) -> int:
     pool = Pool(store)
     try:
         app = create_app(settings, store, check, on_configured=lambda new: pool.configure(app, new))
-        pool.metrics = app_context(app).metrics
+        pool.context = app_context(app)
+        pool.metrics = pool.context.metrics
         if check is not None:
             ask_github(check)  # only once the settings are complete, GitHub takes the credentials
         server = listen(app, host, port)
@@ -144,6 +145,7 @@ class Pool:
     def __init__(self, store: JobStore) -> None:
         self.store = store
         self.metrics: Metrics | None = None
+        self.context: AppContext | None = None
         self.runner: LeaseRunner | None = None
         self.closed = False
         self._lock = threading.RLock()  # re-entrant: the signal handler may run on a thread holding it
@@ -158,6 +160,8 @@ class Pool:
                 log.info("intake only (DECODE_WORKERS=0): the jobs are run by decode worker processes on this store")
             elif self.runner is None:
                 self.runner = start_pool(settings, self.store, self.metrics, settings.workers, credentials)
+                if self.context is not None:  # the intake wakes it for each job it queues
+                    self.context.runner = self.runner
 
     def configure(self, app: Any, settings: Settings) -> None:
         """Run as the App /setup created: its secrets redacted, GitHub asked once, /healthz checking it,

@@ -50,6 +50,8 @@ def receive():  # type: ignore[no-untyped-def]
             outcome, status, message = "duplicate", 200, "this delivery (or the same body) was already received"
         else:
             job_id = stored
+            if ctx.runner is not None:  # this process runs jobs: start it now, not at the next poll
+                ctx.runner.wake()
     ctx.metrics.deliveries.labels(outcome).inc()
     log.info("delivery %s: %s (%s)", outcome, message, request.headers.get("X-GitHub-Event"),
              extra={"delivery_id": delivery, "job_id": job_id})

@@ -106,3 +106,24 @@ def test_healthz_and_metrics(client):
     assert 'decode_deliveries_total{outcome="queued"} 1.0' in text
     assert 'decode_deliveries_total{outcome="ignored"} 1.0' in text
     assert 'decode_jobs{state="queued"} 1.0' in text
+
+
+def test_a_stored_job_wakes_this_process_s_runner(app, client, store):
+    """A job queued by this server starts at once, not at its runner's next poll (30 s here)."""
+    import threading
+    import time
+
+    from bot.lease import LeaseRunner, Outcome
+    from bot.server.context import app_context
+    from bot.worker import ThreadExecutor
+
+    started = threading.Event()
+    runner = LeaseRunner(store, ThreadExecutor(lambda job: started.set() or Outcome(result={})), limit=1, poll_s=30)
+    app_context(app).runner = runner
+    runner.start()
+    try:
+        time.sleep(0.2)  # the first sweep found nothing
+        assert post(client, "issues", labeled()).status_code == 202
+        assert started.wait(5), "the job waited for the runner's poll"
+    finally:
+        runner.stop(1)
