@@ -182,6 +182,7 @@ def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = 
     context.runner = runner
     if start:
         runner.start()
+        store.watch(runner.wake)  # a job another web container stored
     return app
 
 

@@ -53,7 +53,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,6 +316,9 @@ class Store:
             "UPDATE jobs SET attempts = attempts + (call_id IS NOT NULL AND call_id != ?), call_id = ?, "
             "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
             (call_id, call_id, time.time(), job_id, worker_id))
+
+    def watch(self, on_job: Callable[[], None]) -> None:
+        """Nothing: processes sharing a SQLite file are on one host and find new jobs at their next poll."""
 
     def release(self, job_id: int, worker_id: str) -> None:
         """Give a job back (graceful shutdown): queued again, this attempt not counted. A recorded call is kept

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,6 +51,8 @@ CLAIM_TRIES = 8  # keys held by concurrent claimers skipped within one claim
 # Advisory lock classes (the first key of the two-int form); the second is a hash of schema (and job key).
 MIGRATION_LOCK = 0x6465  # "de"
 KEY_LOCK = 0x636F  # "co"
+CHANNEL = "decode_jobs"  # NOTIFY on every job queued (or queued again), LISTENed to by `watch`
+WATCH_RETRY_S = 5.0
 
 NOW = "extract(epoch FROM statement_timestamp())::float8"
 MIGRATIONS: tuple[str, ...] = (
@@ -160,6 +162,7 @@ class PostgresStore:
                     "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
                     f"VALUES (%s, %s, %s, 'queued', {NOW}, {NOW}) RETURNING id",
                     (delivery_id, key, Jsonb(payload))).fetchone()[0]
+                cur.execute(f"NOTIFY {CHANNEL}")  # sent at the commit, to every process's `watch`
         self._maybe_prune()
         return value
 
@@ -220,10 +223,34 @@ class PostgresStore:
 
     def release(self, job_id: int, worker_id: str) -> None:
         """Give a job back (graceful shutdown): queued again, this attempt not counted; a recorded call is kept."""
-        self._update_owned(
-            "UPDATE jobs SET state = 'queued', attempts = attempts - CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, "
-            "lease_owner = NULL, lease_expires = NULL, "
-            f"updated_at = {NOW} WHERE id = %s AND lease_owner = %s AND state = 'running'", (job_id, worker_id))
+        with self._tx() as cur:
+            if cur.execute(
+                    "UPDATE jobs SET state = 'queued', attempts = attempts - CASE WHEN call_id IS NULL THEN 1 ELSE 0 "
+                    f"END, lease_owner = NULL, lease_expires = NULL, updated_at = {NOW} "
+                    "WHERE id = %s AND lease_owner = %s AND state = 'running'", (job_id, worker_id)).rowcount:
+                cur.execute(f"NOTIFY {CHANNEL}")
+
+    def watch(self, on_job: Callable[[], None]) -> None:
+        """Call `on_job` whenever any process queues a job on this database (LISTEN on a connection of its own,
+        in a daemon thread, until `close`); a lost connection is logged and opened again every WATCH_RETRY_S,
+        the runner's poll covering the gap."""
+        threading.Thread(target=self._listen, args=(on_job,), name="store-watch", daemon=True).start()
+
+    def _listen(self, on_job: Callable[[], None]) -> None:
+        failing = False
+        while not self._pool.closed:
+            try:
+                with self._pool.listener() as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    failing = False
+                    while not self._pool.closed:
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            on_job()
+            except psycopg.Error as e:
+                if not failing:
+                    log.warning("cannot listen for new jobs on %s (%s); polling meanwhile", self.path, self._clean(e))
+                failing = True
+                time.sleep(WATCH_RETRY_S)
 
     def take_exhausted(self, worker_id: str) -> list[JobRecord]:
         """Fail the running jobs without a recorded call whose lease expired after max_attempts attempts, and
@@ -373,6 +400,14 @@ class _Pool:
                                application_name="decode-bot")
         conn.execute("SET synchronous_commit = on")
         return conn
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def listener(self) -> psycopg.Connection[Any]:
+        """A connection of its own, outside the pool, for LISTEN."""
+        return psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout)
 
     def close(self) -> None:
         """Close the idle connections; busy ones close when given back."""

@@ -10,7 +10,7 @@ in bot/store.py's docstring, and checked against both by one conformance suite
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -86,6 +86,11 @@ class JobStore(Protocol):
     def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
         """Remember the function call that runs the job `worker_id` holds, for whoever claims it next; a call
         that replaces another is an attempt. False if the lease was lost."""
+        ...
+
+    def watch(self, on_job: Callable[[], None]) -> None:
+        """Call `on_job` soon after any process queues a job, so an idle runner need not wait for its poll
+        (PostgreSQL: LISTEN/NOTIFY; SQLite: nothing, its processes share one host and poll it cheaply)."""
         ...
 
     def release(self, job_id: int, worker_id: str) -> None:

@@ -133,3 +133,27 @@ def test_a_database_of_the_first_schema_gains_call_ids(postgres_factory: StoreFa
     job = store.claim("w")
     assert (job.delivery_id, job.call_id) == ("d-old", None)
     assert store.record_call(job.id, "w", "fc-1") and store.job(job.id).call_id == "fc-1"
+
+
+def test_a_job_queued_by_another_process_wakes_an_idle_runner_at_once(postgres_factory: StoreFactory) -> None:
+    """LISTEN/NOTIFY: a worker whose next poll is 30 s away starts a job an intake elsewhere stored now."""
+    import threading
+    import time
+
+    from bot.lease import LeaseRunner, Outcome
+    from bot.worker import ThreadExecutor
+
+    worker_store, intake = postgres_factory(), postgres_factory()
+    started = threading.Event()
+    runner = LeaseRunner(worker_store, ThreadExecutor(lambda job: started.set() or Outcome(result={})), limit=1,
+                         poll_s=30)
+    runner.start()
+    worker_store.watch(runner.wake)
+    try:
+        time.sleep(0.5)  # its first sweep found nothing, and it listens
+        queued = time.monotonic()
+        intake.record_delivery("d-wake", "issues", "queued", ("octo/hello#1", {}))
+        assert started.wait(5), "the job waited for the poll"
+        print(f"woken after {(time.monotonic() - queued) * 1000:.0f} ms")
+    finally:
+        runner.stop(1)

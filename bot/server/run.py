@@ -77,6 +77,7 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
     handle = job_handler(settings, forge, metrics.record_run, model=shared_model(settings))
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge))
     pool.start()
+    store.watch(pool.wake)  # a job another process queued (PostgreSQL) starts at once, not at the next poll
     return pool
 
 
