@@ -162,12 +162,17 @@ class DockerLauncher:
 
     def _adopt(self, warm: docker_pool.WarmContainer) -> None:
         """Take over a claimed warm container: its container, proxy, disk guard and running agentd, with the
-        run's workspace moved into its slot."""
+        run's workspace moved into its slot and, like a cold start's (`_user`), given to the sandbox's uid when
+        that is not its owner's (a root bot: SANDBOX_UID; a rootless engine maps root to the owner)."""
         inner = warm.launcher
         self.container, self.egress, self.user, self.disk = inner.container, inner.egress, inner.user, inner.disk
         self.slot, self._ready = warm.slot, warm.transport
+        workspace, target = self._spec.workspace.resolve(), warm.slot / "workspace"
         try:
-            docker_pool.move_into(self._spec.workspace.resolve(), warm.slot / "workspace", self.user)
+            st = workspace.stat()
+            docker_pool.move_into(workspace, target)
+            if self.user != (0, 0) and (st.st_uid, st.st_gid) != self.user:
+                _chown_tree(target, *self.user)
         except BaseException:
             self.close()
             raise

@@ -55,17 +55,12 @@ def new_slot(pool_dir: Path) -> Path:
     return slot
 
 
-def move_into(workspace: Path, target: Path, user: tuple[int, int]) -> None:
-    """Move the run's workspace copy's entries into the claimed slot's `target` directory, then give them to
-    the sandbox's `user` when they belong to someone else (a root bot: the sandbox runs as SANDBOX_UID)."""
+def move_into(workspace: Path, target: Path) -> None:
+    """Move the run's workspace copy's entries into the claimed slot's `target` directory (their owner is the
+    caller's to set)."""
     try:
         for entry in os.scandir(workspace):
             shutil.move(entry.path, target / entry.name)  # a rename on one file system
-        st = target.stat()
-        if user != (0, 0) and (st.st_uid, st.st_gid) != user:
-            for parent, dirs, files in os.walk(target):
-                for name in dirs + files:
-                    os.lchown(os.path.join(parent, name), *user)
     except OSError as e:
         raise SandboxError(f"cannot move the workspace {workspace} into the warm sandbox's {target}: {e}") from None
 

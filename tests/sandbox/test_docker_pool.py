@@ -57,10 +57,12 @@ def test_a_claimed_container_is_the_run_s_own_and_goes_with_it(tmp_path: Path) -
     assert launcher.acquired_from == "pool" and launcher.container in warm_ids, "the warm container is taken over"
     box = AgentdSandbox(launcher, mode="docker")
     try:
-        out = box.run("cat src/app.py; ls -A; echo left > /tmp/left-by-one; echo new > added.txt").output
+        out = box.run("cat src/app.py; ls -A; echo left > /tmp/left-by-one; echo new > added.txt; "
+                      "echo '# edited' >> src/app.py && git add -A && git commit -qm 'Edit'").output
         assert "def main" in out and ".git" in out, "the run sees its own workspace, history included"
         hand = box.hand_back(base_sha, max_file_bytes=1 << 20, max_bytes=1 << 24)
-        assert b"added.txt" in hand.patch, "what the agent writes in a warm container is handed back"
+        assert b"added.txt" in hand.patch and b"+# edited" in hand.patch, \
+            "the agent may change tracked files and commit in a warm container, and its work is handed back"
         container, slot = launcher.container, launcher.slot
         assert slot is not None and (slot / "workspace" / "src" / "app.py").exists()
     finally:
