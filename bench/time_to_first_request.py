@@ -45,6 +45,7 @@ from bot.pipeline import Job, execute  # noqa: E402
 from bot.sandbox import warm_pool  # noqa: E402
 from bot.sandbox.docker import DockerLauncher  # noqa: E402
 from bot.setup_cache import SetupCache  # noqa: E402
+from bot.transcript import load_events  # noqa: E402
 
 IMAGE = os.environ.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest"
 SETUP = "pip install --no-build-isolation --no-index -e ."
@@ -99,8 +100,6 @@ def first_request_s(settings: Settings, origin: Path, run_id: str) -> tuple[floa
     outcome = execute(Job(repo=str(origin), task="Look around", branch=f"decode/run-{run_id}", run_id=run_id),
                       settings, model=model, progress=lambda line: None)
     assert model.asked_at is not None, f"run {run_id} never asked the model: {outcome.result.error}"
-    from bot.transcript import load_events
-
     events = load_events(outcome.transcript_jsonl)
     notes = [e["result"] for e in events if e["type"] == "setup_cache"]
     notes += ["pool" for e in events if e["type"] == "note" and "warm pool" in e.get("text", "")]

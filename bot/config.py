@@ -176,30 +176,30 @@ def database_password(url: str | None) -> str | None:
     return unquote(password) if password else None
 
 
+def _count(env: Mapping[str, str], name: str, default: int, fix: str) -> int:
+    """`name` as a whole number, 0 included (`default` when unset); a ConfigError that says `fix` otherwise."""
+    raw = (env.get(name) or "").strip() or str(default)
+    if not raw.isdigit():
+        raise ConfigError(fix.format(raw=raw))
+    return int(raw)
+
+
 def _setup_cache_mb(env: Mapping[str, str]) -> int:
     """DECODE_SETUP_CACHE_MB: a whole number of megabytes, 0 to turn the setup cache off."""
-    raw = (env.get("DECODE_SETUP_CACHE_MB") or "").strip() or "10240"
-    if not raw.isdigit():
-        raise ConfigError("DECODE_SETUP_CACHE_MB must be a whole number of megabytes for the setup cache "
-                          f"(default 10240; 0 turns it off), not {raw!r}")
-    return int(raw)
+    return _count(env, "DECODE_SETUP_CACHE_MB", 10240, "DECODE_SETUP_CACHE_MB must be a whole number of megabytes "
+                  "for the setup cache (default 10240; 0 turns it off), not {raw!r}")
 
 
 def _workers(env: Mapping[str, str]) -> int:
     """DECODE_WORKERS: how many jobs this process runs at once (default 4); 0 makes `decode serve` intake only."""
-    raw = (env.get("DECODE_WORKERS") or "").strip() or "4"
-    if not raw.isdigit():
-        raise ConfigError(f"DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "
-                          "(0: decode serve only takes deliveries, and decode worker processes run them)")
-    return int(raw)
+    return _count(env, "DECODE_WORKERS", 4, "DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process "
+                  "runs at once (0: decode serve only takes deliveries, and decode worker processes run them)")
 
 
 def _pool_size(env: Mapping[str, str]) -> int:
     """DECODE_POOL_SIZE: how many warm sandboxes each process keeps ready (docker, modal); 0 = none."""
-    raw = (env.get("DECODE_POOL_SIZE") or "").strip() or "0"
-    if not raw.isdigit():
-        raise ConfigError(f"DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)")
-    return int(raw)
+    return _count(env, "DECODE_POOL_SIZE", 0,
+                  "DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)")
 
 
 def _database_url(env: Mapping[str, str]) -> str | None:

@@ -7,7 +7,6 @@ whole entry, and the key's base is the host toolchain's digest.
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
 import os
@@ -20,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import SandboxError
 from bot.pipeline import Outcome
 from bot.sandbox import SandboxSpec
 from bot.sandbox.bwrap import BwrapLauncher, toolchain_digest
 from bot.setup_cache import SetupCache
 from tests.conftest import git, make_repo
 from tests.support.setup_cache import agent_saw as saw, assert_refused_then_setup_ran, events, make_hostile
-from tests.support.setup_cache import assert_gone_image_refused, assert_new_lock_file_misses, pull_request_head_run
+from tests.support.setup_cache import (assert_gone_image_refused, assert_new_lock_file_misses,
+                                       assert_unpacker_refuses, pull_request_head_run)
 from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import require
 
@@ -110,14 +109,7 @@ def test_the_sandbox_refuses_to_unpack_through_a_symlink_or_out_of_its_roots(tmp
     (workspace / "link").symlink_to(tmp_path)
     launcher = BwrapLauncher(SandboxSpec(workspace=workspace, memory_mb=256, name="cache-test"))
     try:
-        for name, why in (("workspace/../escape", "refused 'workspace/../escape'"),
-                          ("workspace/link/escape", "it would go through or over a symlink"),
-                          ("other/x", "refused 'other/x'")):
-            archive = tmp_path / "bad.tar"
-            with tarfile.open(archive, "w") as tar:
-                tar.addfile(tarfile.TarInfo(name), io.BytesIO(b""))
-            with pytest.raises(SandboxError, match=why):
-                launcher.restore_setup_cache(archive)
+        assert_unpacker_refuses(launcher, tmp_path, "workspace/link/escape")
     finally:
         launcher.close()
     assert not (tmp_path / "escape").exists() and not (tmp_path / "ws" / "escape").exists()

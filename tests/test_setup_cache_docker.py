@@ -7,23 +7,21 @@ in HOME; the agent's one tool call cats all three.
 
 from __future__ import annotations
 
-import io
 import subprocess
-import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bot.errors import SandboxError
 from bot.pipeline import Outcome
 from bot.sandbox import SandboxSpec
 from bot.sandbox.docker import DockerLauncher
 from bot.setup_cache import SetupCache
 from tests.conftest import git, make_repo
 from tests.support.setup_cache import agent_saw as saw, assert_refused_then_setup_ran, events, make_hostile
-from tests.support.setup_cache import assert_gone_image_refused, assert_new_lock_file_misses, pull_request_head_run
+from tests.support.setup_cache import (assert_gone_image_refused, assert_new_lock_file_misses,
+                                       assert_unpacker_refuses, pull_request_head_run)
 from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import IMAGE, require
 from tests.support.cli import DECODE
@@ -115,14 +113,7 @@ def test_the_sandbox_refuses_to_unpack_through_a_symlink_or_out_of_its_roots(tmp
     (workspace / "link").symlink_to("/etc")
     launcher = DockerLauncher(SandboxSpec(workspace=workspace, image=IMAGE, memory_mb=256, name="cache-test"))
     try:
-        for name, why in (("workspace/../escape", "refused 'workspace/../escape'"),
-                          ("workspace/link/x", "it would go through or over a symlink"),
-                          ("other/x", "refused 'other/x'")):
-            archive = tmp_path / "bad.tar"
-            with tarfile.open(archive, "w") as tar:
-                tar.addfile(tarfile.TarInfo(name), io.BytesIO(b""))
-            with pytest.raises(SandboxError, match=why):
-                launcher.restore_setup_cache(archive)
+        assert_unpacker_refuses(launcher, tmp_path, "workspace/link/x")
     finally:
         launcher.close()
     assert not (tmp_path / "escape").exists()

@@ -8,14 +8,12 @@ under an ignored workspace path (kept by the archive) and one in HOME (/root, ke
 from __future__ import annotations
 
 import inspect
-import io
 import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
-from bot.errors import SandboxError
 from bot.pipeline import Outcome
 from bot.sandbox import SandboxSpec
 from bot.sandbox.egress_policy import EgressPolicy
@@ -24,7 +22,8 @@ from bot.setup_cache import SetupCache
 from tests.conftest import git, make_repo
 from tests.fakes import modal_double
 from tests.support.setup_cache import agent_saw as saw, assert_refused_then_setup_ran, events, make_hostile
-from tests.support.setup_cache import assert_gone_image_refused, assert_new_lock_file_misses, pull_request_head_run
+from tests.support.setup_cache import (assert_gone_image_refused, assert_new_lock_file_misses,
+                                       assert_unpacker_refuses, pull_request_head_run)
 from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import require
 
@@ -105,14 +104,7 @@ def test_the_sandbox_refuses_to_unpack_through_a_symlink_or_out_of_its_roots(tmp
     launcher = ModalLauncher(SandboxSpec(workspace=workspace, memory_mb=256, name="cache-test"), pool=0)
     try:
         launcher.start(EgressPolicy()).close()
-        for name, why in (("workspace/../escape", "refused 'workspace/../escape'"),
-                          ("workspace/link/escape", "it would go through or over a symlink"),
-                          ("other/x", "refused 'other/x'")):
-            archive = tmp_path / "bad.tar"
-            with tarfile.open(archive, "w") as tar:
-                tar.addfile(tarfile.TarInfo(name), io.BytesIO(b""))
-            with pytest.raises(SandboxError, match=why):
-                launcher.restore_setup_cache(archive)
+        assert_unpacker_refuses(launcher, tmp_path, "workspace/link/escape")
         sandbox_root = launcher.sandbox.dir
         assert not (sandbox_root / "escape").exists() and not (sandbox_root / "opt" / "escape").exists()
     finally:

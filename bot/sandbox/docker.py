@@ -67,7 +67,7 @@ from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, SandboxSpec
-from bot.sandbox.setup_files import Saved, restore_script, save_script
+from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
 
 WORKSPACE = "/workspace"
 AGENTD_INSIDE = "/opt/decode/agentd.py"
@@ -298,31 +298,15 @@ class DockerLauncher:
                  for name in (tag, self._spec.image)]
         used = max(0, int(sizes[0] or 0) - int(sizes[1] or 0))
         argv = [self._docker, "exec", self.container, "python3", "-I", "-c", save_script(WORKSPACE)]
-        with subprocess.Popen(argv, env=self._env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc, \
-                archive.open("wb") as out:
-            assert proc.stdout is not None
-            while chunk := proc.stdout.read(1 << 20):
-                used += len(chunk)
-                if used > cap_bytes:
-                    proc.kill()
-                    raise SandboxError(f"setup left {used >> 20} MB or more, over the cache's "
-                                       f"{cap_bytes >> 20} MB (DECODE_SETUP_CACHE_MB)")
-                out.write(chunk)
-            err = proc.stderr.read() if proc.stderr else b""
-        if proc.returncode != 0:
-            raise SandboxError(f"archiving setup's files failed: {err.decode(errors='replace').strip()[-300:]}")
+        used = save_locally(argv, self._env, archive, used, cap_bytes)
         return Saved(used, tag)
 
     def restore_setup_cache(self, archive: Path) -> None:
         """Unpack a checked setup cache archive into the workspace and HOME, inside the sandbox as its user."""
         if self.container is None:
             raise SandboxError("the sandbox container has been removed")
-        with archive.open("rb") as data:
-            res = subprocess.run([self._docker, "exec", "-i", self.container, "python3", "-I", "-c",
-                                  restore_script(WORKSPACE)],
-                                 env=self._env, stdin=data, capture_output=True, timeout=600)
-        if res.returncode != 0:
-            raise SandboxError(f"restoring setup's files failed: {res.stderr.decode(errors='replace').strip()[-300:]}")
+        restore_locally([self._docker, "exec", "-i", self.container, "python3", "-I", "-c", restore_script(WORKSPACE)],
+                        self._env, archive)
 
     def recover(self) -> None:
         """None: a dead container is not replaced."""
@@ -350,8 +334,7 @@ class DockerLauncher:
         if self._ready is not None:
             self._ready.close()
             self._ready = None
-        if hasattr(self, "egress"):
-            self.egress.close()
+        self.egress.close()
         if self.slot is not None:
             docker_pool.remove_slot(self.slot)
             self.slot = None

@@ -124,7 +124,8 @@ def write_capped(chunks: Iterable[bytes], archive: Path, used: int, cap_bytes: i
 
 
 def save_locally(argv: list[str], env: dict[str, str], archive: Path, used: int, cap_bytes: int) -> int:
-    """Run `argv` (a save script inside a local sandbox) and write its stdout to `archive` within `cap_bytes`."""
+    """Run `argv` (a save script in the sandbox: bwrap, or `docker exec`) and write its stdout to `archive` within
+    `cap_bytes`."""
     with subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as proc:
         assert proc.stdout is not None and proc.stderr is not None
@@ -141,7 +142,7 @@ def save_locally(argv: list[str], env: dict[str, str], archive: Path, used: int,
 
 
 def restore_locally(argv: list[str], env: dict[str, str], archive: Path) -> None:
-    """Run `argv` (a restore script inside a local sandbox) with the archive on its stdin."""
+    """Run `argv` (a restore script in the sandbox: bwrap, or `docker exec -i`) with the archive on its stdin."""
     with archive.open("rb") as data:
         res = subprocess.run(argv, env=env, stdin=data, capture_output=True, timeout=600)
     if res.returncode != 0:

@@ -94,3 +94,22 @@ def assert_new_lock_file_misses(run_one: Any, fake_anthropic: Any, data: Path, r
     [miss] = events(second, "setup_cache")
     assert miss["result"] == "miss" and miss["key"] != events(first, "setup_cache")[0]["key"]
     assert len(SetupCache(data / "setup-cache").entries()) == entries
+
+
+def assert_unpacker_refuses(launcher: Any, tmp_path: Path, through_link: str) -> None:
+    """The in-sandbox unpacker of `launcher` (the second line of defence) refuses archives the host would have
+    refused: a `..` entry, `through_link` (an entry below the workspace's `link` symlink), a foreign root."""
+    from bot.errors import SandboxError
+
+    for name, why in (("workspace/../escape", "refused 'workspace/../escape'"),
+                      (through_link, "it would go through or over a symlink"),
+                      ("other/x", "refused 'other/x'")):
+        archive = tmp_path / "bad.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.addfile(tarfile.TarInfo(name), io.BytesIO(b""))
+        try:
+            launcher.restore_setup_cache(archive)
+        except SandboxError as e:
+            assert why in str(e), (name, str(e))
+        else:
+            raise AssertionError(f"the unpacker took {name!r}")
