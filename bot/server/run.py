@@ -109,7 +109,6 @@ def serve(settings: Settings, host: str, port: int) -> int:
     try:
         app = create_app(settings, store, check, on_configured=lambda new: pool.configure(app, new))
         pool.context = app_context(app)
-        pool.metrics = pool.context.metrics
         if check is not None:
             ask_github(check)  # only once the settings are complete, GitHub takes the credentials
         server = listen(app, host, port)
@@ -145,24 +144,22 @@ class Pool:
 
     def __init__(self, store: JobStore) -> None:
         self.store = store
-        self.metrics: Metrics | None = None
-        self.context: AppContext | None = None
+        self.context: AppContext | None = None  # the webhook app's: its metrics, and where the runner is set
         self.runner: LeaseRunner | None = None
         self.closed = False
         self._lock = threading.RLock()  # re-entrant: the signal handler may run on a thread holding it
 
     def start(self, settings: Settings, credentials: Credentials) -> None:
         """Start the lease runner (once); a ConfigError when the server is already shutting down."""
-        assert self.metrics is not None
+        assert self.context is not None
         with self._lock:
             if self.closed:
                 raise ConfigError("decode serve is shutting down: the App is saved; start it again to run as it")
             if self.runner is None and settings.workers == 0:
                 log.info("intake only (DECODE_WORKERS=0): the jobs are run by decode worker processes on this store")
             elif self.runner is None:
-                self.runner = start_pool(settings, self.store, self.metrics, settings.workers, credentials)
-                if self.context is not None:  # the intake wakes it for each job it queues
-                    self.context.runner = self.runner
+                self.runner = start_pool(settings, self.store, self.context.metrics, settings.workers, credentials)
+                self.context.runner = self.runner  # the intake wakes it for each job it queues
 
     def configure(self, app: Any, settings: Settings) -> None:
         """Run as the App /setup created: its secrets redacted, GitHub asked once, /healthz checking it,
