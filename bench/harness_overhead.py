@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.agent.loop import run_agent  # noqa: E402
 from bot.config import Budget  # noqa: E402
 from bot.model.scripted import ScriptedModel  # noqa: E402
-from bot.redact import Redactor  # noqa: E402
+from bot.core.redact import Redactor  # noqa: E402
 from bot.sandbox import SandboxSpec, open_sandbox  # noqa: E402
-from bot.transcript import Transcript, load_events  # noqa: E402
+from bot.run.transcript import Transcript, load_events  # noqa: E402
 
 TARGET_MS = 20.0
 

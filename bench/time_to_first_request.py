@@ -2,7 +2,7 @@
 
     python3 bench/time_to_first_request.py [--mb 50] [--commits 40] [--rounds 3]
 
-One process runs the real pipeline (`bot.pipeline.execute`: the model check, the clone and the sandbox's
+One process runs the real pipeline (`bot.run.pipeline.execute`: the model check, the clone and the sandbox's
 copy, decode.yml, the sandbox, setup or the setup cache, the system prompt) on a generated repository: about
 `--mb` MB of incompressible history over `--commits` commits, plus a small Python package whose decode.yml
 setup is `pip install -e .` (offline: `--no-build-isolation --no-index`, with the image's setuptools, so the
@@ -41,11 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.config import Settings  # noqa: E402
 from bot.model.scripted import ScriptedModel  # noqa: E402
-from bot.pipeline import Job, execute  # noqa: E402
+from bot.run.pipeline import Job, execute  # noqa: E402
 from bot.sandbox import warm_pool  # noqa: E402
 from bot.sandbox.docker import DockerLauncher  # noqa: E402
-from bot.setup_cache import SetupCache  # noqa: E402
-from bot.transcript import load_events  # noqa: E402
+from bot.run.setup_cache import SetupCache  # noqa: E402
+from bot.run.transcript import load_events  # noqa: E402
 
 IMAGE = os.environ.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest"
 SETUP = "pip install --no-build-isolation --no-index -e ."

@@ -54,7 +54,7 @@ import waitress  # noqa: E402
 from bot.config import Settings  # noqa: E402
 from bot.server import create_app  # noqa: E402
 from bot.server.signature import sign  # noqa: E402
-from bot.store import StoreError, open_store  # noqa: E402
+from bot.jobs.sqlite import StoreError, open_store  # noqa: E402
 
 SECRET = "bench-secret-0123456789"
 DEFAULT_DATABASE_URL = "postgresql://decode:decode@127.0.0.1:5432/decode_test"

@@ -20,16 +20,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.github.auth import TokenCredentials
 from bot.github.body import split_markdown
 from bot.github.forge import GitHubForge
 from bot.github.conclusion import Conclusion
 from bot.github.job import run_github_job
 from bot.model import Model, make_model
-from bot.transcript import render_figures
-from bot.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
-from bot.work import Dispatch, Work
+from bot.run.transcript import render_figures
+from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
+from bot.github.work import Dispatch, Work
 
 SUMMARY_LIMIT = 900_000  # GitHub allows 1 MiB of step summary per step
 RUNNER_PRIVATE = ("GITHUB_WORKSPACE", "RUNNER_TEMP", "HOME")  # what the sandbox must not see on a runner

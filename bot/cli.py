@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bot.config import Settings
-from bot.errors import ConfigError, DecodeError, Interrupted
-from bot.pipeline import Job, Outcome, execute
-from bot.run_dirs import drop_clones
+from bot.core.errors import ConfigError, DecodeError, Interrupted
+from bot.run.pipeline import Job, Outcome, execute
+from bot.workspace.run_dirs import drop_clones
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,7 +96,7 @@ def _main(args: argparse.Namespace) -> int:
             return run_action()
         settings = Settings.from_env()
         if args.command in ("serve", "worker"):
-            from bot.app_credentials import with_stored_app
+            from bot.github.app_credentials import with_stored_app
             from bot.server import run as server
 
             settings = with_stored_app(settings)  # the App /setup created, unless the environment sets one
@@ -144,8 +144,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_cache(args: argparse.Namespace, settings: Settings) -> int:
-    """`decode cache list|clear`: the setup cache's entries in DECODE_DATA_DIR/setup-cache (bot/setup_cache.py)."""
-    from bot.setup_cache import SetupCache
+    """`decode cache list|clear`: the setup cache's entries in DECODE_DATA_DIR/setup-cache (bot/run/setup_cache.py)."""
+    from bot.run.setup_cache import SetupCache
 
     cache = SetupCache(settings.data_dir / "setup-cache")
     entries = cache.entries()
@@ -296,7 +296,7 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
     from bot.github.job import run_github_job
-    from bot.work import Dispatch, Issue
+    from bot.github.work import Dispatch, Issue
 
     forge = GitHubForge(credentials_from(settings))
     if args.issue is not None:

@@ -2,13 +2,13 @@
 
 Two functions. `web` is a control container: the Flask webhook app
 (`create_app`, unchanged intake) over the job store, with a dispatcher: the
-lease runner of `decode worker` (bot/lease.py) with function calls of `run_job`
+lease runner of `decode worker` (bot/jobs/lease.py) with function calls of `run_job`
 in place of threads. `run_job` executes the same handler as `decode worker`
 (SANDBOX_MODE=modal by default: the harness runs in the function, the agent's
 tools in Modal sandboxes) and returns the run's figures with its result, so the
 control app's /metrics counts them.
 
-Durability. The job store is PostgreSQL (bot/store_postgres.py) at
+Durability. The job store is PostgreSQL (bot/jobs/postgres.py) at
 DECODE_DATABASE_URL, set in the `decode-bot` Modal Secret: a Modal container's
 disk does not outlive it, and a Volume is no shared disk for a database (a
 container sees others' writes only after commit and reload, concurrent commits of
@@ -44,11 +44,11 @@ import modal.exception
 from flask import Flask
 
 from bot.config import Settings
-from bot.errors import ConfigError
-from bot.jobs import Record, RunFigures, exhausted_reporter, job_handler, outcome_of
-from bot.lease import LeaseRunner, Outcome, RunLost
-from bot.store import open_store
-from bot.store_protocol import JobRecord, JobStore
+from bot.core.errors import ConfigError
+from bot.jobs.handler import Record, RunFigures, exhausted_reporter, job_handler, outcome_of
+from bot.jobs.lease import LeaseRunner, Outcome, RunLost
+from bot.jobs.sqlite import open_store
+from bot.jobs.store import JobRecord, JobStore
 
 log = logging.getLogger("decode.modal")
 

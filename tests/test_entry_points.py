@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from bot.config import DEFAULT_MODEL
-from bot.store import Store
-from bot.work import Issue, job_key, job_payload
+from bot.jobs.sqlite import Store
+from bot.github.work import Issue, job_key, job_payload
 from tests.conftest import git, make_repo
 from tests.server.conftest import SECRET
 from tests.support.action import rewritten
@@ -291,7 +291,7 @@ def logged_the_setup_link(w: World, done: Done) -> None:
 
 
 def app_saved_by_setup(w: World) -> None:
-    from bot.app_credentials import StoredApp, save
+    from bot.github.app_credentials import StoredApp, save
 
     save(w.tmp / "data", StoredApp(id=w.github.app_id, slug=w.github.app.slug, html_url="https://x/apps/decode-bot",
                                    client_id="Iv23x", pem=w.github.private_key_pem, webhook_secret=SECRET,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bot.config import DEFAULT_MODEL
-from bot.errors import DecodeError
+from bot.core.errors import DecodeError
 from bot.github.auth import TokenCredentials
 from bot.github.forge import GitHubForge
 from bot.github.retry import GitHubRetry

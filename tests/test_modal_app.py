@@ -27,10 +27,10 @@ import pytest
 from flask import Flask
 
 from bot.config import Settings
-from bot.errors import ConfigError
-from bot.lease import LeaseRunner
+from bot.core.errors import ConfigError
+from bot.jobs.lease import LeaseRunner
 from bot.server.context import app_context
-from bot.store_protocol import JobRecord, JobStore
+from bot.jobs.store import JobRecord, JobStore
 from tests.fakes import modal_double
 from tests.fakes.webhook_examples import example
 from tests.server.conftest import SECRET, delivery

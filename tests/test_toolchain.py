@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from bot.model.anthropic import AnthropicModel
-from bot.pipeline import Job, Outcome, execute
+from bot.run.pipeline import Job, Outcome, execute
 from bot.sandbox.local import clean_env, host_path
-from bot.transcript import load_events
+from bot.run.transcript import load_events
 from tests.conftest import make_repo
 from tests.sandbox.conftest import IMAGE, MODES, require
 

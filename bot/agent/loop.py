@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from bot.agent.tools import TOOL_SCHEMAS, call_tool
 from bot.config import Budget
-from bot.errors import DecodeError
+from bot.core.errors import DecodeError
 from bot.model import Model, Usage
 from bot.model.pricing import cost_usd
 from bot.sandbox import Sandbox
@@ -61,7 +61,7 @@ class AgentResult:
         return self.stop_reason == "error"
 
     def figures(self) -> dict[str, Any]:
-        """The run's totals, in the shape `bot.transcript.render_figures` takes (no file is read again)."""
+        """The run's totals, in the shape `bot.run.transcript.render_figures` takes (no file is read again)."""
         return {"turns": self.turns, **_usage_dict(self.usage), "cost_usd": self.cost_usd, "wall_s": self.wall_s,
                 "stop_reason": self.stop_reason}
 

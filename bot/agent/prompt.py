@@ -72,7 +72,7 @@ _INSTRUCTIONS_TAG = re.compile(r"<(\s*/?\s*repository-instructions)", re.IGNOREC
 
 def system_prompt(*, root: str, network: str, instructions: Sequence[tuple[str, str]] = ()) -> str:
     """The stable system prompt for one run; `network` is the `network_rule` sentence, `instructions` the
-    repository's instruction files as (file, text) (bot/instructions.py), after the rules they cannot change."""
+    repository's instruction files as (file, text) (bot/run/instructions.py), after the rules they cannot change."""
     text = RULES.format(root=root, network=network)
     if instructions:
         text += INSTRUCTIONS

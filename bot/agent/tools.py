@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.agent.truncate import truncate
 from bot.sandbox.protocol import Refused, Sandbox
-from bot.utf8 import utf8_safe
+from bot.core.utf8 import utf8_safe
 
 DEFAULT_TIMEOUT_S = 120.0
 MAX_TIMEOUT_S = 600.0

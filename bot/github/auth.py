@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from github import Auth, Github, GithubException, GithubIntegration
 
 from bot.config import Settings
-from bot.errors import ConfigError, DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.github.retry import GitHubRetry
 
 REFRESH_MARGIN = timedelta(minutes=5)

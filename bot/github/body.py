@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.transcript import code_span
-from bot.verify import Verification
+from bot.run.transcript import code_span
+from bot.run.verify import Verification
 
 BODY_LIMIT = 65_536
 _WRAPPER_ROOM = 400  # the <details> wrapper, part labels and a reopened fence
@@ -70,7 +70,7 @@ def _details(summary: str, content: str) -> str:
 class Report:
     """What a run tells people on GitHub, each part once: the agent's summary, the files changed, what the
     harness verified (`verification_section`), the harness's notes (left out, blocked), the figures, and a copy of the transcript with each tool output
-    capped (`bot.transcript.render_markdown(brief=True)`). With `transcript_url` (the run's page on
+    capped (`bot.run.transcript.render_markdown(brief=True)`). With `transcript_url` (the run's page on
     `decode serve`) the copy is cut to fit one body and links there; without, the rest follows in comments."""
 
     summary: str

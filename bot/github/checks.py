@@ -7,7 +7,7 @@ job's log. `ci_task_text` turns them into the agent's task, every part that CI p
 redacted and fenced as data. `human_pushed` says, from commit identities alone, whether the branch
 moved on without us, which ends the CI-fix rounds.
 
-Which conclusions fail (`bot.triggers.FAILED_SUITES`, the same rule as for a suite): `failure`,
+Which conclusions fail (`bot.github.triggers.FAILED_SUITES`, the same rule as for a suite): `failure`,
 `timed_out`, and `startup_failure` (a workflow that could not start, which GitHub reports on suites and workflow runs). Not `cancelled`: a person or a newer push
 cancelled it, and a matrix cancels its other legs when one fails, which is reported on its own.
 Not `action_required`: someone must approve or act on GitHub, which no commit does. `neutral`,
@@ -36,9 +36,9 @@ from github import GithubException
 
 from bot.agent.prompt import fence_untrusted
 from bot.github.retry import is_transient
-from bot.task_text import clean
-from bot.triggers import FAILED_SUITES
-from bot.workspace import BOT_IDENTITY
+from bot.run.task_text import clean
+from bot.github.triggers import FAILED_SUITES
+from bot.workspace.clone import BOT_IDENTITY
 
 ACTIONS_APP = "github-actions"  # the slug of the App that makes GitHub Actions' check runs
 LOG_LINES = 200
@@ -290,7 +290,7 @@ class CommitIdentity:
 
 
 def is_ours(commit: CommitIdentity, identity: tuple[str, str] = BOT_IDENTITY) -> bool:
-    """Whether decode-bot made `commit`: author and committer are both our identity (bot/workspace.py).
+    """Whether decode-bot made `commit`: author and committer are both our identity (bot/workspace/clone.py).
 
     A person's amend, rebase or cherry-pick keeps our author but makes them the committer; GitHub's
     "Update branch" commits as GitHub: neither is ours.

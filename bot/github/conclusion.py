@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.errors import ConfigError
-from bot.pipeline import Outcome
+from bot.core.errors import ConfigError
+from bot.run.pipeline import Outcome
 
 
 @dataclass

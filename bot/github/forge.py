@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeVar
 import requests
 from github import Github, GithubException
 
-from bot.errors import ConfigError, DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.github.auth import Credentials, client
 from bot.github import checks
 from bot.github.checks import CommitIdentity, FailedChecks

@@ -17,8 +17,8 @@ from bot.github.conclusion import marker
 from bot.github.forge import Forge
 from bot.github.info import PullInfo
 from bot.github.plan import CI_SUBJECT
-from bot.repo_config import PATH, RepoConfig, config_of
-from bot.work import CheckSuite, Review
+from bot.run.repo_config import PATH, RepoConfig, config_of
+from bot.github.work import CheckSuite, Review
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def ci_rounds_used(commits: list[CommitIdentity]) -> int:
     """decode-bot's CI-fix commits at the tip of the branch, counted back to the first commit that is not one."""
     used = 0
     for commit in reversed(commits):
-        # "decode: <title>", or "decode (incomplete: ...): <title>" (bot/pipeline.py::commit_message)
+        # "decode: <title>", or "decode (incomplete: ...): <title>" (bot/run/pipeline.py::commit_message)
         if not (is_ours(commit) and commit.subject.partition(": ")[2].startswith(CI_SUBJECT)):
             break
         used += 1

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from github import GithubException
 
 from bot.config import Settings
-from bot.errors import ConfigError, DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.github.checks import ci_task_text
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem
@@ -23,14 +23,14 @@ from bot.github.gates import ci_gate, review_gate
 from bot.github.plan import CiRound, Facts, ToFork, plan
 from bot.github.publish import answer_threads, publish
 from bot.github.tracking import Tracker
-from bot.links import run_link
+from bot.core.links import run_link
 from bot.model import Model
-from bot.pipeline import Job, execute
-from bot.run_dirs import drop_clones
+from bot.run.pipeline import Job, execute
+from bot.workspace.run_dirs import drop_clones
 from bot.sandbox import ISOLATING
-from bot.task_text import one_line
-from bot.triggers import may_trigger, refusal_text
-from bot.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work, asked_by, reaction_target
+from bot.run.task_text import one_line
+from bot.github.triggers import may_trigger, refusal_text
+from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work, asked_by, reaction_target
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import logging
 
 from github import GithubException
 
-from bot.errors import DecodeError
+from bot.core.errors import DecodeError
 from bot.github.forge import Forge
 from bot.github.conclusion import Conclusion
-from bot.work import Labels
+from bot.github.work import Labels
 
 log = logging.getLogger(__name__)
 

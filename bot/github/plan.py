@@ -13,9 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from bot.github.info import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
-from bot.pipeline import issue_branch
-from bot.task_text import build_task
-from bot.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work
+from bot.run.pipeline import issue_branch
+from bot.run.task_text import build_task
+from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work
 
 
 @dataclass(frozen=True)

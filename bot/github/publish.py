@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bot.agent.loop import STOP_MESSAGES
-from bot.errors import DecodeError
+from bot.core.errors import DecodeError
 from bot.github.body import BODY_LIMIT, Report, verification_section
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge
 from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
-from bot.pipeline import Outcome
-from bot.task_text import one_line
-from bot.transcript import load_events, render_figures, render_markdown, safe_prose
+from bot.run.pipeline import Outcome
+from bot.run.task_text import one_line
+from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
 
 OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request's copy of the transcript
 

@@ -22,7 +22,7 @@ import httpx2
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from bot.config import Settings
-from bot.errors import ConfigError, DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.model.protocol import Reply, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.errors import ConfigError, DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.model.protocol import Reply, Usage
 
 

@@ -13,7 +13,7 @@ imports the backends, so the two never import each other.
 
 from __future__ import annotations
 
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.sandbox.bwrap import BwrapLauncher
 from bot.sandbox.client import AgentdSandbox, close_all
 from bot.sandbox.docker import DockerLauncher

@@ -711,7 +711,7 @@ def zip_z(data):
 
 
 def path_problem(path):
-    """Why the host would refuse `path` whatever its content, or None (see bot/workspace.py)."""
+    """Why the host would refuse `path` whatever its content, or None (see bot/workspace/clone.py)."""
     if not path or path.startswith("/"):
         return "an absolute or empty path"
     for part in path.split("/"):
@@ -728,7 +728,7 @@ def link_problem(path, links):
     `links` maps every symlink of the resulting tree to its target. The target is
     resolved against that tree, following links on the way (chains, directories
     that are links, any case); a name the tree lacks counts as a plain directory.
-    The host does the same in bot/workspace.py (`link_problem`), and decides.
+    The host does the same in bot/workspace/clone.py (`link_problem`), and decides.
     """
     folded = dict((p.lower(), t) for p, t in links.items())
     target = links[path]

@@ -34,7 +34,7 @@ cgroup the launcher refuses to start: rlimits would cap each process, not the
 sandbox (three processes took 5.4 GiB under a 4 GiB RLIMIT_AS). What the agent
 writes (workspace and /tmp) is capped by `disk.DiskGuard`.
 
-Setup cache (`Capabilities.setup_cache`, driven by bot/setup_cache.py): the host's root is read-only and
+Setup cache (`Capabilities.setup_cache`, driven by bot/run/setup_cache.py): the host's root is read-only and
 /run and the hidden paths are fresh tmpfs at every start (`set_network` restarts bwrap), so what setup can
 leave is in the workspace and HOME (/tmp), and the archive of both (bot/sandbox/setup_files.py) is the whole
 "layer": `save_setup_cache` makes it and `restore_setup_cache` unpacks it, each inside a sandbox like the
@@ -60,7 +60,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.sandbox.cgroup import SandboxCgroup
 from bot.sandbox.client import AGENTD_PATH, ProcessTransport
 from bot.sandbox.disk import DiskGuard

@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bot.errors import Cancelled, SandboxError
+from bot.core.errors import Cancelled, SandboxError
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.protocol import CommandResult, HandBack, Launcher, Refused, Transport
 

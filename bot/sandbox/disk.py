@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from bot.errors import SandboxError
+from bot.core.errors import SandboxError
 
 INTERVAL_S = 0.5
 

@@ -37,7 +37,7 @@ close. With rootless Docker, container root already is the unprivileged host
 user, so the container keeps uid 0 (still without capabilities). Git inside is
 told that /workspace is a safe directory (GIT_CONFIG_* variables).
 
-Setup cache (`Capabilities.setup_cache`, driven by bot/setup_cache.py): after a setup
+Setup cache (`Capabilities.setup_cache`, driven by bot/run/setup_cache.py): after a setup
 succeeded, `save_setup_cache` commits the container's file system into a local image
 (`docker commit`: the tmpfs and bind mounts are not in it) and archives, from inside the
 sandbox, what setup left in the workspace (untracked and ignored files, as
@@ -59,7 +59,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from bot.errors import ConfigError, SandboxError
+from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import docker_pool, warm_pool
 from bot.sandbox.client import ProcessTransport, agentd_tar
 from bot.sandbox.disk import DiskGuard

@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bot.errors import SandboxError
+from bot.core.errors import SandboxError
 
 
 class WarmContainer:

@@ -35,7 +35,7 @@ again - and returns the notice the client shows the model once.
 
 With `DECODE_POOL_SIZE` > 0 sandboxes come from a warm pool (warm_pool.py).
 
-Setup cache (`Capabilities.setup_cache`, bot/setup_cache.py): `save_setup_cache` archives setup's
+Setup cache (`Capabilities.setup_cache`, bot/run/setup_cache.py): `save_setup_cache` archives setup's
 untracked and ignored workspace files from inside the sandbox (bot/sandbox/setup_files.py), then
 snapshots the file system: the entry's image is `decode-setup-cache:<key>@<snapshot id>`, kept by Modal
 for its ttl (30 days; Modal has no call to delete one). The snapshot holds HOME and whatever setup
@@ -57,7 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.errors import ConfigError, SandboxError
+from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import warm_pool
 from bot.sandbox.client import agentd_tar
 from bot.sandbox.egress_policy import EgressPolicy

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from bot.errors import SandboxError
+from bot.core.errors import SandboxError
 from bot.sandbox.egress_policy import EgressPolicy
 
 
@@ -65,7 +65,7 @@ class Capabilities:
     image: bool  # runs `spec.image` (`DECODE_SANDBOX_IMAGE`, `image:` in .github/decode.yml)
     gpu: bool  # gives the sandbox `spec.gpu`
     pool: bool  # can keep warm sandboxes ready (`DECODE_POOL_SIZE`)
-    setup_cache: bool = False  # can keep the state setup left and start later sandboxes from it (bot/setup_cache.py)
+    setup_cache: bool = False  # can keep the state setup left and start later sandboxes from it (bot/run/setup_cache.py)
 
 
 class Refused(SandboxError):

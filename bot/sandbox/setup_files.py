@@ -1,6 +1,6 @@
 """What every caching backend runs inside its sandbox to keep and give back the files setup left.
 
-The setup cache (bot/setup_cache.py) keeps, per backend, what the backend can keep of a sandbox
+The setup cache (bot/run/setup_cache.py) keeps, per backend, what the backend can keep of a sandbox
 (docker: a committed image; modal: a `snapshot_filesystem()` image; bwrap: nothing, the host's root
 being read-only) plus an archive of setup's files in the places that image does not hold. The
 archive is made and unpacked inside the sandbox, as its user, by the two scripts below, so that a
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from bot.errors import ConfigError, SandboxError
+from bot.core.errors import ConfigError, SandboxError
 
 TAG = "decode-setup-cache"  # an entry's image is `decode-setup-cache:<key>` (modal: `...:<key>@<image id>`)
 

@@ -14,14 +14,14 @@ from collections.abc import Callable
 
 from flask import Flask
 
-from bot.app_credentials import has_credentials
+from bot.github.app_credentials import has_credentials
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.server.context import KEY, AppContext, HealthCheck
 from bot.server.metrics import Metrics
-from bot.store import open_store
-from bot.store_protocol import JobStore
-from bot.triggers import Router, Rules
+from bot.jobs.sqlite import open_store
+from bot.jobs.store import JobStore
+from bot.github.triggers import Router, Rules
 
 MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 

@@ -12,11 +12,11 @@ from typing import Protocol
 from flask import Flask, current_app
 
 from bot.config import Settings
-from bot.errors import DecodeError
-from bot.lease import LeaseRunner
+from bot.core.errors import DecodeError
+from bot.jobs.lease import LeaseRunner
 from bot.server.metrics import Metrics
-from bot.store_protocol import JobStore
-from bot.triggers import Router
+from bot.jobs.store import JobStore
+from bot.github.triggers import Router
 
 KEY = "decode"
 

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import requests
 
 from bot.config import Settings
-from bot.errors import DecodeError
+from bot.core.errors import DecodeError
 
 TIMEOUT_S = 15
 PER_PAGE = 100

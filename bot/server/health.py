@@ -18,7 +18,7 @@ from collections.abc import Callable
 from flask import Blueprint, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from bot.errors import DecodeError
+from bot.core.errors import DecodeError
 from bot.github.auth import Credentials
 from bot.server.context import app_context
 from bot.server.metrics import metrics_refusal

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.server.signature import InvalidSignature, validate
-from bot.triggers import Ignore, Router
-from bot.work import job_key, job_payload
+from bot.github.triggers import Ignore, Router
+from bot.github.work import job_key, job_payload
 
 
 @dataclass(frozen=True)

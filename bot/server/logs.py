@@ -7,8 +7,8 @@ import logging
 import sys
 from datetime import datetime, timezone
 
-from bot.errors import DecodeError
-from bot.redact import Redactor
+from bot.core.errors import DecodeError
+from bot.core.redact import Redactor
 
 FIELDS = ("delivery_id", "job_id")
 

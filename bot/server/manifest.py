@@ -14,10 +14,10 @@ import re
 
 import requests
 
-from bot.app_credentials import StoredApp
+from bot.github.app_credentials import StoredApp
 from bot.config import Settings
-from bot.errors import DecodeError
-from bot.triggers import APP_ROUTES
+from bot.core.errors import DecodeError
+from bot.github.triggers import APP_ROUTES
 
 # Repository permissions (https://docs.github.com/en/rest/authentication/permissions-required-for-github-apps).
 PERMISSIONS = {

@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from bot.jobs import RunFigures
+    from bot.jobs.handler import RunFigures
 
 
 class _JobStates(Collector):

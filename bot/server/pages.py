@@ -17,11 +17,11 @@ from flask import Blueprint, abort, jsonify, render_template, request
 from werkzeug.wrappers import Response
 
 from bot.server.context import app_context
-from bot.links import valid
+from bot.core.links import valid
 from bot.server.render import transcript_html
 from bot.server.run_views import LIVE_STATES, job_of, read_record, run_dir
 from bot.server.web import secure
-from bot.transcript import JSONL_NAME, load_events
+from bot.run.transcript import JSONL_NAME, load_events
 
 runs = Blueprint("runs", __name__)
 runs.after_request(secure)

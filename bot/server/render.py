@@ -13,7 +13,7 @@ from typing import Any
 import nh3
 from markdown_it import MarkdownIt
 
-from bot.transcript import render_markdown
+from bot.run.transcript import render_markdown
 
 MAX_BLOCK_CHARS = 20_000  # one tool output this long is shown head and tail, like the PR's transcript
 TAGS = {"a", "p", "pre", "code", "em", "strong", "del", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li",

@@ -7,7 +7,7 @@ and removes their sandboxes; when they run again, they edit the tracking comment
 they posted the first time.
 
 Both run as the App in DECODE_DATA_DIR/app.json when the environment sets no App credentials
-(bot/app_credentials.py); `decode serve` without any starts in setup mode (bot/server/setup.py).
+(bot/github/app_credentials.py); `decode serve` without any starts in setup mode (bot/server/setup.py).
 Both check before taking work, and exit at once with the reason in one line:
 the App key loads and GitHub takes it (`GET /app`), the port can be listened on
 (exit 2: a setting to fix), GitHub answers at all (exit 1).
@@ -21,13 +21,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from bot.app_credentials import has_credentials
+from bot.github.app_credentials import has_credentials
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
-from bot.jobs import exhausted_reporter, job_handler
-from bot.lease import LeaseRunner
+from bot.jobs.handler import exhausted_reporter, job_handler
+from bot.jobs.lease import LeaseRunner
 from bot.model import shared_model
 from bot.sandbox import close_all, prepare_host
 from bot.server.context import AppContext, app_context
@@ -35,9 +35,9 @@ from bot.server.health import CredentialCheck
 from bot.server.logs import configure_logging
 from bot.server.metrics import Metrics, guarded_app
 from bot.server.setup import flow_of
-from bot.store import open_store
-from bot.store_protocol import JobStore
-from bot.worker import ThreadExecutor
+from bot.jobs.sqlite import open_store
+from bot.jobs.store import JobStore
+from bot.jobs.worker import ThreadExecutor
 
 log = logging.getLogger("decode.worker")
 

@@ -1,7 +1,7 @@
 """What the web pages show of a run: its directory (the latest attempt), its record, a dashboard row.
 
 A job's files live in `DECODE_DATA_DIR/runs/<run_id>`, a retry's attempt k in `<run_id>.<k>`
-(bot/pipeline.py); the pages show the latest. A finished job's figures come from the store's
+(bot/run/pipeline.py); the pages show the latest. A finished job's figures come from the store's
 `result["figures"]` when the job runner wrote them, else from the run's `record.json`.
 """
 
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.jobs import run_id_of
-from bot.run_dirs import RECORD
-from bot.store_protocol import JobRecord, JobStore
-from bot.transcript import JSONL_NAME, figures, load_events
-from bot.work import work_of
+from bot.jobs.handler import run_id_of
+from bot.workspace.run_dirs import RECORD
+from bot.jobs.store import JobRecord, JobStore
+from bot.run.transcript import JSONL_NAME, figures, load_events
+from bot.github.work import work_of
 
 LIVE_STATES = ("queued", "running")
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from flask import Blueprint, Flask, Response, current_app, redirect, render_template_string, request
 
-from bot.app_credentials import StoredApp, applied, has_credentials, load, save
+from bot.github.app_credentials import StoredApp, applied, has_credentials, load, save
 from bot.config import Settings
-from bot.errors import DecodeError
+from bot.core.errors import DecodeError
 from bot.server.context import app_context
 from bot.server.manifest import ORG, SetupError, convert, manifest, new_app_url
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from bot.errors import DecodeError
+from bot.core.errors import DecodeError
 
 
 class InvalidSignature(DecodeError):

@@ -16,7 +16,7 @@ from flask import Blueprint, Response
 from flask.blueprints import BlueprintSetupState
 
 from bot.server.context import app_context
-from bot.keys import data_key
+from bot.core.keys import data_key
 
 SESSION_KEY_FILE = "session.key"
 SESSION_HOURS = 8  # GitHub's user access tokens expire after 8 hours; access is re-read at each sign-in

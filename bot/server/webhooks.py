@@ -17,7 +17,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from bot.server.context import app_context
 from bot.server.intake import body_digest, triage
-from bot.store import StoreError
+from bot.jobs.sqlite import StoreError
 
 log = logging.getLogger("decode.webhook")
 webhooks = Blueprint("webhooks", __name__)

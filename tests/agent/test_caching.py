@@ -3,9 +3,9 @@
 from bot.agent.loop import run_agent
 from bot.config import Budget
 from bot.model.anthropic import AnthropicModel
-from bot.redact import Redactor
+from bot.core.redact import Redactor
 from bot.sandbox import SandboxSpec, open_sandbox
-from bot.transcript import Transcript
+from bot.run.transcript import Transcript
 
 
 def test_a_30_turn_session_reads_at_least_85_percent_of_its_input_from_the_cache(

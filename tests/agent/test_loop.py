@@ -5,9 +5,9 @@ import pytest
 from bot.agent.loop import run_agent
 from bot.config import Budget
 from bot.model.scripted import ScriptedModel
-from bot.redact import Redactor
+from bot.core.redact import Redactor
 from bot.sandbox import SandboxSpec, open_sandbox
-from bot.transcript import Transcript, load_events
+from bot.run.transcript import Transcript, load_events
 
 
 def bash(command):

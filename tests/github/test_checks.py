@@ -12,8 +12,8 @@ from bot.github.auth import TokenCredentials, client
 from bot.github.checks import (
     CheckFailure, CommitIdentity, FailedChecks, ci_task_text, failed_checks, human_pushed, is_ours,
 )
-from bot.redact import Redactor
-from bot.workspace import BOT_IDENTITY
+from bot.core.redact import Redactor
+from bot.workspace.clone import BOT_IDENTITY
 from tests.fakes.github_checks import LOG_HOST, add_check_run, checks_of
 from tests.fakes.webhook_examples import example
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from bot.triggers import Ignore, Router, Rules
-from bot.work import CheckSuite
+from bot.github.triggers import Ignore, Router, Rules
+from bot.github.work import CheckSuite
 from tests.fakes.github_checks import add_check_run
 from tests.fakes.webhook_examples import example
 from tests.support.github_job import NAME, OWNER, REPO, delivery, edit_turns, run, world  # noqa: F401 (fixture)

@@ -15,11 +15,11 @@ from bot.github.forge import GitHubForge
 from bot.github.job import run_github_job
 from bot.github.publish import OUTPUT_CAP
 from bot.github.retry import GitHubRetry
-from bot.links import signature
+from bot.core.links import signature
 from bot.model.anthropic import AnthropicModel
-from bot.transcript import load_events, render_markdown
-from bot.triggers import Router, Rules
-from bot.work import Issue
+from bot.run.transcript import load_events, render_markdown
+from bot.github.triggers import Router, Rules
+from bot.github.work import Issue
 from tests.sandbox.conftest import MODES, require
 from tests.support.github_job import NAME, OWNER, REPO, SESSION, delivery, edit_turns, run, world  # noqa: F401 (fixture)
 

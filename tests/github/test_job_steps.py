@@ -6,7 +6,7 @@ from __future__ import annotations
 from bot.config import Settings
 from bot.github.conclusion import marker
 from bot.github.job import run_github_job
-from bot.work import Issue
+from bot.github.work import Issue
 from tests.support.forge import BOT, Comment, MemoryForge
 
 SETTINGS = Settings(github_token="ghp_" + "m" * 36, github_webhook_secret="s")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-from bot.jobs import job_handler
-from bot.store import JobRecord
-from bot.triggers import Router, Rules
-from bot.work import Labels, job_key, job_payload, work_of
+from bot.jobs.handler import job_handler
+from bot.jobs.sqlite import JobRecord
+from bot.github.triggers import Router, Rules
+from bot.github.work import Labels, job_key, job_payload, work_of
 from tests.fakes.webhook_examples import example
 from tests.support.github_job import world  # noqa: F401 (fixture)
 

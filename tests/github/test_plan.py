@@ -7,7 +7,7 @@ import pytest
 
 from bot.github.info import IssueInfo, PullInfo, RepoInfo
 from bot.github.plan import Facts, OpenPull, PushToPull, ToFork, plan
-from bot.work import Comment, Dispatch, Issue, ReviewComment
+from bot.github.work import Comment, Dispatch, Issue, ReviewComment
 
 REPO = RepoInfo("octo/calendar", "main", "https://git.example/octo/calendar.git", "https://web.example/octo/calendar")
 ISSUE = IssueInfo(7, "Weekend check is wrong", "Saturdays count.", "alice", False, "https://web.example/i/7")

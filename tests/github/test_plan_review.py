@@ -7,7 +7,7 @@ import pytest
 
 from bot.github.info import ReviewCommentInfo
 from bot.github.plan import Facts, PushToPull, Threads, ToFork, plan
-from bot.work import Review
+from bot.github.work import Review
 from tests.github.test_plan import ALICE, FORK_PULL, OWN_PULL, PR_AS_ISSUE, REPO
 
 COMMENTS = (

@@ -10,7 +10,7 @@ import pytest
 
 from bot.github.publish import publish
 from bot.github.plan import OpenPull, Plan, PushToPull, ToFork
-from bot.redact import Redactor
+from bot.core.redact import Redactor
 from tests.conftest import git
 from tests.support.forge import MemoryForge
 from tests.support.publish import CHANGE, bare, finished, fork_pull, head, holds, push_commit

@@ -6,7 +6,7 @@ from bot.config import Settings
 from bot.github.job import run_github_job
 from bot.github.plan import Threads
 from bot.github.publish import answer_threads
-from bot.work import Review
+from bot.github.work import Review
 from tests.support.forge import MemoryForge
 
 SETTINGS = Settings(github_token="ghp_" + "m" * 36, github_webhook_secret="s")

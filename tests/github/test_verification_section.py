@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.github.body import Report, verification_section
-from bot.verify import Check, Verification
+from bot.run.verify import Check, Verification
 
 
 def test_nothing_configured_says_nothing_was_verified():

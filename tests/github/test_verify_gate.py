@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from bot.action import finish
-from bot.transcript import load_events
+from bot.run.transcript import load_events
 from tests.support.github_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
 
 TESTS = "python3 -m unittest -q"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.errors import ConfigError, DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.model import make_model
 from bot.model.anthropic import AnthropicModel
 from tests.fakes.anthropic_api import FakeAnthropic, count_cache_control

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import Settings
-from bot.errors import ConfigError, DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.model import make_model, shared_model
 from bot.model.anthropic import AnthropicModel
 from bot.model.scripted import ScriptedModel

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.sandbox import BACKENDS, ISOLATING, Capabilities, SandboxSpec, capabilities, offering, prepare_host
 
 

@@ -358,7 +358,7 @@ def test_host_secret_dirs_are_not_visible(
 def test_close_all_ends_a_call_in_flight_and_removes_the_sandbox(sandbox: Sandbox) -> None:
     """What a stopping server does to the sandboxes of jobs it released: the job's thread, blocked in a
     tool call, gets `Cancelled` (not a failure to report) and nothing of the sandbox is left."""
-    from bot.errors import Cancelled
+    from bot.core.errors import Cancelled
     from bot.sandbox.client import close_all
 
     raised: list[BaseException] = []

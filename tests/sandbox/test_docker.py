@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import ConfigError, SandboxError
+from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import EgressPolicy, SandboxSpec
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.docker import LABEL, DockerLauncher, leftovers

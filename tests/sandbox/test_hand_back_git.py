@@ -1,6 +1,6 @@
 """The hand-back of submodules and Git LFS files, in every sandbox backend: what it cannot carry is named.
 
-The workspace is a real prepared copy (bot/workspace.py::prepare) with a submodule and an LFS pointer;
+The workspace is a real prepared copy (bot/workspace/clone.py::prepare) with a submodule and an LFS pointer;
 the changes are made by commands inside the sandbox and handed back by its agentd.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.sandbox import Sandbox
-from bot.workspace import LFS_NEW_REASON, LFS_REASON, Workspace, prepare
+from bot.workspace.clone import LFS_NEW_REASON, LFS_REASON, Workspace, prepare
 from tests.conftest import git, make_repo
 
 POINTER = ("version https://git-lfs.github.com/spec/v1\n"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.errors import ConfigError, SandboxError
+from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import EgressPolicy, SandboxSpec, open_sandbox, prepare_host
 from bot.sandbox import warm_pool
 from bot.sandbox import Refused

@@ -19,7 +19,7 @@ from bot.github.forge import GitHubForge
 from bot.github.job import run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
-from bot.triggers import Router, Rules
+from bot.github.triggers import Router, Rules
 from tests.support.github_job import NAME, OWNER, delivery, edit_turns, run, world  # noqa: F401 (fixture)
 from tests.sandbox.conftest import ISOLATED, require
 

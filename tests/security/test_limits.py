@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from bot.config import Budget, Settings
-from bot.errors import ConfigError, DecodeError, SandboxError
-from bot.pipeline import run_setup
-from bot.redact import Redactor
-from bot.repo_config import RepoConfig
-from bot.run_dirs import fresh_dir
+from bot.core.errors import ConfigError, DecodeError, SandboxError
+from bot.run.pipeline import run_setup
+from bot.core.redact import Redactor
+from bot.run.repo_config import RepoConfig
+from bot.workspace.run_dirs import fresh_dir
 from bot.sandbox import Sandbox, SandboxSpec, open_sandbox
-from bot.transcript import Transcript
+from bot.run.transcript import Transcript
 from tests.conftest import make_repo
 from tests.sandbox.conftest import open_box, require, workspace  # noqa: F401 (fixtures)
 from tests.support.cli import decode_run

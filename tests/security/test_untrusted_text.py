@@ -15,7 +15,7 @@ from pathlib import Path
 from bot.github.conclusion import marker
 from bot.github.job import run_github_job
 from bot.model.anthropic import AnthropicModel
-from bot.triggers import Router, Rules
+from bot.github.triggers import Router, Rules
 from tests.fakes.github_state import git
 from tests.support.github_job import NAME, OWNER, as_sent, delivery, edit_turns, run, world  # noqa: F401 (fixture)
 

@@ -10,7 +10,7 @@ import pytest
 from bot.config import Settings
 from bot.server import create_app
 from bot.server.signature import sign
-from bot.store import Store
+from bot.jobs.sqlite import Store
 
 SECRET = "whsec-test-0123456789abcdef"
 

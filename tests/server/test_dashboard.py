@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from bot.links import signature
-from bot.store import Store
+from bot.core.links import signature
+from bot.jobs.sqlite import Store
 from tests.support.runs import add_run, sign_in, turn, web_app, write_run
 
 OAUTH = {"github_client_id": "Iv23li0client", "github_client_secret": "client-secret-value-123"}

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from bot.redact import Redactor
+from bot.core.redact import Redactor
 from bot.server.logs import JsonFormatter
 
 

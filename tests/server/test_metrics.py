@@ -8,7 +8,7 @@ import io
 import pytest
 
 from bot.server.metrics import Metrics, guarded_app, metrics_refusal
-from bot.store import Store
+from bot.jobs.sqlite import Store
 from tests.support.runs import web_app
 
 

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from bot.store import Store
+from bot.jobs.sqlite import Store
 from tests.fakes.github_oauth import sign_in_as
 from tests.support.runs import add_run, github_app
 

@@ -7,9 +7,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from bot.links import signature
+from bot.core.links import signature
 from bot.server.render import safe_html
-from bot.store import Store
+from bot.jobs.sqlite import Store
 from tests.support.runs import add_run, append, turn, web_app, write_run
 
 

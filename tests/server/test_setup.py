@@ -12,9 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from bot.app_credentials import load
+from bot.github.app_credentials import load
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.server import create_app
 from bot.server.manifest import manifest
 from bot.server.setup import flow_of

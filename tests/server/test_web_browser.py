@@ -5,8 +5,8 @@ from __future__ import annotations
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from bot.links import run_path
-from bot.store import Store
+from bot.core.links import run_path
+from bot.jobs.sqlite import Store
 from tests.fakes.github_oauth import sign_in_as
 from tests.support.browser import browser  # noqa: F401 (fixture)
 from tests.support.runs import add_run, append, github_app, serving, turn, web_app, write_run

@@ -3,7 +3,7 @@
 import pytest
 
 from bot.config import Settings
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.server import create_app
 from tests.fakes.webhook_examples import all_examples, example
 from tests.server.conftest import delivery
@@ -113,9 +113,9 @@ def test_a_stored_job_wakes_this_process_s_runner(app, client, store):
     import threading
     import time
 
-    from bot.lease import LeaseRunner, Outcome
+    from bot.jobs.lease import LeaseRunner, Outcome
     from bot.server.context import app_context
-    from bot.worker import ThreadExecutor
+    from bot.jobs.worker import ThreadExecutor
 
     started = threading.Event()
     runner = LeaseRunner(store, ThreadExecutor(lambda job: started.set() or Outcome(result={})), limit=1, poll_s=30)

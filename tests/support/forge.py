@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from github import GithubException
 
-from bot.errors import ConfigError
+from bot.core.errors import ConfigError
 from bot.github.info import IssueInfo, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
 
 BOT = "decode-bot[bot]"

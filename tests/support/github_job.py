@@ -13,7 +13,7 @@ from bot.github.forge import GitHubForge
 from bot.github.job import run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
-from bot.triggers import Ignore, Router, Rules
+from bot.github.triggers import Ignore, Router, Rules
 from tests.fakes.webhook_examples import example
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fix-weekend"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from bot.sandbox import HandBack, SandboxSpec, open_sandbox
-from bot.workspace import Workspace
+from bot.workspace.clone import Workspace
 from tests.conftest import GIT_ENV
 
 

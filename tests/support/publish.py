@@ -9,10 +9,10 @@ from pathlib import Path
 
 from bot.agent.loop import AgentResult
 from bot.github.info import PullInfo
-from bot.pipeline import Job, Outcome
-from bot.redact import Redactor
-from bot.transcript import Transcript
-from bot.workspace import prepare
+from bot.run.pipeline import Job, Outcome
+from bot.core.redact import Redactor
+from bot.run.transcript import Transcript
+from bot.workspace.clone import prepare
 from tests.conftest import GIT_ENV, git, make_repo
 from tests.support.forge import WEB
 
@@ -55,7 +55,7 @@ def holds(remote: Path, commit: str) -> bool:
 def finished(remote: Path, run_dir: Path, *, branch: str, base: str | None = None, title: str = "Weekend check",
              stop_reason: str = "completed", summary: str = "Fixed the weekend check.", error: str | None = None,
              change: dict[str, str] | None = CHANGE, redactor: Redactor | None = None) -> Outcome:
-    """The outcome of a run on `remote`, as `bot.pipeline.execute` leaves it: the workspace on `branch` from
+    """The outcome of a run on `remote`, as `bot.run.pipeline.execute` leaves it: the workspace on `branch` from
     `base`, `change` committed there by the bot (None: nothing to commit), and the agent's result."""
     redactor = redactor or Redactor([])
     job = Job(repo=str(remote), task=title, branch=branch, run_id=run_dir.name, base=base, title=title,

@@ -15,11 +15,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from bot.config import Settings
-from bot.run_dirs import write_record
+from bot.workspace.run_dirs import write_record
 from bot.server import create_app
 from bot.server.sessions import Sessions
 from bot.server.signature import sign
-from bot.store import Store
+from bot.jobs.sqlite import Store
 from tests.fakes.github_oauth import oauth_of
 from tests.fakes.webhook_examples import example
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.model.anthropic import AnthropicModel
-from bot.pipeline import Job, Outcome, execute
-from bot.setup_cache import SetupCache
-from bot.transcript import load_events
+from bot.run.pipeline import Job, Outcome, execute
+from bot.run.setup_cache import SetupCache
+from bot.run.transcript import load_events
 
 
 def run(fake_anthropic: Any, data: Path, repo: Path, run_id: str, *, mode: str, check: str,
@@ -99,7 +99,7 @@ def assert_new_lock_file_misses(run_one: Any, fake_anthropic: Any, data: Path, r
 def assert_unpacker_refuses(launcher: Any, tmp_path: Path, through_link: str) -> None:
     """The in-sandbox unpacker of `launcher` (the second line of defence) refuses archives the host would have
     refused: a `..` entry, `through_link` (an entry below the workspace's `link` symlink), a foreign root."""
-    from bot.errors import SandboxError
+    from bot.core.errors import SandboxError
 
     for name, why in (("workspace/../escape", "refused 'workspace/../escape'"),
                       (through_link, "it would go through or over a symlink"),

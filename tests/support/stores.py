@@ -1,7 +1,7 @@
 """Job stores for the conformance suite: the same tests against SQLite and PostgreSQL.
 
 `store_factory` is parametrized over both kinds; `postgres_factory` is PostgreSQL only. A factory
-opens stores at one location through `bot.store.open_store`, as a process does, and child processes
+opens stores at one location through `bot.jobs.sqlite.open_store`, as a process does, and child processes
 open the same location with `open_at(location)`.
 
 PostgreSQL is found at DECODE_TEST_DATABASE_URL (default: the role and database scripts/setup makes).
@@ -23,8 +23,8 @@ import psycopg
 import pytest
 
 from bot.config import Settings
-from bot.store import open_store
-from bot.store_protocol import JobStore
+from bot.jobs.sqlite import open_store
+from bot.jobs.store import JobStore
 
 DEFAULT_TEST_DATABASE_URL = "postgresql://decode:decode@127.0.0.1:5432/decode_test"
 KINDS = ("sqlite", "postgres")

@@ -1,0 +1,418 @@
+"""The job store in PostgreSQL (DECODE_DATABASE_URL): several `decode serve` and `decode worker`
+processes, on several hosts, share one queue.
+
+The semantics are bot/jobs/sqlite.py's (its docstring); what differs is how they are kept:
+
+- Durability: every write is one transaction, committed with `synchronous_commit = on` (set per
+  connection, whatever the server's default), so `record_delivery` returns only after the commit is
+  on the server's disk.
+- Deduplication: the body digest and the delivery id are primary keys, inserted with `ON CONFLICT DO
+  NOTHING`; a conflict rolls the whole delivery back. A concurrent insert of the same key waits for
+  the other transaction and then sees its row, so exactly one of two racing deliveries wins.
+- Claims: the oldest runnable job is locked with `SELECT ... FOR UPDATE SKIP LOCKED`, so concurrent
+  claimers never wait for each other nor take the same job. One running job per key: the claimer also
+  takes a transaction advisory lock on the key (`pg_try_advisory_xact_lock`) and checks again, under
+  it and with a fresh snapshot, that no job of the key runs under a live lease; a key another claimer
+  holds is skipped for this claim.
+- Time: leases and timestamps use the database server's clock, so hosts whose clocks disagree still
+  agree on when a lease expired.
+- Schema: versioned migrations (`MIGRATIONS`), applied at open under an advisory lock and recorded in
+  `schema_migrations`; several processes starting at once apply each migration exactly once. Advisory
+  lock ids include the schema name, so stores in different schemas of one database never contend.
+- Connections: a small pool of our own (`_Pool`, no psycopg_pool dependency): a call takes an idle
+  connection or opens one, and gives it back after its transaction; at most `MAX_IDLE` stay open. A
+  connection that raised is closed, and one idle for `PING_AFTER_S` is pinged before use, so a restarted
+  server costs at most one failed call per broken connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
+
+from bot.config import database_password
+from bot.core.redact import MIN_SECRET_LENGTH
+from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, JobRecord, StoreError,
+                                check_final)
+
+log = logging.getLogger("decode.store")
+
+MAX_IDLE = 8
+PING_AFTER_S = 30.0
+CLAIM_TRIES = 8  # keys held by concurrent claimers skipped within one claim
+# Advisory lock classes (the first key of the two-int form); the second is a hash of schema (and job key).
+MIGRATION_LOCK = 0x6465  # "de"
+KEY_LOCK = 0x636F  # "co"
+CHANNEL = "decode_jobs"  # NOTIFY on every job queued (or queued again), LISTENed to by `watch`
+WATCH_RETRY_S = 5.0
+
+NOW = "extract(epoch FROM statement_timestamp())::float8"
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the tables of bot/jobs/sqlite.py, with PostgreSQL types.
+    """
+    CREATE TABLE deliveries (
+        id text PRIMARY KEY,
+        event text NOT NULL,
+        outcome text NOT NULL,
+        received_at double precision NOT NULL);
+    CREATE INDEX deliveries_received ON deliveries (received_at);
+    CREATE TABLE bodies (
+        digest text PRIMARY KEY,
+        delivery_id text NOT NULL,
+        received_at double precision NOT NULL);
+    CREATE INDEX bodies_received ON bodies (received_at);
+    CREATE TABLE jobs (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        delivery_id text,
+        key text NOT NULL,
+        payload jsonb NOT NULL,
+        state text NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+        attempts integer NOT NULL DEFAULT 0,
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        lease_owner text,
+        lease_expires double precision,
+        error text,
+        result jsonb);
+    CREATE INDEX jobs_open ON jobs (id) WHERE state IN ('queued', 'running');
+    CREATE INDEX jobs_running_key ON jobs (key, lease_expires) WHERE state = 'running';
+    CREATE INDEX jobs_repo ON jobs (lower(split_part(key, '#', 1)), id);
+    CREATE TABLE health (id integer PRIMARY KEY CHECK (id = 1), probed_at double precision NOT NULL);
+    """,
+    # 2: the function call that runs the job (Modal), asked by whoever claims the job next.
+    "ALTER TABLE jobs ADD COLUMN call_id text;",
+)
+
+_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id"
+_KEY_BUSY = f"""
+SELECT 1 FROM jobs AS o
+WHERE o.state = 'running' AND o.key = %(key)s AND o.lease_expires > {NOW} AND o.id != %(id)s OFFSET 0"""
+_CANDIDATE = f"""
+SELECT j.id, j.key FROM jobs AS j
+WHERE j.state IN ('queued', 'running')
+  AND (j.state = 'queued'
+       OR (j.lease_expires <= {NOW} AND (j.attempts < %(max_attempts)s OR j.call_id IS NOT NULL)))
+  AND j.key <> ALL(%(skipped)s::text[])
+  AND NOT EXISTS ({_KEY_BUSY.replace("%(key)s", "j.key").replace("%(id)s", "j.id")})
+ORDER BY j.id LIMIT 1
+FOR UPDATE OF j SKIP LOCKED"""
+_TAKE = f"""
+UPDATE jobs SET state = 'running', lease_owner = %(worker)s, lease_expires = {NOW} + %(lease_s)s,
+    attempts = attempts + CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, updated_at = {NOW}
+WHERE id = %(id)s RETURNING {_COLUMNS}"""
+
+
+class PostgresStore:
+    """Deliveries and jobs in the PostgreSQL database at `url` (a `JobStore`); safe across threads,
+    processes and hosts."""
+
+    def __init__(self, url: str, *, lease_s: float = 60.0, max_attempts: int = 3,
+                 connect_timeout_s: float = 10.0) -> None:
+        self.lease_s = lease_s
+        self.max_attempts = max_attempts
+        self._password = database_password(url)
+        self._pool = _Pool(url, connect_timeout_s)
+        self._last_prune = float("-inf")
+        try:
+            with self._pool.connection() as conn:
+                self.applied = migrate(conn)  # the migration versions this process applied (logged)
+        except StoreError:
+            self._pool.close()
+            raise
+        except psycopg.Error as e:
+            self._pool.close()
+            raise StoreError(f"cannot open the job store {self.path}: {self._clean(e)}: check DECODE_DATABASE_URL "
+                             "(user, password, host, database) and that the server accepts connections") from None
+        if self.applied:
+            log.info("job store %s: applied schema migrations %s", self.path, self.applied)
+
+    @property
+    def path(self) -> str:
+        """The database URL without its password, for log lines and errors."""
+        return self._pool.where
+
+    # -- intake -----------------------------------------------------------
+
+    def record_delivery(self, delivery_id: str, event: str, outcome: str,
+                        job: tuple[str, dict] | None = None, *, digest: str | None = None) -> int | None | bool:
+        """See `bot.jobs.sqlite.Store.record_delivery`: False for a known delivery id or body digest (nothing
+        written), else the new job id or None; returns after the commit."""
+        value: int | None | bool = False
+        with self._tx() as cur:
+            if digest is not None and not cur.execute(
+                    f"INSERT INTO bodies (digest, delivery_id, received_at) VALUES (%s, %s, {NOW}) "
+                    "ON CONFLICT (digest) DO NOTHING", (digest, delivery_id)).rowcount:
+                raise psycopg.Rollback
+            if not cur.execute(
+                    f"INSERT INTO deliveries (id, event, outcome, received_at) VALUES (%s, %s, %s, {NOW}) "
+                    "ON CONFLICT (id) DO NOTHING", (delivery_id, event, outcome)).rowcount:
+                raise psycopg.Rollback  # undoes the body row too: a duplicate writes nothing
+            value = None
+            if job is not None:
+                key, payload = job
+                value = cur.execute(
+                    "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
+                    f"VALUES (%s, %s, %s, 'queued', {NOW}, {NOW}) RETURNING id",
+                    (delivery_id, key, Jsonb(payload))).fetchone()[0]
+                cur.execute(f"NOTIFY {CHANNEL}")  # sent at the commit, to every process's `watch`
+        self._maybe_prune()
+        return value
+
+    def _maybe_prune(self) -> None:
+        """Forget delivery ids and digests past their retention, at most once per PRUNE_EVERY_S per process,
+        in a transaction of its own after the delivery's commit."""
+        if time.monotonic() - self._last_prune < PRUNE_EVERY_S:
+            return
+        self._last_prune = time.monotonic()
+        try:
+            with self._tx() as cur:
+                cur.execute(f"DELETE FROM deliveries WHERE received_at < {NOW} - %s", (DELIVERY_RETENTION_S,))
+                cur.execute(f"DELETE FROM bodies WHERE received_at < {NOW} - %s", (BODY_RETENTION_S,))
+        except StoreError as e:  # the delivery is committed: it must not be answered as failed
+            log.warning("pruning old deliveries failed, trying again in an hour: %s", e)
+
+    # -- workers ----------------------------------------------------------
+
+    def claim(self, worker_id: str) -> JobRecord | None:
+        """See `bot.jobs.sqlite.Store.claim`; concurrent claimers skip each other's rows (SKIP LOCKED)."""
+        skipped: list[str] = []
+        for _ in range(CLAIM_TRIES):
+            with self._tx() as cur:
+                row = cur.execute(_CANDIDATE, {"max_attempts": self.max_attempts, "skipped": skipped}).fetchone()
+                if row is None:
+                    return None
+                job_id, key = row
+                locked = cur.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(coalesce(current_schema(), '') "
+                                     "|| ':' || %s))", (KEY_LOCK, key)).fetchone()[0]
+                if not locked or cur.execute(_KEY_BUSY, {"key": key, "id": job_id}).fetchone():
+                    skipped.append(key)  # another claimer holds this key: the next runnable job, if any
+                    continue
+                taken = cur.execute(_TAKE, {"worker": worker_id, "lease_s": self.lease_s, "id": job_id}).fetchone()
+            return JobRecord(*taken)
+        return None
+
+    def heartbeat(self, job_id: int, worker_id: str) -> bool:
+        """Extend the lease of `worker_id` on the job; False if the lease was lost."""
+        return self._update_owned(f"UPDATE jobs SET lease_expires = {NOW} + %s, updated_at = {NOW} "
+                                  "WHERE id = %s AND lease_owner = %s AND state = 'running'",
+                                  (self.lease_s, job_id, worker_id))
+
+    def finish(self, job_id: int, worker_id: str, state: str, *, result: dict | None = None,
+               error: str | None = None) -> bool:
+        """End a job `worker_id` holds as `state` (done or failed); False if the lease was lost."""
+        check_final(state)
+        return self._update_owned(
+            "UPDATE jobs SET state = %s, result = %s, error = %s, lease_owner = NULL, lease_expires = NULL, "
+            f"updated_at = {NOW} WHERE id = %s AND lease_owner = %s AND state = 'running'",
+            (state, None if result is None else Jsonb(result), error, job_id, worker_id))
+
+    def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
+        """See `bot.jobs.sqlite.Store.record_call`: a call that replaces another is an attempt."""
+        return self._update_owned(
+            "UPDATE jobs SET attempts = attempts + CASE WHEN call_id <> %s THEN 1 ELSE 0 END, call_id = %s, "
+            f"updated_at = {NOW} WHERE id = %s AND lease_owner = %s AND state = 'running'",
+            (call_id, call_id, job_id, worker_id))
+
+    def release(self, job_id: int, worker_id: str) -> None:
+        """Give a job back (graceful shutdown): queued again, this attempt not counted; a recorded call is kept."""
+        with self._tx() as cur:
+            if cur.execute(
+                    "UPDATE jobs SET state = 'queued', attempts = attempts - CASE WHEN call_id IS NULL THEN 1 ELSE 0 "
+                    f"END, lease_owner = NULL, lease_expires = NULL, updated_at = {NOW} "
+                    "WHERE id = %s AND lease_owner = %s AND state = 'running'", (job_id, worker_id)).rowcount:
+                cur.execute(f"NOTIFY {CHANNEL}")
+
+    def watch(self, on_job: Callable[[], None]) -> None:
+        """Call `on_job` whenever any process queues a job on this database (LISTEN on a connection of its own,
+        in a daemon thread, until `close`); a lost connection is logged and opened again every WATCH_RETRY_S,
+        the runner's poll covering the gap."""
+        threading.Thread(target=self._listen, args=(on_job,), name="store-watch", daemon=True).start()
+
+    def _listen(self, on_job: Callable[[], None]) -> None:
+        failing = False
+        while not self._pool.closed:
+            try:
+                with self._pool.listener() as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    failing = False
+                    while not self._pool.closed:
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            on_job()
+            except psycopg.Error as e:
+                if not failing:
+                    log.warning("cannot listen for new jobs on %s (%s); polling meanwhile", self.path, self._clean(e))
+                failing = True
+                time.sleep(WATCH_RETRY_S)
+
+    def take_exhausted(self, worker_id: str) -> list[JobRecord]:
+        """Fail the running jobs without a recorded call whose lease expired after max_attempts attempts, and
+        return them."""
+        with self._tx() as cur:
+            rows = cur.execute(
+                f"UPDATE jobs SET state = 'failed', lease_owner = %s, lease_expires = NULL, updated_at = {NOW}, "
+                "error = 'gave up after ' || attempts || ' attempts: the worker died each time' "
+                f"WHERE state = 'running' AND lease_expires <= {NOW} AND attempts >= %s AND call_id IS NULL "
+                f"RETURNING {_COLUMNS}",
+                (worker_id, self.max_attempts)).fetchall()
+        return sorted((JobRecord(*row) for row in rows), key=lambda job: job.id)
+
+    # -- reading and health -----------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord:
+        """The job with id `job_id`; KeyError if there is none."""
+        with self._tx() as cur:
+            row = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = %s", (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no job {job_id} in {self.path}")
+        return JobRecord(*row)
+
+    def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
+             state: str | None = None) -> list[JobRecord]:
+        """The newest `limit` jobs, newest first, for the dashboard; only those of `repos` ("owner/name",
+        any case) when given, only those in `state` when given."""
+        where, params = ["TRUE"], {"limit": limit}
+        if repos is not None:
+            where.append("lower(split_part(key, '#', 1)) = ANY(%(repos)s::text[])")
+            params["repos"] = sorted({r.lower() for r in repos})
+        if state is not None:
+            where.append("state = %(state)s")
+            params["state"] = state
+        with self._tx() as cur:
+            rows = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE {' AND '.join(where)} "
+                               "ORDER BY id DESC LIMIT %(limit)s", params).fetchall()
+        return [JobRecord(*row) for row in rows]
+
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state; every state is present."""
+        with self._tx() as cur:
+            rows = cur.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+        return {state: 0 for state in STATES} | dict(rows)
+
+    def writable(self) -> bool:
+        """True when a small durable write commits (for /healthz)."""
+        try:
+            with self._tx() as cur:
+                cur.execute(f"INSERT INTO health (id, probed_at) VALUES (1, {NOW}) "
+                            "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at")
+        except StoreError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the connections; the store is unusable afterwards."""
+        self._pool.close()
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _update_owned(self, sql: str, params: tuple[Any, ...]) -> bool:
+        with self._tx() as cur:
+            return cur.execute(sql, params).rowcount == 1
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction on a pooled connection; a database error becomes a StoreError without secrets."""
+        try:
+            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                yield cur
+        except psycopg.Error as e:
+            raise StoreError(f"the job store {self.path} failed: {self._clean(e)}") from None
+
+    def _clean(self, error: BaseException) -> str:
+        text = str(error).strip() or type(error).__name__
+        long_enough = self._password and len(self._password) >= MIN_SECRET_LENGTH  # as the log redactor does
+        return text.replace(self._password, "[REDACTED]") if long_enough else text
+
+
+def migrate(conn: psycopg.Connection[Any]) -> list[int]:
+    """Apply the migrations `conn`'s schema lacks, each once, in one transaction under an advisory lock
+    (so processes starting together wait for the first); returns the versions applied."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(coalesce(current_schema(), '')))", (MIGRATION_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
+                     "applied_at timestamptz NOT NULL DEFAULT now())")
+        done = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
+        if done and max(done) > len(MIGRATIONS):
+            raise StoreError(f"the database holds schema version {max(done)}, newer than this decode-bot knows "
+                             f"({len(MIGRATIONS)}): run the newer version, or point DECODE_DATABASE_URL elsewhere")
+        applied = []
+        for version, sql in enumerate(MIGRATIONS, start=1):
+            if version not in done:
+                conn.execute(sql.encode())
+                conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+                applied.append(version)
+    return applied
+
+
+class _Pool:
+    """Connections to one database for any thread: LIFO, at most `MAX_IDLE` kept idle, none shared
+    between two threads at once."""
+
+    def __init__(self, url: str, connect_timeout_s: float) -> None:
+        self._url = url
+        self._timeout = max(1, round(connect_timeout_s))
+        self._idle: list[tuple[psycopg.Connection[Any], float]] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        info = conninfo_to_dict(url)
+        user = f"{info['user']}@" if info.get("user") else ""
+        port = f":{info['port']}" if info.get("port") else ""
+        self.where = f"postgresql://{user}{info.get('host', 'localhost')}{port}/{info.get('dbname', '')}"
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection for one transaction; closed instead of given back when it raised."""
+        conn = self._take()
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if self._closed or len(self._idle) >= MAX_IDLE or conn.closed:
+                conn.close()
+            else:
+                self._idle.append((conn, time.monotonic()))
+
+    def _take(self) -> psycopg.Connection[Any]:
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise psycopg.InterfaceError("the job store was closed")
+                if not self._idle:
+                    break
+                conn, since = self._idle.pop()
+            if time.monotonic() - since < PING_AFTER_S:
+                return conn
+            try:
+                conn.execute("SELECT 1")
+                return conn
+            except psycopg.Error:
+                conn.close()  # the server dropped it: try the next, or open a new one
+        conn = psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout,
+                               application_name="decode-bot")
+        conn.execute("SET synchronous_commit = on")
+        return conn
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def listener(self) -> psycopg.Connection[Any]:
+        """A connection of its own, outside the pool, for LISTEN."""
+        return psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout)
+
+    def close(self) -> None:
+        """Close the idle connections; busy ones close when given back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            conn.close()

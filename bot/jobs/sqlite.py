@@ -1,0 +1,437 @@
+"""The durable job store: deliveries and jobs in one embedded SQLite file.
+
+The default `JobStore` (bot/jobs/store.py); with DECODE_DATABASE_URL set,
+`open_store` opens bot/jobs/postgres.py instead, with the same semantics, which
+this docstring defines for both.
+
+WAL mode with `synchronous=FULL`: a call that wrote returns only after its
+commit reached the disk, so an acknowledged delivery survives SIGKILL and power
+loss. Several processes (`decode serve`, `decode worker`) may share the file;
+every write takes SQLite's write lock up front (`BEGIN IMMEDIATE`) and waits for
+it up to `busy_timeout`.
+
+Within a process all threads share one writing connection behind a lock: measured
+faster than one connection per thread, whose contention goes through SQLite's
+sleeping busy handler (latency spikes to hundreds of ms under load). Concurrent
+`record_delivery` calls are group-committed: whichever caller holds the lock
+writes every pending delivery in one transaction, and each caller returns only
+after that commit.
+
+Jobs move queued -> running -> done | failed. A worker claims a job with a lease
+and extends it by heartbeats; a job whose lease expired (its worker died) is
+claimed again, up to `max_attempts` attempts, then `take_exhausted` fails it.
+At most one job per key runs under a live lease.
+
+A job may run in a function call that outlives its worker (Modal's `run_job`):
+the worker records the call's id (`record_call`), and whoever claims the job
+next asks that call before starting the job again. So the claim of a job with a
+recorded call is not an attempt, a call that replaces another is one, a release
+keeps the call, and `take_exhausted` leaves such jobs to their claimer, which
+knows whether the call still runs (bot/jobs/lease.py).
+
+Deliveries are deduplicated twice. By delivery id: GitHub's own redeliveries
+(automatic or from the App's settings page) keep the `X-GitHub-Delivery` id. By
+body: a replay by someone who captured a signed delivery reuses its exact bytes
+(any change breaks the signature) under a new id, so the SHA-256 of the raw body
+is remembered in `bodies` and a second delivery with the same digest is a
+duplicate. The body, not a payload field such as the comment id, is the
+identity: it is what the signature covers, it needs no per-event rules, and two
+genuine deliveries never share it (a label removed and added again changes
+`updated_at`). Digests are kept for `BODY_RETENTION_S`; a replay older than that
+is not recognised.
+
+The schema is `_SCHEMA` (`CREATE ... IF NOT EXISTS`: a file written before
+versioning gains its missing tables) and then the versioned `MIGRATIONS`, applied
+at open under the write lock and counted in SQLite's `user_version`; a file of a
+newer version is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.config import Settings
+from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, JobRecord,
+                                JobStore, StoreError, check_final)
+
+__all__ = ["BODY_RETENTION_S", "DELIVERY_RETENTION_S", "STATES", "JobRecord", "JobStore", "Store", "StoreError",
+           "open_store"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY,
+    event TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    received_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS deliveries_received ON deliveries (received_at);
+CREATE TABLE IF NOT EXISTS bodies (
+    digest TEXT PRIMARY KEY,
+    delivery_id TEXT NOT NULL,
+    received_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS bodies_received ON bodies (received_at);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery_id TEXT,
+    key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    lease_owner TEXT,
+    lease_expires REAL,
+    error TEXT,
+    result TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_open ON jobs (id) WHERE state IN ('queued', 'running');
+CREATE INDEX IF NOT EXISTS jobs_running_key ON jobs (key, lease_expires) WHERE state = 'running';
+CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at REAL NOT NULL);
+"""
+MIGRATIONS: tuple[str, ...] = (
+    "ALTER TABLE jobs ADD COLUMN call_id TEXT",  # 1: the function call that runs the job (Modal)
+)
+
+_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id"
+
+# The oldest job that is queued, or running under an expired lease with attempts
+# left or a call to ask, and whose key has no other job running under a live lease.
+_RUNNABLE = """
+SELECT j.id FROM jobs AS j
+WHERE j.state IN ('queued', 'running')
+  AND (j.state = 'queued' OR (j.lease_expires <= :now AND (j.attempts < :max_attempts OR j.call_id IS NOT NULL)))
+  AND NOT EXISTS (
+      SELECT 1 FROM jobs AS o
+      WHERE o.state = 'running' AND o.key = j.key AND o.lease_expires > :now AND o.id != j.id)
+ORDER BY j.id LIMIT 1
+"""
+_CLAIM = f"""
+UPDATE jobs
+SET state = 'running', lease_owner = :worker, lease_expires = :expires,
+    attempts = attempts + (call_id IS NULL), updated_at = :now
+WHERE id = ({_RUNNABLE})
+RETURNING {_COLUMNS}
+"""
+
+
+class _NewerSchema(StoreError):
+    """The file was written by a newer decode-bot."""
+
+
+@dataclass
+class _Delivery:
+    """One `record_delivery` call waiting for a group commit."""
+
+    delivery_id: str
+    event: str
+    outcome: str
+    key: str | None
+    payload: str | None
+    digest: str | None = None
+    value: int | None | bool = None
+    error: str | None = None
+    done: bool = False
+
+
+def open_store(settings: Settings) -> JobStore:
+    """The store of `settings`, with its lease and attempts: PostgreSQL at DECODE_DATABASE_URL when set,
+    else the SQLite file DECODE_DATA_DIR/jobs.sqlite3. The one place a process opens its store (serve,
+    worker, the webhook app's default)."""
+    if settings.database_url:
+        from bot.jobs.postgres import PostgresStore  # psycopg is loaded only by deployments that use it
+
+        return PostgresStore(settings.database_url, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+    return Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+
+
+class Store:
+    """Deliveries and jobs in the SQLite file at `path`; safe across threads and processes (a `JobStore`)."""
+
+    def __init__(self, path: Path, *, lease_s: float = 60.0, max_attempts: int = 3,
+                 busy_timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self.lease_s = lease_s
+        self.max_attempts = max_attempts
+        self._lock = threading.Lock()  # guards the writing connection
+        self._read_lock = threading.Lock()
+        self._pending: list[_Delivery] = []
+        self._pending_lock = threading.Lock()
+        self._last_prune = 0.0
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the data dir: private
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StoreError(f"the job store {self.path} cannot use WAL mode (got {mode!r}): "
+                                 "put DECODE_DATA_DIR on a local filesystem")
+            self._db.execute("PRAGMA synchronous = FULL")
+            with self._tx():
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    self._db.execute(statement)
+                self._migrate()
+            # Reads (job, counts) get their own connection: a WAL reader never waits for
+            # a writer, so a slow /metrics scrape does not hold up acknowledgements.
+            self._reader = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
+                                           check_same_thread=False)
+            self._reader.execute("PRAGMA query_only = ON")
+        except _NewerSchema as e:
+            raise StoreError(f"cannot open the job store {self.path}: {e}") from None
+        except (OSError, sqlite3.Error, StoreError) as e:
+            raise StoreError(f"cannot open the job store {self.path}: {e}: "
+                             "check that DECODE_DATA_DIR is a writable local directory") from None
+
+    def _migrate(self) -> None:
+        """Apply the `MIGRATIONS` the file lacks; in the open's write transaction, so a process that opens the
+        file at the same moment waits and then finds them applied."""
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise _NewerSchema(f"it holds schema version {version}, newer than this decode-bot knows "
+                             f"({len(MIGRATIONS)}): run the newer version")
+        for number, sql in enumerate(MIGRATIONS[version:], start=version + 1):
+            self._db.execute(sql)
+            self._db.execute(f"PRAGMA user_version = {number}")
+
+    # -- intake -----------------------------------------------------------
+
+    def record_delivery(self, delivery_id: str, event: str, outcome: str,
+                        job: tuple[str, dict] | None = None, *, digest: str | None = None) -> int | None | bool:
+        """In ONE transaction: remember the delivery id (and the body `digest`, when given); when `job`
+        (key, payload) is given, enqueue it.
+
+        Returns False if this delivery id or this digest was already recorded (nothing
+        written: a GitHub redelivery, or a replayed body), else the new job id (or None
+        when no job). Returns only after the commit is durable.
+        """
+        key, payload = job if job is not None else (None, None)
+        request = _Delivery(delivery_id, event, outcome, key,
+                            None if job is None else json.dumps(payload, separators=(",", ":")), digest)
+        with self._pending_lock:
+            self._pending.append(request)
+        with self._lock:
+            # Whoever held the lock before us either wrote our request and committed,
+            # or left it pending: then we write it, with everyone else's pending ones.
+            if not request.done:
+                with self._pending_lock:
+                    batch, self._pending = self._pending, []
+                self._write_deliveries(batch)
+        if request.error is not None:
+            raise StoreError(request.error)
+        return request.value
+
+    def _write_deliveries(self, batch: list[_Delivery]) -> None:
+        try:
+            with self._tx():
+                for request in batch:
+                    request.value = self._insert_delivery(request)
+                self._maybe_prune()
+        except BaseException as e:  # payloads were encoded by their callers: only the store can fail here
+            for request in batch:
+                request.error = str(e) or type(e).__name__
+            if not isinstance(e, StoreError):
+                raise
+        finally:
+            for request in batch:
+                request.done = True
+
+    def _insert_delivery(self, r: _Delivery) -> int | None | bool:
+        now = time.time()
+        if r.digest is not None and self._db.execute("SELECT 1 FROM bodies WHERE digest = ?",
+                                                     (r.digest,)).fetchone():
+            return False
+        inserted = self._db.execute(
+            "INSERT INTO deliveries (id, event, outcome, received_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING", (r.delivery_id, r.event, r.outcome, now)).rowcount
+        if not inserted:
+            return False
+        if r.digest is not None:
+            self._db.execute("INSERT INTO bodies (digest, delivery_id, received_at) VALUES (?, ?, ?)",
+                             (r.digest, r.delivery_id, now))
+        if r.key is None:
+            return None
+        return self._db.execute(
+            "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
+            "VALUES (?, ?, ?, 'queued', ?, ?) RETURNING id",
+            (r.delivery_id, r.key, r.payload, now, now)).fetchone()[0]
+
+    def _maybe_prune(self) -> None:
+        now = time.time()
+        if now - self._last_prune >= PRUNE_EVERY_S:
+            self._db.execute("DELETE FROM deliveries WHERE received_at < ?", (now - DELIVERY_RETENTION_S,))
+            self._db.execute("DELETE FROM bodies WHERE received_at < ?", (now - BODY_RETENTION_S,))
+            self._last_prune = now
+
+    # -- workers ----------------------------------------------------------
+
+    def claim(self, worker_id: str) -> JobRecord | None:
+        """Atomically take the oldest runnable job for `worker_id`, or None.
+
+        Runnable: queued, or running under an expired lease (its worker died) with
+        attempts < max_attempts or a recorded call; never a job whose key has another
+        job running under a live lease. The job becomes running, leased to `worker_id`
+        for `lease_s`, with attempts + 1 unless it has a recorded call.
+        """
+        now = time.time()
+        params = {"worker": worker_id, "now": now, "expires": now + self.lease_s, "max_attempts": self.max_attempts}
+        with self._lock:
+            with self._errors():  # a read first: idle polling never takes the write lock
+                if self._db.execute(_RUNNABLE, params).fetchone() is None:
+                    return None
+            with self._tx():
+                row = self._db.execute(_CLAIM, params).fetchone()
+        return _record(row) if row else None
+
+    def heartbeat(self, job_id: int, worker_id: str) -> bool:
+        """Extend the lease of `worker_id` on the job; False if the lease was lost."""
+        now = time.time()
+        return self._update_owned(
+            "UPDATE jobs SET lease_expires = ?, updated_at = ? "
+            "WHERE id = ? AND lease_owner = ? AND state = 'running'",
+            (now + self.lease_s, now, job_id, worker_id))
+
+    def finish(self, job_id: int, worker_id: str, state: str, *, result: dict | None = None,
+               error: str | None = None) -> bool:
+        """End a job `worker_id` holds as `state` (done or failed); False if the lease was lost."""
+        check_final(state)
+        return self._update_owned(
+            "UPDATE jobs SET state = ?, result = ?, error = ?, lease_owner = NULL, lease_expires = NULL, "
+            "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
+            (state, None if result is None else json.dumps(result), error, time.time(), job_id, worker_id))
+
+    def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
+        """Remember the call that runs the job `worker_id` holds; one that replaces another call is an attempt
+        (the job was started again). False if the lease was lost."""
+        return self._update_owned(
+            "UPDATE jobs SET attempts = attempts + (call_id IS NOT NULL AND call_id != ?), call_id = ?, "
+            "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
+            (call_id, call_id, time.time(), job_id, worker_id))
+
+    def watch(self, on_job: Callable[[], None]) -> None:
+        """Nothing: processes sharing a SQLite file are on one host and find new jobs at their next poll."""
+
+    def release(self, job_id: int, worker_id: str) -> None:
+        """Give a job back (graceful shutdown): queued again, this attempt not counted. A recorded call is kept
+        (it may still run): the next claimer asks it."""
+        self._update_owned(
+            "UPDATE jobs SET state = 'queued', attempts = attempts - (call_id IS NULL), lease_owner = NULL, "
+            "lease_expires = NULL, updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
+            (time.time(), job_id, worker_id))
+
+    def take_exhausted(self, worker_id: str) -> list[JobRecord]:
+        """Fail the running jobs whose lease expired after max_attempts attempts, and return them.
+
+        Each was started `attempts` times and its worker died every time; the caller
+        reports them. `worker_id` is recorded as the last owner. A job with a recorded
+        call is left to its next claimer, which asks the call.
+        """
+        now = time.time()
+        with self._lock, self._tx():
+            rows = self._db.execute(
+                "UPDATE jobs SET state = 'failed', lease_owner = ?, lease_expires = NULL, updated_at = ?, "
+                "error = 'gave up after ' || attempts || ' attempts: the worker died each time' "
+                "WHERE state = 'running' AND lease_expires <= ? AND attempts >= ? AND call_id IS NULL "
+                f"RETURNING {_COLUMNS}",
+                (worker_id, now, now, self.max_attempts)).fetchall()
+        return sorted((_record(row) for row in rows), key=lambda job: job.id)
+
+    # -- reading and health -----------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord:
+        """The job with id `job_id`; KeyError if there is none."""
+        with self._read_lock, self._errors():
+            row = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no job {job_id} in {self.path}")
+        return _record(row)
+
+    def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
+             state: str | None = None) -> list[JobRecord]:
+        """The newest `limit` jobs, newest first, for the dashboard; only those of `repos` ("owner/name",
+        any case) when given, only those in `state` when given."""
+        where: list[str] = []
+        params: list[Any] = []
+        if repos is not None:
+            names = sorted({r.lower() for r in repos})
+            where.append(f"lower(substr(key, 1, instr(key, '#') - 1)) IN ({', '.join('?' * len(names))})")
+            params += names
+        if state is not None:
+            where.append("state = ?")
+            params.append(state)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._read_lock, self._errors():
+            rows = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT ?",
+                                        (*params, limit)).fetchall()
+        return [_record(row) for row in rows]
+
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state; every state is present."""
+        with self._read_lock, self._errors():
+            rows = self._reader.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
+        return {state: 0 for state in STATES} | dict(rows)
+
+    def writable(self) -> bool:
+        """True when a small durable write succeeds and a file can be made next to the store (for
+        /healthz): SQLite makes its journal there after a restart, and a write to the open file still
+        succeeds when the directory was made read-only or taken away."""
+        try:
+            with tempfile.TemporaryFile(dir=self.path.parent):
+                pass
+        except OSError:
+            return False
+        try:
+            with self._lock, self._tx():
+                self._db.execute("INSERT INTO health (id, probed_at) VALUES (1, ?) "
+                                 "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at", (time.time(),))
+        except StoreError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the connections; the store is unusable afterwards."""
+        with self._lock, self._read_lock:
+            self._db.close()
+            self._reader.close()
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _update_owned(self, sql: str, params: tuple[Any, ...]) -> bool:
+        with self._lock, self._tx():
+            return self._db.execute(sql, params).rowcount == 1
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise StoreError(f"the job store {self.path} failed: {e}") from e
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        """One write transaction, holding SQLite's write lock from the start. Caller holds `_lock`."""
+        with self._errors():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+
+def _record(row: tuple[Any, ...]) -> JobRecord:
+    id_, delivery_id, key, payload, state, attempts, created_at, error, result, call_id = row
+    return JobRecord(id=id_, delivery_id=delivery_id, key=key, payload=json.loads(payload), state=state,
+                     attempts=attempts, created_at=created_at, error=error,
+                     result=None if result is None else json.loads(result), call_id=call_id)

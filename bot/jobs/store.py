@@ -1,0 +1,124 @@
+"""The job store's shape, shared by its two implementations.
+
+`bot/jobs/sqlite.py` (SQLite, embedded, the default) and `bot/jobs/postgres.py`
+(PostgreSQL, when DECODE_DATABASE_URL is set) both match `JobStore` without
+inheriting from it; `bot.jobs.sqlite.open_store(settings)` picks one. The semantics
+(deduplication, leases, at most one running job per key) are written down once,
+in bot/jobs/sqlite.py's docstring, and checked against both by one conformance suite
+(tests/jobs/test_store.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from bot.core.errors import DecodeError
+
+STATES = ("queued", "running", "done", "failed")
+# GitHub lets a delivery be redelivered for 3 days
+# (https://docs.github.com/en/webhooks/testing-and-troubleshooting-webhooks/redelivering-webhooks),
+# so a week of delivery ids is enough to recognise every redelivery.
+DELIVERY_RETENTION_S = 7 * 86400
+BODY_RETENTION_S = 90 * 86400
+PRUNE_EVERY_S = 3600.0
+
+
+def check_final(state: str) -> None:
+    """A ValueError unless `state` is one a job can finish in (`finish` takes done or failed)."""
+    if state not in ("done", "failed"):
+        raise ValueError(f"a job finishes as done or failed, not {state!r}")
+
+
+class StoreError(DecodeError):
+    """The job store could not be read or written (locked too long, disk full, corrupt file, database down)."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job as stored."""
+
+    id: int
+    delivery_id: str | None
+    key: str  # "owner/repo#number": at most one running job per key
+    payload: dict
+    state: str  # queued | running | done | failed
+    attempts: int
+    created_at: float
+    error: str | None = None
+    result: dict | None = None
+    call_id: str | None = None  # the function call that runs it (Modal's `FunctionCall.object_id`), once recorded
+
+
+class JobStore(Protocol):
+    """Deliveries and jobs, durable, shared by every thread and process of a deployment."""
+
+    lease_s: float  # how long a claim or heartbeat keeps a job
+    max_attempts: int  # starts of one job before it is given up
+
+    @property
+    def path(self) -> Path | str:
+        """Where the store lives, for log lines: a file, or the database URL without its password."""
+        ...
+
+    def record_delivery(self, delivery_id: str, event: str, outcome: str,
+                        job: tuple[str, dict] | None = None, *, digest: str | None = None) -> int | None | bool:
+        """Remember the delivery (and body digest) and enqueue `job` in one durable transaction: False for a
+        duplicate, else the new job id (None without a job)."""
+        ...
+
+    def claim(self, worker_id: str) -> JobRecord | None:
+        """Take the oldest runnable job under a lease for `worker_id`, or None. The claim of a job with a
+        recorded call is not an attempt: the claimer asks that call first."""
+        ...
+
+    def heartbeat(self, job_id: int, worker_id: str) -> bool:
+        """Extend the lease of `worker_id` on the job; False if the lease was lost."""
+        ...
+
+    def finish(self, job_id: int, worker_id: str, state: str, *, result: dict | None = None,
+               error: str | None = None) -> bool:
+        """End a job `worker_id` holds as done or failed; False if the lease was lost."""
+        ...
+
+    def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
+        """Remember the function call that runs the job `worker_id` holds, for whoever claims it next; a call
+        that replaces another is an attempt. False if the lease was lost."""
+        ...
+
+    def watch(self, on_job: Callable[[], None]) -> None:
+        """Call `on_job` soon after any process queues a job, so an idle runner need not wait for its poll
+        (PostgreSQL: LISTEN/NOTIFY; SQLite: nothing, its processes share one host and poll it cheaply)."""
+        ...
+
+    def release(self, job_id: int, worker_id: str) -> None:
+        """Give a held job back, queued, this attempt not counted (its recorded call, if any, is kept)."""
+        ...
+
+    def take_exhausted(self, worker_id: str) -> list[JobRecord]:
+        """Fail and return the running jobs without a recorded call whose lease expired after max_attempts
+        attempts."""
+        ...
+
+    def job(self, job_id: int) -> JobRecord:
+        """The job with id `job_id`; KeyError if there is none."""
+        ...
+
+    def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
+             state: str | None = None) -> list[JobRecord]:
+        """The newest `limit` jobs, newest first, optionally only of `repos` and in `state`."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """How many jobs are in each state; every state is present."""
+        ...
+
+    def writable(self) -> bool:
+        """True when a small durable write succeeds (for /healthz)."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's connections; it is unusable afterwards."""
+        ...

