@@ -45,11 +45,51 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+EXIT_STATUS = """exit status: 0 done or nothing to change, 1 failed, 2 a bad setting or input (one line
+naming the fix), 3 stopped by a budget cap (partial work committed), 130 interrupted."""
+
+SETTINGS = """settings (environment; every one in docs/settings.md): ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL, DECODE_MODEL (scripted:FILE replays a session), SANDBOX_MODE
+(local, bwrap, docker, modal), DECODE_SANDBOX_IMAGE, GITHUB_TOKEN or GITHUB_APP_ID
+with GITHUB_APP_PRIVATE_KEY[_PATH], GITHUB_API_URL, DECODE_DATA_DIR, budgets
+DECODE_MAX_TURNS, DECODE_MAX_TOKENS, DECODE_MAX_COST_USD, DECODE_TIMEOUT_MINUTES."""
+
+RUN_HELP = """reads: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, DECODE_MODEL, SANDBOX_MODE,
+DECODE_SANDBOX_IMAGE, DECODE_DATA_DIR, GITHUB_TOKEN (a GitHub repository: branch and
+pull request), GITHUB_API_URL, the budgets DECODE_MAX_TURNS, DECODE_MAX_TOKENS,
+DECODE_MAX_COST_USD, DECODE_TIMEOUT_MINUTES (the flags override them), DECODE_MAX_DISK_MB,
+DECODE_KEEP_DAYS; the repository's .github/decode.yml (docs/decode-yml.md).
+
+""" + EXIT_STATUS
+
+SERVE_HELP = """reads: GITHUB_APP_ID with GITHUB_APP_PRIVATE_KEY or GITHUB_APP_PRIVATE_KEY_PATH (or
+GITHUB_TOKEN), GITHUB_WEBHOOK_SECRET, ANTHROPIC_API_KEY, DECODE_MODEL, SANDBOX_MODE,
+DECODE_SANDBOX_IMAGE, DECODE_POOL_SIZE, DECODE_DATA_DIR, DECODE_DATABASE_URL (default: SQLite
+in the data dir), DECODE_WORKERS, DECODE_LEASE_SECONDS, DECODE_MAX_ATTEMPTS,
+DECODE_SHUTDOWN_GRACE_SECONDS, DECODE_PUBLIC_URL (links to live transcript pages),
+GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (dashboard sign-in), DECODE_METRICS_TOKEN,
+DECODE_TRIGGER_LABEL, DECODE_COMMAND, GITHUB_API_URL.
+
+setup mode: with neither App credentials nor GITHUB_TOKEN (nor an App that /setup stored in
+the data dir), the server starts in setup mode: /webhook answers 503 and the log names the
+/setup URL that creates the GitHub App in one click (docs/setup.md).
+
+exit status: 0 stopped, 1 GitHub unreachable, 2 a bad setting (one line naming the fix) or a
+port in use."""
+
+CHECK_HELP = """Validates the settings and the repository's .github/decode.yml (as committed on the
+branch a run starts from) and says what a run would do there: model, sandbox and image,
+setup commands, network, verify, setup cache, budget. Nothing is started or sent.
+exit status: 0 valid, 2 a setting or decode.yml to fix (one line naming it)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="decode", description="A sandboxed coding agent that turns tasks into branches and pull requests.")
+    parser = _Parser(prog="decode", description="A sandboxed coding agent that turns tasks into branches and pull "
+                     "requests.", epilog=f"{SETTINGS}\n\n{EXIT_STATUS}", formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run the agent on a repository, headless")
+    run = sub.add_parser("run", help="run the agent on a repository, headless", epilog=RUN_HELP,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("task", nargs="?", help="what the agent should do (with --issue: extra instructions)")
     run.add_argument("--task-file", metavar="PATH", help="read the task from PATH (- for standard input)")
     run.add_argument("--repo", default=".", help="owner/name, a repository URL, or a local path (default: .)")
@@ -59,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-turns", type=int, help="turn cap (DECODE_MAX_TURNS)")
     run.add_argument("--max-cost", type=float, help="cost cap in USD (DECODE_MAX_COST_USD)")
     run.add_argument("--timeout-minutes", type=float, help="wall-clock cap (DECODE_TIMEOUT_MINUTES)")
-    serve = sub.add_parser("serve", help="the GitHub App webhook server with an embedded worker pool")
+    serve = sub.add_parser("serve", help="the GitHub App webhook server with an embedded worker pool",
+                           epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
     serve.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4; 0: intake only)")
@@ -68,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
     worker.add_argument("--host", default="127.0.0.1", help="address of --port (default 127.0.0.1)")
     worker.add_argument("--port", type=int, help="serve GET /metrics on this port (default: none)")
-    cache = sub.add_parser("cache", help="the setup cache (docker): list or clear its entries")
+    check = sub.add_parser("check", help="validate the settings and .github/decode.yml; say what a run would do",
+                           description=CHECK_HELP)
+    check.add_argument("--repo", default=".", help="a local path or owner/name on GitHub (default: .)")
+    cache = sub.add_parser("cache", help="the setup cache (docker, bwrap, modal): list or clear its entries")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)
     cache_sub.add_parser("list", help="one line per entry: key, repository, age, size, last used")
     clear = cache_sub.add_parser("clear", help="remove one entry (KEY or a prefix of it) or --all")
@@ -110,6 +154,8 @@ def _main(args: argparse.Namespace) -> int:
             return server.work(settings, args.host, args.port)
         if args.command == "cache":
             return cmd_cache(args, settings)
+        if args.command == "check":
+            return cmd_check(args, settings)
         return cmd_run(args, settings)
     except ConfigError as e:
         print(f"decode: {e}", file=sys.stderr)
@@ -168,6 +214,19 @@ def cmd_cache(args: argparse.Namespace, settings: Settings) -> int:
     if busy:
         raise DecodeError(f"kept {', '.join(busy)}: a sandbox is running from it; clear again after that run")
     return 0
+
+
+def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
+    """`decode check`: the settings and the repository's decode.yml, and what a run would do (bot/run/check.py)."""
+    from bot.run import check
+
+    local = Path(args.repo).expanduser()
+    if local.exists():
+        return check.check(settings, check.local_config(local_repository(local)))
+    github_repo = github_repo_name(args.repo, settings.github_api_url)
+    if github_repo is None:
+        raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a GitHub URL")
+    return check.check(settings, check.github_config(github_repo, settings))
 
 
 def _age(seconds: float) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,6 +137,23 @@ def test_version_is_the_installed_distributions(tmp_path):
     assert res.stdout.strip() == f"decode {importlib.metadata.version('decode-bot')}"
 
 
+@pytest.mark.parametrize("argv", [["--version"], ["run", "--max-turns", "0", TASK], ["check", "--repo", "{tmp}"]],
+                         ids=["--version", "a bad flag", "decode check"])
+def test_answers_without_loading_the_model_sdk(tmp_path, argv):
+    """The Anthropic SDK takes over a second to import: --version, an input error and `decode check`
+    answer without it (`-X importtime` lists every module the console script imported)."""
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(EXAMPLE.parents[1]), "HOME": str(tmp_path),
+           "DECODE_DATA_DIR": str(tmp_path / "data"), "SANDBOX_MODE": "local", "ANTHROPIC_API_KEY": "sk-ant-x"}
+    make("repo", tmp_path)
+    argv = [a.replace("{tmp}", str(tmp_path / "calendar")) for a in argv]
+    res = subprocess.run([sys.executable, "-X", "importtime", DECODE, *argv], env=env, capture_output=True, text=True,
+                         timeout=60)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+    assert "bot.cli" in imported and "bot.config" in imported, res.stderr[-2000:]  # the listing works
+    assert not {name for name in imported if name.split(".")[0] == "anthropic"}
+    assert res.returncode == (2 if argv[0] == "run" else 0), res.stderr[-2000:]
+
+
 def test_no_pr_with_a_github_repository_keeps_a_local_branch(fake_anthropic, fake_github, tmp_path):
     fake_github.add_repo("octo", "calendar", {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()})
     fake_anthropic.script(NOTE)
@@ -149,3 +167,19 @@ def test_no_pr_with_a_github_repository_keeps_a_local_branch(fake_anthropic, fak
     assert Path(printed(res.stdout, "transcript")).is_file()
     assert not fake_github.pulls("octo", "calendar")  # no pull request
     assert fake_github.token not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--help"], ["ANTHROPIC_API_KEY", "SANDBOX_MODE", "docs/settings.md", "exit status: 0 done",
+                  "3 stopped by a budget"]),
+    (["run", "--help"], ["DECODE_MAX_TURNS", "GITHUB_TOKEN", "docs/decode-yml.md", "2 a bad setting or input"]),
+    (["serve", "--help"], ["GITHUB_WEBHOOK_SECRET", "DECODE_DATABASE_URL", "setup mode", "neither App credentials nor "
+                           "GITHUB_TOKEN", "/webhook answers 503", "exit status"]),
+    (["check", "--help"], ["decode.yml", "exit status: 0 valid, 2"]),
+], ids=["decode", "run", "serve", "check"])
+def test_help_names_the_settings_and_exit_statuses(argv, says):
+    res = subprocess.run([DECODE, *argv], env={"PATH": os.environ["PATH"], "PYTHONPATH": str(EXAMPLE.parents[1])},
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert [s for s in says if s not in text] == []

@@ -4,13 +4,14 @@
 in Anthropic's Messages format and returns the assistant's content blocks plus
 token usage. Implementations are picked by `make_model` from the model id:
 `scripted:PATH` replays a recorded or hand-written session, anything else goes
-to the Anthropic API. The protocol itself is in `protocol.py`.
+to the Anthropic API. The protocol itself is in `protocol.py`. The Anthropic SDK
+is imported only when a model is made: it takes over a second to load, and
+`decode --version`, `decode check` and every input error answer without it.
 """
 
 from __future__ import annotations
 
 from bot.config import Settings
-from bot.model.anthropic import AnthropicModel
 from bot.model.protocol import Model, Reply, Usage
 from bot.model.scripted import ScriptedModel
 
@@ -21,6 +22,8 @@ def make_model(settings: Settings) -> Model:
     """The model named by `settings.model` (`DECODE_MODEL`)."""
     if settings.model.startswith("scripted:"):
         return ScriptedModel.load(settings.model.removeprefix("scripted:"))
+    from bot.model.anthropic import AnthropicModel
+
     return AnthropicModel(settings)
 
 

@@ -1,0 +1,140 @@
+"""`decode check`: is this setup right, and what would a run do in this repository?
+
+It validates the settings (`Settings.from_env`, already done by the caller) and the
+repository's `.github/decode.yml` with the loaders a run uses (bot/run/repo_config.py),
+read the way a run reads it: a blob of the commit the run would start from (a local
+repository's HEAD, a GitHub repository's default branch, never a working tree). Then it
+says, one line per topic, what a run there would do: the model, the sandbox and its
+image, the setup commands, the network of each phase, verification, the setup cache and
+the budget. Nothing is cloned, started or sent to the model; any problem is a
+`ConfigError` (exit status 2) naming the fix.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.config import Settings
+from bot.core.errors import ConfigError
+from bot.run.repo_config import PATH, RepoConfig, config_of, load_repo_config
+from bot.sandbox import capabilities, offering
+
+
+@dataclass(frozen=True)
+class Found:
+    """A repository's decode.yml as a run would read it: where from (for people) and its parsed value."""
+
+    where: str
+    config: RepoConfig
+    present: bool
+
+
+def local_config(top: str) -> Found:
+    """decode.yml at HEAD of the local repository whose top level is `top` (see cli.local_repository)."""
+
+    def git(*argv: str, what: str = "") -> bytes:
+        done = subprocess.run(["git", "-C", top, *argv], capture_output=True)
+        if done.returncode != 0:
+            raise ConfigError(f"{top}: git failed {what}: {done.stderr.decode(errors='replace').strip()}")
+        return done.stdout
+
+    commit = git("rev-parse", "--verify", "HEAD^{commit}", what="finding HEAD").decode().strip()
+    branch = git("rev-parse", "--abbrev-ref", "HEAD", what="naming HEAD").decode().strip()
+    present = bool(git("ls-tree", "--full-tree", "--name-only", commit, "--", PATH, what=f"looking up {PATH}"))
+    return Found(f"{top} at {branch} {commit[:12]}", load_repo_config(git, commit), present)
+
+
+def github_config(repo: str, settings: Settings) -> Found:
+    """decode.yml on the default branch of GitHub's `repo`, read through the API with the configured token."""
+    from bot.github.auth import credentials_from
+    from bot.github.forge import GitHubForge
+
+    forge = GitHubForge(credentials_from(settings))
+    branch = forge.repository(repo).default_branch
+    raw = forge.file_at(repo, PATH, branch)
+    return Found(f"{repo} at {branch}", config_of(raw, f" on {branch}"), raw is not None)
+
+
+def check(settings: Settings, found: Found, say: Callable[[str], None] = print) -> int:
+    """Say what a run with `settings` would do in `found`'s repository; 0, or a ConfigError naming the fix."""
+    model_line(settings, say)
+    config = found.config
+    say(f"repository: {found.where}; {PATH}: {'valid' if found.present else 'none, so the defaults'}")
+    mode = settings.sandbox_mode
+    offers = capabilities(mode)
+    if offers.image:
+        image = config.image or settings.sandbox_image
+        say(f"sandbox: {mode}, image {image} ({'image: in ' + PATH if config.image else 'DECODE_SANDBOX_IMAGE'})")
+    else:
+        ignored = f"; {PATH}'s image {config.image} is ignored" if config.image else ""
+        say(f"sandbox: {mode}, on the host's toolchain{ignored}"
+            + ("" if offers.isolating else " (no isolation: for trusted input only, a fork's PR is refused)"))
+    if config.gpu:
+        say(f"gpu: {config.gpu}" if offers.gpu else
+            f"gpu: {config.gpu} asked, but only SANDBOX_MODE={' and '.join(offering('gpu'))} gives one; ignored")
+    timeout = f"each up to {config.setup_timeout:g} s (clamped by the run's wall clock)"
+    say(f"setup: {len(config.setup)} command{'s' if len(config.setup) != 1 else ''}, {timeout}: "
+        + "; ".join(config.setup) if config.setup else "setup: none")
+    network_lines(config, offers.egress_policy, say)
+    say(f"verify: {'; '.join(config.verify)}, a failure goes back to the agent up to {config.verify_rounds} "
+        "times" if config.verify else "verify: none (the pull request says the harness verified nothing)")
+    say(f"setup cache: {cache_state(settings, config, offers.setup_cache)}")
+    b = settings.budget
+    say(f"budget: {b.max_turns} turns, {b.max_tokens:,} tokens, ${b.max_cost_usd:g}, {b.max_wall_s / 60:g} minutes "
+        "(DECODE_MAX_TURNS, DECODE_MAX_TOKENS, DECODE_MAX_COST_USD, DECODE_TIMEOUT_MINUTES)")
+    say("workflow changes: " + ("committed (allow_workflow_changes)" if config.allow_workflow_changes
+                                else "left out of the commit and named in the PR"))
+    extras = [f"review_trigger: {config.review_trigger}"] if config.review_trigger else []
+    extras += [f"ci_fix: up to {config.ci_fix_rounds} fix runs"] if config.ci_fix_rounds else []
+    say(f"triggers: label {settings.trigger_label!r}, command {settings.command!r}"
+        + "".join(f"; {e}" for e in extras))
+    say("ok: a run would start with these settings")
+    return 0
+
+
+def model_line(settings: Settings, say: Callable[[str], None]) -> None:
+    """The model a run would call; a missing API key (which would end every run) is the error."""
+    if settings.model.startswith("scripted:"):
+        session = Path(settings.model.removeprefix("scripted:"))
+        if not session.is_file():
+            raise ConfigError(f"DECODE_MODEL={settings.model}: no file {session}: name a session JSON or a "
+                              "transcript.jsonl to replay")
+        say(f"model: replaying {session} (no API key needed)")
+        return
+    if not settings.anthropic_api_key:
+        raise ConfigError("ANTHROPIC_API_KEY is not set: set it to an Anthropic API key "
+                          "(or DECODE_MODEL=scripted:FILE to replay a recorded session)")
+    say(f"model: {settings.model} at {settings.anthropic_base_url or 'the Anthropic API'} "
+        "(the key is checked by the first request of a run)")
+
+
+def network_lines(config: RepoConfig, enforced: bool, say: Callable[[str], None]) -> None:
+    """What setup and the agent may reach; under a backend without an egress policy, the host's network."""
+    if not enforced:
+        say("network: the host's own, in every phase (this sandbox enforces no egress policy)")
+        return
+    private = f"; private ranges {', '.join(config.allow_cidrs)}" if config.allow_cidrs else ""
+    say(f"network (setup): {'public HTTP(S) through the egress proxy' if config.setup else 'none (no setup)'}{private}")
+    if config.network:
+        agent = "public HTTP(S) through the egress proxy (network: true)"
+    elif config.allow_domains:
+        agent = f"only {', '.join(config.allow_domains)} through the egress proxy (allow_domains)"
+    else:
+        agent = "none (network: false); blocked attempts are listed in the PR"
+    say(f"network (agent): {agent}{private}")
+
+
+def cache_state(settings: Settings, config: RepoConfig, offered: bool) -> str:
+    """Whether a run would use the setup cache, and why not when it would not."""
+    if config.setup_cache_key is None:
+        return "off (no setup_cache_key)"
+    if not offered:
+        return f"off: SANDBOX_MODE={settings.sandbox_mode} does not cache (only {', '.join(offering('setup_cache'))})"
+    if settings.setup_cache_mb == 0:
+        return "off: DECODE_SETUP_CACHE_MB=0"
+    keyed = ", ".join(config.setup_cache_key) or "the image and setup commands alone"
+    return (f"on, keyed on {keyed}; entries in {settings.data_dir / 'setup-cache'}, "
+            f"up to {settings.setup_cache_mb} MB (DECODE_SETUP_CACHE_MB)")

@@ -1,0 +1,122 @@
+"""`decode check` (bot/run/check.py) through the real console script: the settings and the repository's
+committed `.github/decode.yml` are valid (exit 0, one line per topic of what a run would do) or one line
+names the fix (exit 2). Nothing is cloned, started or sent to a model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo
+from tests.support.cli import DECODE, EXAMPLE
+
+FULL = """\
+setup: [pip install -e ., make tools]
+setup_timeout: 300
+image: acme/tools:3
+allow_domains: [packages.example.com]
+allow_cidrs: [10.0.0.0/8]
+verify: python -m unittest -q
+verify_rounds: 3
+setup_cache_key: [requirements.lock]
+ci_fix: {rounds: 2}
+"""
+
+
+def decode_check(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`decode check ARGV` as a user runs it, with an API key, under `env`."""
+    full = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "PYTHONPATH": str(EXAMPLE.parents[1]),
+            "ANTHROPIC_API_KEY": "sk-ant-check", "DECODE_DATA_DIR": str(tmp_path / "data"), **env}
+    return subprocess.run([DECODE, "check", *argv], env=full, capture_output=True, text=True, timeout=60)
+
+
+def lines(stdout: str) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in stdout.splitlines())
+
+
+def test_says_what_a_run_would_do(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": "", ".github/decode.yml": FULL})
+    res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="docker", DECODE_MAX_TURNS="12")
+    assert res.returncode == 0, res.stderr
+    said = lines(res.stdout)
+    assert said["repository"].startswith(f"{repo} at main ") and said["repository"].endswith("valid")
+    assert said["sandbox"] == "docker, image acme/tools:3 (image: in .github/decode.yml)"
+    assert said["setup"].startswith("2 commands, each up to 300 s") and "pip install -e .; make tools" in said["setup"]
+    assert said["network (setup)"] == "public HTTP(S) through the egress proxy; private ranges 10.0.0.0/8"
+    assert said["network (agent)"].startswith("only packages.example.com through the egress proxy")
+    assert said["verify"] == "python -m unittest -q, a failure goes back to the agent up to 3 times"
+    assert said["setup cache"].startswith("on, keyed on requirements.lock")
+    assert said["budget"].startswith("12 turns, 5,000,000 tokens, $10, 60 minutes")
+    assert "ci_fix: up to 2 fix runs" in said["triggers"]
+    assert said["ok"] == "a run would start with these settings"
+
+
+def test_local_sandbox_ignores_the_image_and_caches_nothing(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": "", ".github/decode.yml": FULL})
+    res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="local")
+    assert res.returncode == 0, res.stderr
+    said = lines(res.stdout)
+    assert said["sandbox"].startswith("local, on the host's toolchain; .github/decode.yml's image acme/tools:3 is ign")
+    assert said["network"] == "the host's own, in every phase (this sandbox enforces no egress policy)"
+    assert said["setup cache"].startswith("off: SANDBOX_MODE=local does not cache")
+
+
+def test_reads_the_committed_file_not_the_working_tree(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": ""})
+    (repo / ".github").mkdir()
+    (repo / ".github/decode.yml").write_text("bogus: 1\n")  # not committed: a run would not see it
+    res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="bwrap")
+    assert res.returncode == 0, res.stderr
+    assert lines(res.stdout)["repository"].endswith(".github/decode.yml: none, so the defaults")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="bwrap")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines()[-1] == ("decode: .github/decode.yml: unknown key 'bogus'; the keys are "
+                                                   "setup, network, setup_timeout, allow_cidrs, allow_domains, "
+                                                   "allow_workflow_changes, gpu, image, verify, verify_rounds, "
+                                                   "review_trigger, ci_fix, setup_cache_key")
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"SANDBOX_MODE": "vm"}, "SANDBOX_MODE='vm' is not valid: set it to one of local, bwrap, docker, modal"),
+    ({"ANTHROPIC_API_KEY": ""}, "ANTHROPIC_API_KEY is not set"),
+    ({"DECODE_MODEL": "scripted:/nowhere.json"}, "DECODE_MODEL=scripted:/nowhere.json: no file /nowhere.json"),
+    ({"DECODE_MAX_COST_USD": "free"}, "DECODE_MAX_COST_USD='free' is not valid"),
+], ids=["sandbox mode", "no key", "missing session", "budget"])
+def test_a_bad_setting_is_one_line_and_exit_2(tmp_path, env, says):
+    repo = make_repo(tmp_path / "repo", {"a.py": ""})
+    res = decode_check(tmp_path, "--repo", str(repo), **env)
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("decode: ") and says in line
+
+
+def test_a_scripted_model_needs_no_key(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": ""})
+    session = EXAMPLE / "session.json"
+    res = decode_check(tmp_path, "--repo", str(repo), ANTHROPIC_API_KEY="", DECODE_MODEL=f"scripted:{session}",
+                       SANDBOX_MODE="bwrap")
+    assert res.returncode == 0, res.stderr
+    assert lines(res.stdout)["model"] == f"replaying {session} (no API key needed)"
+
+
+def test_not_a_repository(tmp_path):
+    res = decode_check(tmp_path, "--repo", "no such thing")
+    assert res.returncode == 2
+    assert res.stderr.strip() == "decode: --repo no such thing: no such path, and not owner/name or a GitHub URL"
+
+
+def test_a_github_repository_is_read_on_its_default_branch(fake_github, tmp_path):
+    fake_github.add_repo("octo", "calendar", {"a.py": "", ".github/decode.yml": "network: true\nverify: make test\n"})
+    res = decode_check(tmp_path, "--repo", "octo/calendar", GITHUB_TOKEN=fake_github.token,
+                       GITHUB_API_URL=fake_github.api_url, SANDBOX_MODE="bwrap")
+    assert res.returncode == 0, res.stderr
+    said = lines(res.stdout)
+    assert said["repository"] == "octo/calendar at main; .github/decode.yml: valid"
+    assert said["network (agent)"] == "public HTTP(S) through the egress proxy (network: true)"
+    assert said["verify"].startswith("make test")
+    assert fake_github.token not in res.stdout + res.stderr
