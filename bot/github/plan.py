@@ -94,7 +94,7 @@ class CiRound:
 
     @property
     def title(self) -> str:
-        """The commit subject; a later round counts the commits carrying it (bot/github/ci_fix.py)."""
+        """The commit subject; a later round counts the commits carrying it (bot/github/gates.py, `ci_rounds_used`)."""
         return f"{CI_SUBJECT} (round {self.round} of {self.rounds})"
 
 

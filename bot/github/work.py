@@ -100,7 +100,7 @@ class Review:
 class CheckSuite:
     """A check suite failed on the head of pull request `number`: fix what makes the checks fail, on its
     branch. The job runs it only on a decode-bot pull request whose base branch's decode.yml sets `ci_fix`,
-    while the head is still `head_sha`, no person pushed since, and rounds are left (bot/github/ci_fix.py).
+    while the head is still `head_sha`, no person pushed since, and rounds are left (bot/github/gates.py, `ci_gate`).
     The sender is whoever GitHub names (often a bot): the authority is the repository's decode.yml."""
 
     repo: str

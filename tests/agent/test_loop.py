@@ -75,7 +75,9 @@ def test_a_model_error_ends_the_run_with_the_reason(env):
 
 
 def test_secrets_in_tool_output_never_reach_the_transcript(env):
-    run(env, [bash("echo sk-ant-api03-secretvalue0123456789"), [{"type": "text", "text": "ok"}]])
+    run(env, [bash("echo sk-ant-api03-secretvalue0123456789; echo visible-rest"), [{"type": "text", "text": "ok"}]])
+    [result] = [e for e in load_events(env[1].path) if e["type"] == "tool_result"]
+    assert "[REDACTED:" in result["output"] and "visible-rest" in result["output"]  # the output was recorded
     assert "secretvalue" not in env[1].path.read_text()
 
 

@@ -52,7 +52,9 @@ def test_a_single_huge_line_is_cut_not_dropped():
 
 
 def test_no_issue_means_no_fixes_line():
-    body, _ = Report(summary="Ran the weekly task.", figures=FIGURES, transcript="t\n").texts()
+    report = Report(summary="Ran the weekly task.", figures=FIGURES, transcript="t\n")
+    assert "Fixes #4" in report.texts(closes=4)[0]  # the line this test looks for, when there is an issue
+    body, _ = report.texts()
     assert "Fixes #" not in body
 
 

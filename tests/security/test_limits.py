@@ -92,12 +92,16 @@ def test_the_app_key_outside_the_data_dir_is_hidden_from_bwrap(workspace: Path, 
     key = Path(__file__).resolve().parents[2] / "build" / f"app-key-{tmp_path.name}.pem"
     key.parent.mkdir(exist_ok=True)
     key.write_text("-----BEGIN RSA PRIVATE KEY-----\nSECRETKEYBYTES\n-----END RSA PRIVATE KEY-----\n")
+    sibling = key.with_suffix(".txt")  # the same directory, not a secret: the sandbox does read it
+    sibling.write_text("VISIBLEBYTES\n")
     try:
         settings = Settings.from_env({"GITHUB_APP_PRIVATE_KEY_PATH": str(key), "DECODE_DATA_DIR": str(tmp_path / "d")})
         with open_sandbox("bwrap", SandboxSpec(workspace=workspace, hide=settings.secret_paths(), name="k")) as box:
+            assert box.run(f"cat {sibling}").output.strip() == "VISIBLEBYTES"
             assert "SECRETKEYBYTES" not in box.run(f"cat {key}").output
     finally:
         key.unlink()
+        sibling.unlink()
 
 
 @pytest.mark.parametrize("mode", BACKENDS)

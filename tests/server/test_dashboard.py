@@ -100,6 +100,9 @@ def test_rows_carry_figures_links_and_daily_totals(env):
 
 def test_an_expired_or_forged_session_shows_no_runs(env):
     app, client, _, data, _ = env
+    current = app.test_client()
+    sign_in(current, data, "alice", {"octo/app"})
+    assert shown(current.get("/")) != []  # the same sign-in, still valid, does show alice's runs
     sign_in(client, data, "alice", {"octo/app"}, lifetime_s=-1)
     assert shown(client.get("/")) == []
     forged = app.test_client()
