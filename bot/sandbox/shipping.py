@@ -41,17 +41,16 @@ def zipapp_bytes() -> bytes:
     return buffer.getvalue()
 
 
-@functools.cache
-def _private_dir() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="decode-agentd-"))
-    atexit.register(shutil.rmtree, path, True)
-    return path
+_dirs: list[Path] = []  # the private directory of this process, once made
 
 
 def agentd_file() -> Path:
-    """The zipapp as a host file, in a directory private to this process; written again if it went away
-    (a temp cleaner on a long-running server)."""
-    path = _private_dir() / "agentd.pyz"
+    """The zipapp as a host file, in a directory private to this process (removed at exit); written
+    again, in a new directory if need be, when a temp cleaner of a long-running server removed it."""
+    if not _dirs or not _dirs[-1].is_dir():
+        _dirs.append(Path(tempfile.mkdtemp(prefix="decode-agentd-")))
+        atexit.register(shutil.rmtree, _dirs[-1], True)
+    path = _dirs[-1] / "agentd.pyz"
     if not path.is_file():
         fd, tmp = tempfile.mkstemp(dir=path.parent)
         with os.fdopen(fd, "wb") as f:

@@ -64,6 +64,13 @@ def test_the_zipapp_holds_the_package_and_a_main_and_is_the_same_every_build() -
     assert zipapp_bytes() == agentd_file().read_bytes()
 
 
+def test_the_host_file_comes_back_when_a_temp_cleaner_removed_it() -> None:
+    first = agentd_file()
+    shutil.rmtree(first.parent)
+    again = agentd_file()
+    assert again.read_bytes() == zipapp_bytes() and again.parent.stat().st_mode & 0o077 == 0
+
+
 def oldest_python() -> str | None:
     """A Python 3.8 interpreter on this machine (on PATH or under pyenv), or None."""
     root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
