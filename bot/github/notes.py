@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 
 from bot.github.body import split_markdown
-from bot.workspace.clone import WORKFLOW_REASON
+from bot.workspace.patch_check import WORKFLOW_REASON
 
 _HOST = re.compile(r"[^A-Za-z0-9.\-_:\[\]*]")
 

@@ -43,10 +43,10 @@ from typing import ClassVar, Protocol
 from bot.core.errors import ConfigError, SandboxError
 from bot.workspace.run_dirs import DAY_S
 from bot.sandbox import BACKENDS, SandboxSpec
+from bot.sandbox.agentd.paths import link_problem, path_problem
 from bot.sandbox.protocol import Capabilities
 from bot.sandbox.setup_files import TAG, Saved
 from bot.workspace.trusted_files import Git, read_trusted
-from bot.workspace.clone import link_problem, path_problem
 
 KEY_FILE_LIMIT = 64 * 1024 * 1024  # a lock file bigger than this is an error naming it
 MB = 1024 * 1024
@@ -112,7 +112,7 @@ def key_files(git: Git, commit: str, paths: Sequence[str]) -> dict[str, bytes | 
 def archive_problem(path: Path) -> str | None:
     """Why the archive at `path` must not be restored, or None: every entry under `workspace/` or `home/`, a
     relative path without `..` or `.git`, a file, directory or symlink; links resolve inside their root
-    (`bot.workspace.clone.link_problem`), and no entry lies below a link."""
+    (`bot.sandbox.agentd.paths.link_problem`), and no entry lies below a link."""
     links: dict[str, dict[str, str]] = {root: {} for root in ROOTS}
     names: list[tuple[str, str]] = []
     try:

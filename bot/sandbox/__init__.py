@@ -1,8 +1,9 @@
 """The sandbox boundary: where every tool call of the agent runs.
 
 `Sandbox` is what the agent loop and the pipeline see. Every backend starts the
-same in-sandbox server (`agentd.py`) and differs only in how: a `Launcher` per
-backend, picked by name from `BACKENDS`. Adding a sandbox means adding one
+same in-sandbox server (the `agentd` package, shipped as one zipapp by
+`shipping.py`) and differs only in how: a `Launcher` per backend, picked by
+name from `BACKENDS`. Adding a sandbox means adding one
 module with a launcher and one row in that table. What a backend offers (GPU,
 images, egress policy, pools, isolation) and what a host does for it at
 start-up are asked here, of its launcher class, never of a backend by name.

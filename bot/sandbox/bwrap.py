@@ -62,17 +62,18 @@ from pathlib import Path
 
 from bot.core.errors import ConfigError
 from bot.sandbox.cgroup import SandboxCgroup
-from bot.sandbox.client import AGENTD_PATH, ProcessTransport
+from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import SAFE_PATH, clean_env, harness_bin
 from bot.sandbox.protocol import Capabilities, SandboxSpec
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
+from bot.sandbox.shipping import agentd_file
 
 WORKSPACE = "/workspace"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
-AGENTD_INSIDE = "/run/decode/agentd.py"
+AGENTD_INSIDE = "/run/decode/agentd.pyz"
 EGRESS_INSIDE = "/run/decode-egress"
 SECRET_DIRS = (
     "/root", "/home", "/run", "/var/run", "/var/tmp", "/var/lib/docker", "/var/lib/containerd",
@@ -136,7 +137,7 @@ class BwrapLauncher:
                 args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
         for path in reexposed(self._hidden):
             args += ["--ro-bind", path, path]
-        args += ["--ro-bind", str(AGENTD_PATH), AGENTD_INSIDE, "--ro-bind", str(self.egress.directory), EGRESS_INSIDE,
+        args += ["--ro-bind", str(agentd_file()), AGENTD_INSIDE, "--ro-bind", str(self.egress.directory), EGRESS_INSIDE,
                  "--bind", str(self._workspace), WORKSPACE, "--chdir", WORKSPACE, "--cap-drop", "ALL", "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]

@@ -7,51 +7,23 @@ that starts agentd and hands back a `Transport`.
 from __future__ import annotations
 
 import base64
-import io
 import itertools
 import json
 import queue
 import subprocess
-import tarfile
 import tempfile
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from bot.core.errors import Cancelled, SandboxError
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.protocol import CommandResult, HandBack, Launcher, Refused, Transport
 
-AGENTD_PATH = Path(__file__).with_name("agentd.py")
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
 GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
 MB = 1024 * 1024
 EXPORT_CHUNK = 4 * MB  # bytes of patch per export_read answer
-
-
-def agentd_tar(inside: str, workspace: Path | None = None, workspace_inside: str = "/workspace") -> bytes:
-    """A tar for extraction at `/`: agentd at `inside` (directories included) and, when given, the
-    host `workspace` at `workspace_inside`, everything owned by root. For backends that copy files in."""
-    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        return info
-
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        if workspace is not None:
-            tar.add(str(workspace), arcname=workspace_inside.strip("/"), filter=owned_by_root)
-        parts = inside.strip("/").split("/")
-        for depth in range(1, len(parts)):
-            info = tarfile.TarInfo("/".join(parts[:depth]))
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        data = AGENTD_PATH.read_bytes()
-        info = tarfile.TarInfo("/".join(parts))
-        info.size, info.mode = len(data), 0o444
-        tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 class PatchTooLarge(SandboxError):

@@ -6,7 +6,7 @@ no network but loopback in every phase (`--network none`), memory, cpu and
 pids limits, every capability dropped (`--cap-drop ALL`), `no-new-privileges`,
 as a non-root user (below), the workspace bind-mounted at /workspace, /tmp
 (HOME) and /var/tmp size-limited tmpfs mounts (DECODE_MAX_DISK_MB; the workspace
-is polled by `disk.DiskGuard`), agentd.py copied in at /opt/decode/agentd.py
+is polled by `disk.DiskGuard`), the agentd zipapp copied in at /opt/decode/agentd.pyz
 (not bind-mounted, so the bot can itself run in a container), and a clean
 environment (no variable of the host's).
 It carries the label `decode.sandbox` so leftovers can be found and removed
@@ -61,16 +61,17 @@ from pathlib import Path
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import docker_pool, warm_pool
-from bot.sandbox.client import ProcessTransport, agentd_tar
+from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, SandboxSpec
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
+from bot.sandbox.shipping import agentd_tar
 
 WORKSPACE = "/workspace"
-AGENTD_INSIDE = "/opt/decode/agentd.py"
+AGENTD_INSIDE = "/opt/decode/agentd.pyz"
 LABEL = "decode.sandbox"
 EGRESS_INSIDE = "/run/decode-egress"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}

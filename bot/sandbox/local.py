@@ -23,9 +23,10 @@ import shutil
 import sys
 import tempfile
 
-from bot.sandbox.client import AGENTD_PATH, ProcessTransport
+from bot.sandbox.client import ProcessTransport
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.protocol import Capabilities, SandboxSpec
+from bot.sandbox.shipping import agentd_file
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -91,7 +92,7 @@ class LocalLauncher:
 
     def start(self, policy: EgressPolicy) -> ProcessTransport:
         """Start agentd; `policy` cannot be enforced here (the host's network is the agent's)."""
-        argv = [sys.executable, "-I", str(AGENTD_PATH), self.root]
+        argv = [sys.executable, "-I", str(agentd_file()), self.root]
         return ProcessTransport(argv, clean_env(self._home, "local", host_path()))
 
     def recover(self) -> None:

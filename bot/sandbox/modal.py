@@ -21,7 +21,7 @@ own network lets a sandbox reach is Modal's business: its documentation
 promises public addresses only, and `allow_cidrs` cannot widen an open
 sandbox beyond that.
 
-At start the workspace (with its .git) and agentd.py are streamed in as one tar
+At start the workspace (with its .git) and the agentd zipapp are streamed in as one tar
 into `tar -x` in the sandbox; then agentd runs as one `Sandbox.exec` whose
 stdin/stdout carry the same JSON lines as every backend. The host workspace
 is not synced back: the changes come out as a patch (agentd's export).
@@ -59,15 +59,15 @@ from typing import Any
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import warm_pool
-from bot.sandbox.client import agentd_tar
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, SandboxSpec
 from bot.sandbox.setup_files import Saved, cache_image_id, restore_script, save_script, write_capped
+from bot.sandbox.shipping import agentd_tar
 
 APP_NAME = "decode-bot"
 WORKSPACE = "/workspace"
-AGENTD_INSIDE = "/opt/decode/agentd.py"
+AGENTD_INSIDE = "/opt/decode/agentd.pyz"
 ADD_PYTHON = None  # the image brings python3 (3.8+) for agentd, as for docker; "3.12" would make Modal add one
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 ENV = clean_env("/root", "modal") | SAFE_DIRECTORY

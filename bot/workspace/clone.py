@@ -7,12 +7,13 @@
   here as a validated patch (`Workspace.apply_patch`) and is committed by the bot;
   an entry the host will not carry (an outward symlink, a `.git` path, a file over
   DECODE_MAX_FILE_MB, a change to a Git LFS file...) is left out, named with its
-  reason, and the rest kept. Submodules are checked out here and copied from here
-  (`bot.workspace.submodules`); changes inside them are never carried (agentd's Stage).
+  reason, and the rest kept (`bot.workspace.patch_check`, on agentd's own path rules). Submodules are
+  checked out here and copied from here (`bot.workspace.submodules`); changes inside them are never
+  carried (agentd's `handback.Stage`).
 - `workspace/`: a separate, non-hardlinked clone of `clean/` on the run branch,
   without a remote; this is what the sandbox mounts. Whatever the agent plants
   in its `.git` (hooks, config, fsmonitor) is never read by the host: the
-  sandbox exports the changes as a binary patch (see `agentd.op_export`).
+  sandbox exports the changes as a binary patch (see `agentd.handback.op_export`).
 
 A token, when given, reaches git only as an `http.extraHeader` in the
 environment of the one command that needs it (`git_env`), never in a URL, an
@@ -26,16 +27,16 @@ import functools
 import os
 import re
 import subprocess
-import tempfile
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from bot.workspace import submodules
 from bot.core.errors import DecodeError
 from bot.core.redact import Redactor
+from bot.workspace import submodules
+from bot.workspace.patch_check import check_patch, sections
 
 BOT_IDENTITY = ("decode-bot", "decode-bot@users.noreply.github.com")
 _PASS_THROUGH = ("PATH", "HOME", "TMPDIR", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR",
@@ -52,15 +53,6 @@ _HARDENING = {
     "advice.detachedHead": "false",
     "init.defaultBranch": "main",
 }
-_ALLOWED_MODES = {"100644", "100755", "120000", "000000"}
-_LINK_HOPS = 40
-MB = 1024 * 1024
-LFS_POINTER_MAX = 1024  # the Git LFS spec caps a pointer file at 1024 bytes
-LFS_VERSIONS = (b"version https://git-lfs.github.com/spec/v1\n", b"version https://hawser.github.com/spec/v1\n")
-LFS_REASON = "tracked by Git LFS: decode-bot does not carry LFS content; change it by hand"  # as in agentd
-LFS_NEW_REASON = ("matches a Git LFS pattern in .gitattributes: decode-bot does not carry LFS content; "
-                  "add it by hand")
-WORKFLOW_REASON = "a workflow file, which would run with the repository's secrets (allow_workflow_changes)"
 
 
 class Applied(NamedTuple):
@@ -68,10 +60,6 @@ class Applied(NamedTuple):
 
     changed: list[str]
     left_out: dict[str, str]
-
-
-class PatchRefused(DecodeError):
-    """The agent's changes include something the bot will not commit; the message says what."""
 
 
 def git_env(token: str | None = None, *, local: bool = False, base: Mapping[str, str] | None = None,
@@ -144,134 +132,17 @@ class Workspace:
             raise DecodeError(f"the branch {branch!r} does not exist in {self.redactor.redact(self.remote)}")
         return out
 
-    def check_patch(self, patch: bytes, *, max_file_bytes: int | None = None,
-                    keep_workflows: bool = True) -> tuple[list[str], dict[str, str]]:
-        """The paths `patch` changes in the result, and the entries to leave out of it (path -> why).
-
-        The patch is dry-run into a scratch index, so the check sees exactly what
-        git would apply, and then every entry of the resulting tree is judged.
-        Left out: a path with a `.git` component (any case, NTFS/HFS aliases
-        included), an absolute path or `..`, a nested repository (gitlink), an
-        unsupported mode, a file over `max_file_bytes`, a symlink that leaves the
-        tree or enters `.git` once resolved against it (`link_problem`), and,
-        unless `keep_workflows`, workflow files. Whole-patch refusals
-        (`PatchRefused`): a configured secret anywhere in the changes (whatever
-        carried it out of the environment, none of that work is trusted), and a
-        patch that does not apply or whose file sections cannot be told apart.
-        Left-out sections are removed and the rest is checked again, until
-        nothing more is found.
-        """
-        if not patch.strip():
-            return [], {}
-        if self.redactor.contains_secret(patch):
-            raise PatchRefused("refused: the changes contain a configured secret (a token or key); remove it")
-        sections = _sections(patch)
-        left_out: dict[str, str] = {}
-        for names, _ in sections:
-            for name in names:
-                if (why := path_problem(name)) is not None:
-                    left_out.setdefault(name, why)
-        while True:
-            kept = b"".join(body for names, body in sections if not any(n in left_out for n in names))
-            paths, found = self._judge(kept, max_file_bytes, keep_workflows)
-            if not found:
-                return [p for p in paths if p not in left_out], left_out
-            named = {n for names, body in sections for n in names}
-            if unmatched := sorted(set(found) - named):
-                raise PatchRefused(f"refused: {unmatched[0]} ({found[unmatched[0]]}) is changed by a part of the "
-                                   "patch that does not name it; the patch cannot be split")
-            left_out.update(found)
-
-    def _judge(self, patch: bytes, max_file_bytes: int | None, keep_workflows: bool) -> tuple[list[str], dict[str, str]]:
-        """Apply `patch` to a scratch index; the paths it changes and those to leave out of them."""
-        if not patch.strip():
-            return [], {}
-        with tempfile.TemporaryDirectory(prefix="decode-check-") as tmp:
-            index = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self.git("read-tree", "HEAD", what="reading the base tree", extra_env=index)
-            try:
-                self.git("apply", "--cached", "--binary", "--whitespace=nowarn", "-", what="applying the agent's patch",
-                         input=patch, extra_env=index)
-            except DecodeError as e:
-                raise PatchRefused(f"refused: the patch does not apply cleanly: {e.stderr or e}",
-                                   exit_code=e.exit_code, stderr=e.stderr) from None
-            raw = self.git("diff-index", "--cached", "--raw", "-z", "--no-renames", "--no-abbrev", "HEAD",
-                           what="listing the patch", extra_env=index)
-            tree = self.git("ls-files", "--stage", "-z", what="listing the resulting tree", extra_env=index)
-            added = [name for meta, name in zip(raw.split(b"\0")[0::2], raw.split(b"\0")[1::2])
-                     if meta.endswith(b" A")]
-            attrs = self.git("check-attr", "--cached", "-z", "--stdin", "filter", what="reading .gitattributes",
-                             input=b"".join(name + b"\0" for name in added), extra_env=index) if added else b""
-        entries = [(meta.decode().lstrip(":").split(" "), os.fsdecode(name))
-                   for meta, name in zip(raw.split(b"\0")[0::2], raw.split(b"\0")[1::2])]
-        link_shas = {}
-        for record in filter(None, tree.split(b"\0")):
-            meta, _, name = record.partition(b"\t")
-            mode, sha, _ = meta.decode().split(" ")
-            if mode == "120000":
-                link_shas[os.fsdecode(name)] = sha
-        said = attrs.split(b"\0")  # path, attribute, value, ...
-        new_lfs = {os.fsdecode(said[i]) for i in range(0, len(said) - 2, 3) if said[i + 2] == b"lfs"}
-        regular = ("100644", "100755")
-        olds = [old_sha for (old_mode, _, old_sha, _, _), _ in entries if old_mode in regular]
-        sizes = self._sizes([new_sha for (_, new_mode, _, new_sha, _), _ in entries if new_mode in regular] + olds)
-        small = sorted({sha for sha in olds if sizes[sha] <= LFS_POINTER_MAX})
-        pointers = {sha for sha, data in self._contents(small).items() if data.startswith(LFS_VERSIONS)}
-        targets = self._contents(sorted(set(link_shas.values())))
-        links = {path: os.fsdecode(targets[sha]) for path, sha in link_shas.items()}
-        paths, found = [], {}
-        for (_, new_mode, old_sha, new_sha, _), path in entries:
-            paths.append(path)
-            why = path_problem(path)
-            if why is None and old_sha in pointers:
-                why = LFS_REASON
-            elif why is None and path in new_lfs:
-                why = LFS_NEW_REASON
-            if why is None and new_mode == "160000":
-                why = "a nested git repository (a gitlink); remove its .git directory or leave it out"
-            elif why is None and new_mode not in _ALLOWED_MODES:
-                why = f"unsupported file mode {new_mode}"
-            elif why is None and new_mode == "120000":
-                why = link_problem(path, links)
-            elif why is None and max_file_bytes is not None and sizes.get(new_sha, 0) > max_file_bytes:
-                why = (f"{sizes[new_sha] / MB:.0f} MB, over the {max_file_bytes / MB:.0f} MB limit for one file "
-                       "(DECODE_MAX_FILE_MB)")
-            if why is None and not keep_workflows and is_workflow_path(path):
-                why = WORKFLOW_REASON
-            if why is not None:
-                found[path] = why
-        return sorted(paths), found
-
-    def _sizes(self, shas: list[str]) -> dict[str, int]:
-        """The size of each object in `shas`, without reading them."""
-        if not shas:
-            return {}
-        out = self.git("cat-file", "--batch-check", what="sizing the changed files",
-                       input="".join(f"{sha}\n" for sha in shas).encode())
-        return {sha: int(size) for sha, _, size in (line.split(" ") for line in out.decode().splitlines())}
-
-    def _contents(self, shas: list[str]) -> dict[str, bytes]:
-        """The content of each blob in `shas` (small ones: symlink targets, Git LFS pointers)."""
-        if not shas:
-            return {}
-        out, found, at = self.git("cat-file", "--batch", what="reading small files",
-                                  input="".join(f"{sha}\n" for sha in shas).encode()), {}, 0
-        for sha in shas:
-            end = out.index(b"\n", at)
-            size = int(out[at:end].split(b" ")[2])
-            found[sha], at = out[end + 1 : end + 1 + size], end + 2 + size
-        return found
-
     def apply_patch(self, patch: bytes, *, keep_workflows: bool = False, max_file_bytes: int | None = None) -> Applied:
-        """Stage `patch` in the clean clone, without the entries `check_patch` leaves out.
+        """Stage `patch` in the clean clone, without the entries `patch_check.check_patch` leaves out.
 
         Changes to workflow files (`is_workflow_path`) are left out unless
         `keep_workflows`: a pushed workflow runs with the repository's secrets,
         so only the base branch's decode.yml can allow them.
         """
-        paths, left_out = self.check_patch(patch, max_file_bytes=max_file_bytes, keep_workflows=keep_workflows)
+        paths, left_out = check_patch(self.git, self.redactor, patch, max_file_bytes=max_file_bytes,
+                                      keep_workflows=keep_workflows)
         if paths:
-            kept = b"".join(body for names, body in _sections(patch) if not any(n in left_out for n in names))
+            kept = b"".join(body for names, body in sections(patch) if not any(n in left_out for n in names))
             self.git("apply", "--index", "--binary", "--whitespace=nowarn", "-", what="applying the agent's patch",
                      input=kept)
         return Applied(paths, left_out)
@@ -376,108 +247,3 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
     notes += submodules.copy(clean, copy, git_env(local=True), run)
     return Workspace(clean=clean, path=copy, remote=repo, branch=branch, base=base, base_sha=base_sha,
                      redactor=redactor, notes=notes)
-
-
-def is_workflow_path(path: str) -> bool:
-    """Whether committing `path` could add or change a GitHub Actions workflow (any case, or via a link)."""
-    lowered = path.lower()
-    return lowered in (".github", ".github/workflows") or lowered.startswith(".github/workflows/")
-
-
-def _sections(patch: bytes) -> list[tuple[list[str], bytes]]:
-    """The patch cut before each `diff --git` line: the paths each part names, and its bytes.
-
-    Anything before the first such line is dropped. Hunk lines start with a space,
-    `+`, `-` or `\\`, and binary data has no space, so the cut never falls inside a file.
-    """
-    starts = [m.start() for m in re.finditer(rb"^diff --git ", patch, re.M)]
-    if patch.strip() and not starts:
-        raise PatchRefused("refused: the changes are not a git patch (no 'diff --git' line)")
-    return [(_header_paths(patch[a:b]), patch[a:b]) for a, b in zip(starts, [*starts[1:], len(patch)])]
-
-
-def _header_paths(patch: bytes) -> list[str]:
-    """Every path named in the patch's file headers (hunk bodies skipped), for an early, clear refusal."""
-    paths, in_header = [], False
-    for raw in patch.split(b"\n"):
-        line = raw.decode("utf-8", "surrogateescape").rstrip("\r")
-        if line.startswith("diff --git "):
-            in_header = True
-            rest = line[len("diff --git ") :]
-            paths += [_strip_side(_unquote(name)) for name in re.findall(r'"(?:[^"\\]|\\.)*"|\S+', rest)]
-            n = (len(rest) - 5) // 2  # "a/NAME b/NAME": a name with spaces, as git itself reads it
-            if rest.startswith("a/") and len(rest) == 2 * n + 5 and rest[2 : 2 + n] == rest[n + 5 :]:
-                paths.append(rest[2 : 2 + n])
-        elif line.startswith(("@@", "GIT binary patch")):
-            in_header = False
-        elif in_header:
-            for prefix in ("--- ", "+++ ", "rename from ", "rename to ", "copy from ", "copy to "):
-                if line.startswith(prefix):
-                    name = _unquote(line[len(prefix) :].rstrip("\t"))
-                    if name != "/dev/null":
-                        paths.append(_strip_side(name) if prefix in ("--- ", "+++ ") else name)
-    return paths
-
-
-def _strip_side(name: str) -> str:
-    return name[2:] if name[:2] in ("a/", "b/") else name
-
-
-def _unquote(name: str) -> str:
-    """Git's C-style quoting of unusual path names ("a/t\\303\\244st")."""
-    if len(name) < 2 or not (name.startswith('"') and name.endswith('"')):
-        return name
-    raw = name[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode("latin-1")
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def path_problem(path: str) -> str | None:
-    """Why `path` may never be committed, whatever its content, or None. Mirrored in agentd's `path_problem`."""
-    if not path or path.startswith("/"):
-        return "an absolute or empty path"
-    for part in path.split("/"):
-        if part == "..":
-            return "leaves the repository through '..'"
-        if part.lower().rstrip(" .") in (".git", "git~1"):
-            return "inside .git; git's own files are never committed"
-    return None
-
-
-def link_problem(path: str, links: Mapping[str, str]) -> str | None:
-    """Why the symlink at `path` would not stay inside the tree, or None.
-
-    `links` maps every symlink of the resulting tree to its target. The target is
-    resolved against that tree, following links on the way (chains such as
-    `sub/up -> ..` then `x -> sub/up/sub/up/../../../etc/passwd`, directories
-    that are links, any letter case, as a case-insensitive checkout would); a
-    name the tree lacks counts as a plain directory. A link whose resolution
-    steps above the root, is absolute, enters `.git` or loops is refused.
-    Mirrored in agentd's `link_problem`, which warns the agent; this one decides.
-    """
-    folded = {p.lower(): t for p, t in links.items()}
-    target = links[path]
-    at, todo, hops = path.split("/")[:-1], target.split("/"), 0
-    if target.startswith("/"):
-        return f"a symlink to {target}, an absolute path outside the repository"
-    while todo:
-        part = todo.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not at:
-                return f"a symlink to {target}, which resolves outside the repository"
-            at.pop()
-            continue
-        if part.lower().rstrip(" .") in (".git", "git~1"):
-            return f"a symlink to {target}, which resolves into .git"
-        here = "/".join([*at, part]).lower()
-        if here in folded:
-            hops += 1
-            if hops > _LINK_HOPS:
-                return f"a symlink to {target}, which loops through other symlinks"
-            if folded[here].startswith("/"):
-                return f"a symlink to {target}, which resolves outside the repository"
-            todo = folded[here].split("/") + todo
-            continue
-        at.append(part)
-    return None

@@ -10,7 +10,7 @@ The sandbox's copy gets its submodules from the clean clone's, over `file://`
 (a full copy, never hardlinks, no network) and without any URL the repository
 chose: each one's URL is pointed at the clean clone's checkout, and after the
 copy its remote is removed, as the copy's own is. The hand-back never carries
-changes inside a submodule (agentd's `submodule_changes`).
+changes inside a submodule (`bot.sandbox.agentd.submodules`).
 """
 
 from __future__ import annotations

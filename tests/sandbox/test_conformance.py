@@ -40,7 +40,7 @@ pid = os.getpid()
 while pid > 1:
     fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
     pid = int(fields[1])
-    if any(arg.endswith(b"/agentd.py") for arg in open("/proc/%d/cmdline" % pid, "rb").read().split(b"\\0")):
+    if any(arg.endswith(b"/agentd.pyz") for arg in open("/proc/%d/cmdline" % pid, "rb").read().split(b"\\0")):
         status = open("/proc/%d/status" % pid).read()
         print([l.split()[1] for l in status.splitlines() if l.startswith("VmHWM")][0])
         break

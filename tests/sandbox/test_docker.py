@@ -88,7 +88,7 @@ def test_one_labelled_container_hardened_and_removed_on_close(workspace: Path) -
         assert "NoNewPrivs:\t1" in status
         for _ in range(3):
             box.run("true")
-        agentds = box.run("grep -l 'agentd[.]py' /proc/[0-9]*/cmdline 2>/dev/null | wc -l").output.strip()
+        agentds = box.run("grep -l 'agentd[.]pyz' /proc/[0-9]*/cmdline 2>/dev/null | wc -l").output.strip()
         assert agentds == "1", "one persistent agentd, not one exec per call"
         box.run("echo kept > ~/setup.txt")
         box.set_network(EgressPolicy(internet=True))

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bot.sandbox import Sandbox
-from bot.workspace.clone import LFS_NEW_REASON, LFS_REASON, Workspace, prepare
+from bot.sandbox.agentd.paths import LFS_NEW_REASON, LFS_REASON
+from bot.workspace.clone import Workspace, prepare
 from tests.conftest import git, make_repo
 
 POINTER = ("version https://git-lfs.github.com/spec/v1\n"

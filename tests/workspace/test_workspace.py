@@ -13,7 +13,8 @@ import pytest
 
 from bot.core.errors import DecodeError
 from bot.sandbox import SandboxSpec, open_sandbox
-from bot.workspace.clone import WORKFLOW_REASON, PatchRefused, Workspace, git_env, link_problem, prepare
+from bot.workspace.clone import Workspace, git_env, prepare
+from bot.workspace.patch_check import WORKFLOW_REASON, PatchRefused
 from tests.conftest import git
 from tests.fakes.git_http import GitHttpServer
 
@@ -234,23 +235,6 @@ def test_workflow_changes_are_left_out_unless_allowed(ws: Workspace) -> None:
 def test_workflow_changes_are_kept_when_the_repository_allows_them(ws: Workspace) -> None:
     patch = export(ws, "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/x.yml")
     assert ws.apply_patch(patch, keep_workflows=True) == ([".github/workflows/x.yml"], {})
-
-
-@pytest.mark.parametrize(("links", "escapes"), [
-    ({"x": "../etc/passwd"}, True),
-    ({"x": "/etc/passwd"}, True),
-    ({"x": "docs/../README.md"}, False),
-    ({"sub/up": "..", "x": "sub/up/sub/up/../../../etc/passwd"}, True),  # each link alone stays inside
-    ({"sub/up": "..", "x": "sub/up/README.md"}, False),
-    ({"d": "sub/up", "sub/up": "..", "x": "d/../../etc"}, True),  # a link to a directory that is a link
-    ({"a": "b", "b": "c", "c": "..", "x": "a/x"}, True),  # a chain of links
-    ({"Sub": "..", "x": "sub/../../etc"}, True),  # a case-insensitive checkout follows Sub for sub
-    ({"x": "y", "y": "x"}, True),  # a loop
-    ({"x": "sub/.GIT/config"}, True),
-    ({"m": "missing/..", "x": "m/README.md"}, False),  # names the tree lacks are plain directories
-])
-def test_symlinks_are_resolved_against_the_resulting_tree(links: dict[str, str], escapes: bool) -> None:
-    assert (link_problem("x", links) is not None) is escapes
 
 
 def test_a_chain_of_links_is_left_out_and_the_rest_committed(ws: Workspace) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from bot.sandbox import HandBack
-from bot.workspace.clone import LFS_NEW_REASON, LFS_REASON, Workspace, prepare
+from bot.sandbox.agentd.paths import LFS_NEW_REASON, LFS_REASON
+from bot.workspace.clone import Workspace, prepare
 from tests.conftest import GIT_ENV, git
 from tests.support.hand_back import hand_back
 

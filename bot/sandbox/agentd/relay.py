@@ -1,0 +1,100 @@
+"""Egress from the sandbox: 127.0.0.1:PORT relayed to the harness's egress proxy.
+
+bwrap and docker sandboxes have no network interface but loopback. When
+`DECODE_EGRESS_SOCKET` names the harness's egress proxy (a unix socket bound
+in from the host, see bot/sandbox/egress.py), agentd relays a loopback port to
+it and sets the proxy variables every command inherits.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+import time
+
+EGRESS_SOCKET = "DECODE_EGRESS_SOCKET"
+PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
+NO_PROXY = "localhost,127.0.0.1,::1"
+NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # SIGPIPE keeps its default action here: a send must not raise it
+HALF_CLOSED_S = 30.0
+
+
+def start_egress() -> int | None:
+    """Relay 127.0.0.1:PORT to the egress proxy named by DECODE_EGRESS_SOCKET and point every command
+    at it (http_proxy, https_proxy and their upper-case forms; no_proxy for loopback). Returns the
+    port, or None when there is no proxy (the local and modal backends)."""
+    path = os.environ.get(EGRESS_SOCKET)
+    if not path:
+        return None
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(128)
+    port = server.getsockname()[1]
+    spawn(accept_egress, server, path)
+    for name in PROXY_VARS:
+        os.environ[name] = "http://127.0.0.1:%d" % port
+    os.environ["no_proxy"] = os.environ["NO_PROXY"] = NO_PROXY
+    return port
+
+
+def spawn(target, *args) -> None:
+    thread = threading.Thread(target=target, args=args)
+    thread.daemon = True
+    thread.start()
+
+
+def accept_egress(server: socket.socket, path: str) -> None:
+    """Forward each connection to the loopback port, each on a thread of its own."""
+    while True:
+        try:
+            client, _ = server.accept()
+        except OSError:  # out of descriptors: let connections finish
+            time.sleep(0.05)
+            continue
+        spawn(forward_egress, client, path)
+
+
+def forward_egress(client: socket.socket, path: str) -> None:
+    """Relay `client` to the proxy's unix socket at `path`; a 502 naming it when it cannot be reached."""
+    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            upstream.connect(path)
+        except OSError as e:
+            body = ("decode-bot's egress proxy is not reachable at %s: %s\n" % (path, e)).encode()
+            head = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+            client.sendall(head + body, NOSIGNAL)
+            return
+        relay(client, upstream)
+    except OSError:
+        pass
+    finally:
+        client.close()
+        upstream.close()
+
+
+def relay(a: socket.socket, b: socket.socket) -> None:
+    """Copy bytes both ways until both sides have finished sending (the other gets HALF_CLOSED_S more)."""
+    peer = {a.fileno(): (a, b), b.fileno(): (b, a)}
+    poller = select.poll()
+    for fd in peer:
+        poller.register(fd, select.POLLIN)
+    open_ends = 2
+    while open_ends:
+        events = poller.poll(None if open_ends == 2 else HALF_CLOSED_S * 1000)
+        if not events:
+            return
+        for fd, _ in events:
+            source, target = peer[fd]
+            data = source.recv(65536)
+            if data:
+                target.sendall(data, NOSIGNAL)
+                continue
+            poller.unregister(fd)
+            open_ends -= 1
+            try:
+                target.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass

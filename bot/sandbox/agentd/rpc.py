@@ -1,0 +1,72 @@
+"""agentd's wire: JSON lines in on stdin, one JSON line answer each on stdout, and its `main`.
+
+Requests: {"id", "op", ...}; answers: {"id", "ok": true, ...} or
+{"id", "ok": false, "error": "..."}. Every failure is an answer, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+from .files import op_glob, op_grep, op_read, op_write
+from .handback import op_check, op_export, op_export_read
+from .paths import Refused, Workspace
+from .processes import become_subreaper, kill_descendants, op_exec, reap
+from .relay import start_egress
+
+OPS = {
+    "ping": lambda ws, req: {"pid": os.getpid(), "root": ws.root},
+    "exec": op_exec,
+    "read": op_read,
+    "write": op_write,
+    "glob": op_glob,
+    "grep": op_grep,
+    "export": op_export,
+    "export_read": op_export_read,
+    "check": op_check,
+}
+
+
+def answer(ws: Workspace, line: bytes) -> dict:
+    """The answer to one request line."""
+    try:
+        req = json.loads(line)
+        handler = OPS[req["op"]]
+    except (ValueError, KeyError, TypeError):
+        return {"id": None, "ok": False, "error": "malformed request"}
+    try:
+        reply = handler(ws, req)
+        reply["ok"] = True
+    except Refused as e:
+        reply = {"ok": False, "error": str(e)}
+    except Exception as e:  # noqa: BLE001 - every failure is an answer, never a crash
+        reply = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+    reply["id"] = req.get("id")
+    return reply
+
+
+def serve(root: str, stdin, stdout) -> None:
+    """Answer each request line of `stdin` on `stdout`, for the workspace at `root`, until stdin ends."""
+    ws = Workspace(root)
+    for line in stdin:
+        reap()
+        stdout.write((json.dumps(answer(ws, line)) + "\n").encode())
+        stdout.flush()
+
+
+def main() -> int:
+    """`python3 agentd.pyz WORKSPACE`: serve until stdin ends, then end whatever commands left running."""
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: agentd.pyz WORKSPACE\n")
+        return 2
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    become_subreaper()
+    start_egress()
+    try:
+        serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
+    finally:
+        kill_descendants()
+    return 0
