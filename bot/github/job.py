@@ -1,5 +1,9 @@
-"""A piece of work, start to end on GitHub: authorize, acknowledge, run, publish (bot/github/publish.py),
-report.
+"""A piece of work, start to end on GitHub: admit, authorize, acknowledge, plan, run, publish
+(bot/github/publish.py), report.
+
+The job reads GitHub's facts through the forge and does what the pure decisions of bot/github/plan.py
+say: `admit` (whether unasked work runs, whose permission is checked, whether a tracking comment
+follows) and `plan` (the task, or why not: a fork outside an isolating sandbox; the edited-since note).
 
 The tracking comment is posted before anything can fail and is always edited at
 the end, to the pull request or to the error: a job that was accepted is never
