@@ -25,7 +25,7 @@ from bot.github.auth import TokenCredentials
 from bot.github.body import split_markdown
 from bot.github.forge import GitHubForge
 from bot.github.conclusion import Conclusion
-from bot.github.job import run_github_job
+from bot.github.job import JobContext, run_github_job
 from bot.model import Model, make_model
 from bot.run.transcript import render_figures
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
@@ -91,10 +91,10 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
     server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if env.get("GITHUB_RUN_ID") else None
     forge = GitHubForge(TokenCredentials(token, settings.github_api_url))
-    conclusion = run_github_job(
-        work, settings, forge, run_id=run_id, run_url=run_url, model=model,
+    conclusion = run_github_job(JobContext(
+        work, settings, forge, run_id, run_url=run_url, model=model,
         authorize=not isinstance(work, Dispatch), attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
-        progress=lambda line: print(line, file=sys.stderr, flush=True))
+        progress=lambda line: print(line, file=sys.stderr, flush=True)))
     return finish(env, conclusion)
 
 

@@ -354,7 +354,7 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     """Token (or App) mode: the same job as a webhook's, without the permission check, ending in a PR."""
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
-    from bot.github.job import run_github_job
+    from bot.github.job import JobContext, run_github_job
     from bot.github.work import Dispatch, Issue
 
     forge = GitHubForge(credentials_from(settings))
@@ -362,7 +362,7 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
         work: Issue | Dispatch = Issue(repo=repo, number=args.issue, sender_login="", instructions=args.task or "")
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
-    conclusion = run_github_job(work, settings, forge, run_id=run_id, authorize=False, progress=progress)
+    conclusion = run_github_job(JobContext(work, settings, forge, run_id, authorize=False, progress=progress))
     if conclusion.outcome is not None:
         report(conclusion.outcome, None)
     if conclusion.pr_url:

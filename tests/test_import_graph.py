@@ -95,3 +95,29 @@ def test_an_import_inside_a_function_counts() -> None:
     graph = {"bot.a": {"bot.b"}, "bot.b": {"bot.pkg"}, "bot.pkg": {"bot.a"}}
     assert find_cycle(graph) == ["bot.a", "bot.b", "bot.pkg", "bot.a"]
     assert find_cycle({"bot.a": {"bot.b"}, "bot.b": set()}) is None
+
+
+RUN_LAYER = ("bot.run", "bot.agent", "bot.workspace")
+
+
+def closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    """`start` and every module it imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        if (name := todo.pop()) not in seen:
+            seen.add(name)
+            todo.extend(graph.get(name, ()))
+    return seen
+
+
+def test_the_github_edge_imports_nothing_of_the_run_layer() -> None:
+    graph = import_graph()
+    reached = closure(graph, "bot.github.forge")
+    assert "bot.github.checks" in reached, "the closure is the real one"
+    run_layer = sorted(m for m in reached if m.startswith(tuple(p + "." for p in RUN_LAYER)) or m in RUN_LAYER)
+    assert run_layer == [], "bot/github/forge.py reaches the run layer: " + ", ".join(run_layer)
+
+
+def test_closure_follows_every_hop() -> None:
+    assert closure({"bot.a": {"bot.b"}, "bot.b": {"bot.c"}, "bot.d": {"bot.a"}}, "bot.a") == {"bot.a", "bot.b", "bot.c"}

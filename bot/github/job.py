@@ -1,5 +1,9 @@
-"""A piece of work, start to end on GitHub: authorize, acknowledge, run, publish (bot/github/publish.py),
-report.
+"""A piece of work, start to end on GitHub: admit, authorize, acknowledge, plan, run, publish
+(bot/github/publish.py), report.
+
+The job reads GitHub's facts through the forge and does what the pure decisions of bot/github/plan.py
+say: `admit` (whether unasked work runs, whose permission is checked, whether a tracking comment
+follows) and `plan` (the task, or why not: a fork outside an isolating sandbox; the edited-since note).
 
 The tracking comment is posted before anything can fail and is always edited at
 the end, to the pull request or to the error: a job that was accepted is never
@@ -10,89 +14,120 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from github import GithubException
 
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
-from bot.github.checks import ci_task_text
+from bot.core.links import run_link
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem
 from bot.github.info import IssueInfo, PullInfo, RepoInfo
-from bot.github.gates import ci_gate, review_gate
-from bot.github.plan import CiRound, Facts, ToFork, plan
+from bot.github.plan import CiRound, Facts, OptIn, Plan, Skip, admit, plan, unasked
 from bot.github.publish import answer_threads, publish
 from bot.github.tracking import Tracker
-from bot.core.links import run_link
+from bot.github.triggers import may_trigger, refusal_text
+from bot.github.work import CheckSuite, Dispatch, Labels, Review, Work, asked_by, reaction_target
 from bot.model import Model
 from bot.run.pipeline import Job, execute
+from bot.run.repo_config import PATH
+from bot.run.task_text import ci_task_text, one_line
 from bot.workspace.run_dirs import drop_clones
-from bot.sandbox import ISOLATING
-from bot.run.task_text import one_line
-from bot.github.triggers import may_trigger, refusal_text
-from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work, asked_by, reaction_target
 
 log = logging.getLogger(__name__)
 
 
-def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str, run_url: str | None = None,
-                   model: Model | None = None, authorize: bool = True, attempt: int = 1,
-                   progress: Callable[[str], None] = lambda line: None) -> Conclusion:
-    """Carry out `work` and report on GitHub; errors end in the tracking comment, not in silence.
+def _quiet(line: str) -> None:
+    """Progress nobody reads."""
 
-    `run_id` must stay the same when a job is retried (`attempt` > 1): it tags the
-    comments the job posts, so a retry finds and reuses them instead of doubling them.
-    """
-    repo = work.repo
-    redactor = settings.redactor
+
+@dataclass(frozen=True)
+class JobContext:
+    """One GitHub job and what it runs with: the work, the settings, the forge it talks to, and its identity.
+
+    `run_id` must stay the same when a job is retried (`attempt` > 1): it tags the comments the job posts, so
+    a retry finds and reuses them instead of doubling them. `run_url` links the run (an Actions run) from the
+    tracking comment; `model` is a shared model (None: one per run); `authorize` is False where the caller
+    vouches for the sender (the CLI, a workflow run); `progress` hears the run's lines."""
+
+    work: Work
+    settings: Settings
+    forge: Forge
+    run_id: str
+    attempt: int = 1
+    run_url: str | None = None
+    model: Model | None = None
+    authorize: bool = True
+    progress: Callable[[str], None] = _quiet
+
+
+def run_github_job(ctx: JobContext) -> Conclusion:
+    """Carry out `ctx.work` and report on GitHub; errors end in the tracking comment, not in silence."""
+    work, forge, run_id = ctx.work, ctx.forge, ctx.run_id
+    redactor = ctx.settings.redactor
     try:
-        if isinstance(work, Review) and not work.by_command and (why := review_gate(work, forge)) is not None:
-            log.info("job %s: the review starts nothing: %s", run_id, why)
-            return Conclusion("skipped", why)
-        ci = ci_gate(work, forge) if isinstance(work, CheckSuite) else None
-        if isinstance(ci, str):
-            log.info("job %s: the failed check suite starts nothing: %s", run_id, ci)
-            return Conclusion("skipped", ci)
-        # a failed suite's sender is whoever GitHub names; its authority is decode.yml's ci_fix (gates.py)
-        if authorize and not isinstance(work, CheckSuite) and (refused := _refuse(work, forge, settings)) is not None:
+        admitted = admit(work, _opt_in(work, forge) if unasked(work) else None, authorize=ctx.authorize)
+        if isinstance(admitted, Skip):
+            log.info("job %s: the %s starts nothing: %s", run_id, work.kind, admitted.reason)
+            _notify(work, forge, admitted)
+            return Conclusion("skipped", admitted.reason)
+        if admitted.authorize and (refused := _refuse(work, forge, ctx.settings)) is not None:
             return refused
-        page = run_link(settings, run_id)
-        doing = f"fixing the failing checks (round {ci[0]} of {ci[1]})" if isinstance(ci, tuple) else "working on this"
-        tracking = None if isinstance(work, Dispatch) else _track(work, forge, run_id, run_url, page, attempt, doing)
+        page = run_link(ctx.settings, run_id)
+        tracking = _track(ctx, page, admitted.doing) if admitted.track else None
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
-        error = _refusal(e, work, forge, settings.github_api_url) if refused else e
+        error = _refusal(e, work, forge, ctx.settings.github_api_url) if refused else e
         text = redactor.redact(str(error) or type(error).__name__)
         log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(error, DecodeError))
         return Conclusion("failed", text, error=error)
     try:
-        info = forge.repository(repo)  # preflight: the token works and can read the repository
-        edited = _edited_note(work, forge)
-        conclusion = _work(work, info, settings, forge, run_id=run_id, attempt=attempt, model=model,
-                           progress=progress, tracking=tracking, page=page, ci=ci)
+        info = forge.repository(work.repo)  # preflight: the token works and can read the repository
+        decided = plan(work, _facts(ctx, info, admitted.ci), run_id=run_id, sandbox_mode=ctx.settings.sandbox_mode)
+        conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
+            _work(ctx, decided, info, tracking, page)
         if conclusion.outcome is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.outcome.run_dir)
-        if edited:
+        if edited := (decided.note if isinstance(decided, Plan) else None):
             conclusion.message = f"{conclusion.message}\n\n{edited}"
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue and concluded
         text = redactor.redact(str(e) or type(e).__name__)
         log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(e, DecodeError))
         if tracking is not None:
-            tracking.finish(f"❌ decode-bot could not finish this run{_run(run_url)}:\n\n```text\n{text}\n```")
+            tracking.finish(f"❌ decode-bot could not finish this run{_run(ctx.run_url)}:\n\n```text\n{text}\n```")
         return Conclusion("failed", text, error=e)
     if tracking is not None:
         tracking.finish(conclusion.message)
     return conclusion
 
 
-def _track(work: Issue | Comment | ReviewComment | Review | CheckSuite, forge: Forge, run_id: str,
-           run_url: str | None, page: str | None, attempt: int, doing: str) -> Tracker:
+def _opt_in(work: Review | CheckSuite, forge: Forge) -> OptIn:
+    """What `admit` decides unasked work from: the pull request, who opened it, its base's decode.yml (read
+    through the API, since no clone exists yet; never the head's) and, for a failed suite, its commits."""
+    issue, pull = forge.issue(work.repo, work.number), forge.pull(work.repo, work.number)
+    commits = tuple(forge.pull_commits(work.repo, work.number)) if isinstance(work, CheckSuite) else ()
+    return OptIn(issue.author, forge.bot_login(), pull, forge.file_at(work.repo, PATH, pull.base_ref), commits)
+
+
+def _notify(work: Work, forge: Forge, skip: Skip) -> None:
+    """Post the skip's notice on the pull request, once."""
+    if skip.notice is not None and work.number is not None:
+        tag, text = skip.notice
+        if forge.find_comment(work.repo, work.number, tag) is None:
+            forge.post_comment(work.repo, work.number, text, tag)
+
+
+def _track(ctx: JobContext, page: str | None, doing: str) -> Tracker:
     """React to the request and post (or, for a retried or released job, find and edit) the tracking comment."""
+    work, forge, attempt = ctx.work, ctx.forge, ctx.attempt
+    assert not isinstance(work, Dispatch | Labels), "a workflow run has no issue to track it on"
     repo, number = work.repo, work.number
     if (target := reaction_target(work)) is not None:
         forge.react(repo, target, "eyes")
-    tag = marker("run", run_id)
-    links = " · ".join(filter(None, [run_url and f"[The run]({run_url})", page and f"📜 [Transcript]({page})"]))
+    tag = marker("run", ctx.run_id)
+    links = " · ".join(filter(None, [ctx.run_url and f"[The run]({ctx.run_url})",
+                                     page and f"📜 [Transcript]({page})"]))
     footer = (f"{links}\n\n" if links else "") + tag
     heading = f"👀 decode-bot is {doing}" + (f" (attempt {attempt})." if attempt > 1 else ".")
     tracker = Tracker(forge, repo, forge.find_comment(repo, number, tag), footer=footer, heading=heading)
@@ -128,48 +163,27 @@ def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
     return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
 
 
-def _edited_note(work: Work, forge: Forge) -> str | None:
-    """A note for the report when the issue or pull request was edited after the event that started the job."""
-    if isinstance(work, Dispatch) or work.title is None:
-        return None
-    now = forge.issue(work.repo, work.number)
-
-    def same(a: str | None, b: str | None) -> bool:
-        return (a or "").replace("\r\n", "\n").strip() == (b or "").replace("\r\n", "\n").strip()
-
-    if same(now.title, work.title) and same(now.body, work.body):
-        return None
-    what = "pull request" if now.is_pull else "issue"
-    when = ("it was labeled", "as it was when labeled") if work.kind == "issue" else \
-        ("the review was submitted", "as it was then") if isinstance(work, Review) else \
-        ("the command was posted", "as it was when the command was posted")
-    return (f"ℹ️ The {what} was edited after {when[0]}; decode-bot worked on the text {when[1]}. "
-            f"Run it again to work on the current text.")
-
-
-def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_id: str, attempt: int,
-          model: Model | None, progress: Callable[[str], None], tracking: Tracker | None,
-          page: str | None, ci: tuple[int, int] | None = None) -> Conclusion:
-    """Fetch the facts, plan, run the plan, publish its delivery; `tracking` follows the run; `ci` is the
-    round of a failed check suite's fix."""
+def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None) -> Facts:
+    """What `plan` decides from: the issue and pull request as GitHub has them now, a review's comments, and
+    for round `ci` of a CI fix the task made of the failed checks."""
+    work, forge = ctx.work, ctx.forge
     repo, number = work.repo, work.number
     issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
     review = tuple(forge.review_comments(repo, work.number, work.review_id)) if isinstance(work, Review) else ()
     ci_round = None
     if isinstance(work, CheckSuite) and ci is not None:
-        redact = settings.redactor.redact
+        redact = ctx.settings.redactor.redact
         failures = forge.failed_checks(repo, work.head_sha, redact=redact)
         ci_round = CiRound(ci[0], ci[1], ci_task_text(failures, redact=redact, pr_number=work.number,
                                                       head_sha=work.head_sha, round=ci[0], rounds=ci[1]))
-    the_plan = plan(work, Facts(info, issue, pull, review, ci_round), run_id=run_id)
-    fork = isinstance(the_plan.delivery, ToFork)
-    if fork and settings.sandbox_mode not in ISOLATING:
-        return Conclusion("skipped", f"🔒 decode-bot did not run: this pull request comes from a fork, and a "
-                          f"fork's code runs only in an isolating sandbox ({', '.join(ISOLATING)}). This "
-                          f"installation runs SANDBOX_MODE={settings.sandbox_mode}, which would give the "
-                          "fork's code the bot's own access; ask its operator to switch, or push the branch to "
-                          "this repository.")
+    return Facts(info, issue, pull, review, ci_round)
+
+
+def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | None, page: str | None) -> Conclusion:
+    """Run `the_plan` and publish its delivery; `tracking` follows the run, `page` is its transcript page."""
+    forge, settings, run_id, repo = ctx.forge, ctx.settings, ctx.run_id, ctx.work.repo
+    model, progress, attempt = ctx.model, ctx.progress, ctx.attempt
     token = forge.token_for(repo)
     job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,

@@ -1,21 +1,34 @@
-"""What a trigger means on GitHub, decided without I/O: the task text, the branch the agent starts
-from and lands on, whose decode.yml applies, and how the result is delivered.
+"""What a trigger means on GitHub, decided without I/O: whether it runs at all, the task text, the branch
+the agent starts from and lands on, whose decode.yml applies, and how the result is delivered.
 
-`plan` is a pure function of the work and the `Facts` (what GitHub said about the repository, the
-issue and the pull request), so every case (issue, comment on an issue, comment or review comment on a
-pull request of the same repository or of a fork, dispatch) is tested without a network. The
-GitHub job fetches the facts, runs the plan and publishes its `delivery`.
+Two pure decisions, in the order the GitHub job (bot/github/job.py) meets them:
+- `admit`, before anyone is told: unasked work (a review requesting changes without the command, a
+  failed check suite) runs only on a pull request decode-bot opened, where the base branch's decode.yml
+  opts in (`review_trigger: changes_requested`, `ci_fix: {rounds: N}`); a suite also needs its commit to
+  still be the head, no person to have pushed since decode-bot's last commit, and rounds left. It also
+  says whether the sender's permission is checked and whether a tracking comment follows.
+- `plan`, once the tracking comment is up and the facts are read: the fork refusal (a fork's code runs
+  only in an isolating sandbox), the note that the issue was edited since the event, and the plan.
+Each returns a `Skip` with the reason when the work does not run. The job gathers the facts through
+the forge, so every case is tested without a network.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
+from bot.github.checks import CommitIdentity
+from bot.github.conclusion import marker
 from bot.github.info import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
 from bot.run.pipeline import issue_branch
+from bot.run.repo_config import PATH, RepoConfig, config_of
 from bot.run.task_text import build_task
-from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work
+from bot.sandbox import ISOLATING
+from bot.workspace.clone import BOT_IDENTITY
+from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Labels, Review, ReviewComment, Work
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,15 @@ class Plan:
     co_author: str | None
     delivery: Delivery
     threads: Threads | None = None  # a review's threads, each answered once the run is published
+    note: str | None = None  # for the report: the issue or pull request was edited after the event
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why the work does not run; `notice` is (marker, comment) to post on the pull request once."""
+
+    reason: str
+    notice: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +108,7 @@ class Facts:
 @dataclass(frozen=True)
 class CiRound:
     """Round `round` of `rounds` of fixing a pull request's failed checks; `task` is the agent's task, made from
-    the checks' output and logs (bot/github/checks.py::ci_task_text), redacted and fenced."""
+    the checks' output and logs (bot/run/task_text.py::ci_task_text), redacted and fenced."""
 
     round: int
     rounds: int
@@ -94,15 +116,168 @@ class CiRound:
 
     @property
     def title(self) -> str:
-        """The commit subject; a later round counts the commits carrying it (bot/github/gates.py, `ci_rounds_used`)."""
+        """The commit subject; a later round counts the commits carrying it (`ci_rounds_used`)."""
         return f"{CI_SUBJECT} (round {self.round} of {self.rounds})"
 
 
 CI_SUBJECT = "Fix the failing checks"
 
 
-def plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
-    """The plan for `work` given `facts`; `run_id` names the branch of a workflow run."""
+@dataclass(frozen=True)
+class OptIn:
+    """What GitHub says about the pull request unasked work is on, read before anyone is told: who opened it
+    (`author`) and who decode-bot is (`bot_login`), the pull request, its base branch's decode.yml as it is
+    there (None: there is none), and for a failed suite the pull request's commits, oldest first."""
+
+    author: str
+    bot_login: str | None
+    pull: PullInfo
+    config: bytes | None
+    commits: tuple[CommitIdentity, ...] = ()
+
+
+@dataclass(frozen=True)
+class Admission:
+    """How admitted work goes on: whether the sender's permission is checked, whether a tracking comment
+    follows the work, what it says decode-bot is doing, and (round, rounds) of a CI fix."""
+
+    authorize: bool
+    track: bool
+    doing: str = "working on this"
+    ci: tuple[int, int] | None = None
+
+
+def unasked(work: Work) -> TypeGuard[Review | CheckSuite]:
+    """Whether `work` runs only where the repository opted in, which `admit` decides from an `OptIn`: a review
+    requesting changes without the command, a failed check suite."""
+    return isinstance(work, CheckSuite) or (isinstance(work, Review) and not work.by_command)
+
+
+def admit(work: Work, opt_in: OptIn | None, *, authorize: bool) -> Admission | Skip:
+    """Whether `work` runs, decided before anyone is told; `opt_in` is read for `unasked` work (None otherwise),
+    `authorize` is False where the caller vouches for the sender (the CLI, a workflow run)."""
+    if unasked(work) and opt_in is None:
+        raise ValueError(f"unasked work on #{work.number} is admitted with the facts of its pull request")
+    if isinstance(work, Review) and not work.by_command and opt_in is not None:
+        config = _opted(work, opt_in)
+        if isinstance(config, Skip):
+            return config
+        if config.review_trigger != "changes_requested":
+            return Skip(f"{PATH} on {opt_in.pull.base_ref} does not say review_trigger: changes_requested")
+    if isinstance(work, CheckSuite) and opt_in is not None:
+        ci = _ci_round(work, opt_in)
+        if isinstance(ci, Skip):
+            return ci
+        # a failed suite's sender is whoever GitHub names; its authority is decode.yml's ci_fix
+        return Admission(authorize=False, track=True, doing=f"fixing the failing checks (round {ci[0]} of {ci[1]})",
+                         ci=ci)
+    return Admission(authorize=authorize, track=not isinstance(work, Dispatch))
+
+
+def _opted(work: Review | CheckSuite, opt_in: OptIn) -> RepoConfig | Skip:
+    """The base branch's config when the pull request is one decode-bot opened from a `decode/` branch of the
+    repository, else why it is not decode-bot's."""
+    pull = opt_in.pull
+    ours = opt_in.author.lower() == (opt_in.bot_login or "").lower()
+    if not (ours and pull.same_repo(work.repo) and pull.head_ref.startswith("decode/")):
+        return Skip(f"#{work.number} is not a pull request decode-bot opened; only the command starts work there")
+    return config_of(opt_in.config, f" on {pull.base_ref}")
+
+
+def _ci_round(work: CheckSuite, opt_in: OptIn) -> tuple[int, int] | Skip:
+    """(round, rounds) when a failed suite starts a fix run, else why not. When the rounds are used up, the
+    pull request is told once for that head."""
+    config = _opted(work, opt_in)
+    if isinstance(config, Skip):
+        return config
+    pull, rounds = opt_in.pull, config.ci_fix_rounds
+    if not rounds:
+        return Skip(f"{PATH} on {pull.base_ref} does not set ci_fix")
+    if pull.head_sha != work.head_sha:
+        return Skip(f"the suite ran on {work.head_sha[:12]}, and #{work.number}'s head has moved on since")
+    if human_pushed(opt_in.commits):
+        return Skip(f"someone pushed to {pull.head_ref} after decode-bot's last commit: CI fixes stop there")
+    used = ci_rounds_used(opt_in.commits)
+    if used < rounds:
+        return used + 1, rounds
+    tag = marker("ci-stop", work.head_sha)
+    return Skip(f"the {rounds} CI-fix rounds are used up", notice=(tag, (
+        f"🛑 The checks still fail after {used} CI-fix round{'s' * (used != 1)} (`ci_fix: {{rounds: {rounds}}}` "
+        f"in `{PATH}`); decode-bot stops here. Push a fix, or comment `/decode ...` to ask for another "
+        f"try.\n\n{tag}")))
+
+
+def ci_rounds_used(commits: Sequence[CommitIdentity]) -> int:
+    """decode-bot's CI-fix commits at the tip of the branch, counted back to the first commit that is not one."""
+    used = 0
+    for commit in reversed(commits):
+        # "decode: <title>", or "decode (incomplete: ...): <title>" (bot/run/pipeline.py::commit_message)
+        if not (is_ours(commit) and commit.subject.partition(": ")[2].startswith(CI_SUBJECT)):
+            break
+        used += 1
+    return used
+
+
+def is_ours(commit: CommitIdentity, identity: tuple[str, str] = BOT_IDENTITY) -> bool:
+    """Whether decode-bot made `commit`: author and committer are both our identity (bot/workspace/clone.py).
+
+    A person's amend, rebase or cherry-pick keeps our author but makes them the committer; GitHub's
+    "Update branch" commits as GitHub: neither is ours.
+    """
+    name, email = identity
+    return all(who[0] == name and who[1].lower() == email.lower() for who in (commit.author, commit.committer))
+
+
+def human_pushed(commits: Sequence[CommitIdentity], identity: tuple[str, str] = BOT_IDENTITY) -> bool:
+    """Whether someone else pushed to the branch after decode-bot's last commit on it.
+
+    `commits` are the branch's commits in order, oldest first (as `GET .../pulls/{n}/commits` lists them),
+    or just its head. That is the case exactly when the head is not ours, or when none is ours at all.
+    Git identities are not authenticated: someone who commits under our identity is treated as us, which
+    only lets a person with push access keep the rounds going, never stop someone else's work.
+    """
+    return not commits or not is_ours(commits[-1], identity)
+
+
+def plan(work: Work, facts: Facts, *, run_id: str, sandbox_mode: str) -> Plan | Skip:
+    """The plan for `work` given `facts`, or why it does not run; `run_id` names the branch of a workflow run,
+    `sandbox_mode` is where the agent would run (a fork's code needs an isolating one)."""
+    the_plan = _plan(work, facts, run_id=run_id)
+    note = edited_note(work, facts.issue)
+    if isinstance(the_plan.delivery, ToFork) and sandbox_mode not in ISOLATING:
+        return Skip("\n\n".join(filter(None, [fork_refusal(sandbox_mode), note])))
+    return dataclasses.replace(the_plan, note=note)
+
+
+def fork_refusal(sandbox_mode: str) -> str:
+    """Why a fork's pull request is not run in `sandbox_mode`, which does not isolate its code from the bot."""
+    return (f"🔒 decode-bot did not run: this pull request comes from a fork, and a fork's code runs only in an "
+            f"isolating sandbox ({', '.join(ISOLATING)}). This installation runs SANDBOX_MODE={sandbox_mode}, "
+            "which would give the fork's code the bot's own access; ask its operator to switch, or push the "
+            "branch to this repository.")
+
+
+def edited_note(work: Work, now: IssueInfo | None) -> str | None:
+    """A note for the report when the issue or pull request (`now`, as GitHub has it) was edited after the event
+    that started the job; None when the event carried no text or the text is the same."""
+    if isinstance(work, Dispatch | Labels) or work.title is None or now is None:
+        return None
+
+    def same(a: str | None, b: str | None) -> bool:
+        return (a or "").replace("\r\n", "\n").strip() == (b or "").replace("\r\n", "\n").strip()
+
+    if same(now.title, work.title) and same(now.body, work.body):
+        return None
+    what = "pull request" if now.is_pull else "issue"
+    when = ("it was labeled", "as it was when labeled") if work.kind == "issue" else \
+        ("the review was submitted", "as it was then") if isinstance(work, Review) else \
+        ("the command was posted", "as it was when the command was posted")
+    return (f"ℹ️ The {what} was edited after {when[0]}; decode-bot worked on the text {when[1]}. "
+            f"Run it again to work on the current text.")
+
+
+def _plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
+    """Where `work` starts, lands and goes, given `facts`."""
     login = work.sender_login
     co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
     repo, issue, pull = facts.repo, facts.issue, facts.pull

@@ -48,7 +48,7 @@ class Rules:
 # comments are where a bot (or a loop of bots) could set the agent off, so only those refuse bot senders.
 WORKFLOW_RUNS = ("schedule", "workflow_dispatch")
 # A check suite's sender is whoever GitHub names, often a bot: its authority is `ci_fix` in the base
-# branch's decode.yml and the pull request being decode-bot's, which the job checks (bot/github/gates.py, `ci_gate`).
+# branch's decode.yml and the pull request being decode-bot's, which the job checks (bot/github/plan.py).
 NO_SENDER_RULE = (*WORKFLOW_RUNS, "check_suite.completed")
 # Suite conclusions a commit can fix; `cancelled` (a person, a newer push) and `action_required` (a person
 # on GitHub) are not, and `neutral`, `skipped`, `stale`, `success` are not failures.

@@ -81,7 +81,7 @@ class Review:
 
     `by_command`: its body starts with the command, and `instructions` are the rest; else it requests changes,
     `instructions` are its whole body, and the job runs it only on a decode-bot pull request whose base
-    branch's decode.yml says `review_trigger: changes_requested` (bot/github/job.py)."""
+    branch's decode.yml says `review_trigger: changes_requested` (`admit`, bot/github/plan.py)."""
 
     repo: str
     number: int
@@ -100,7 +100,8 @@ class Review:
 class CheckSuite:
     """A check suite failed on the head of pull request `number`: fix what makes the checks fail, on its
     branch. The job runs it only on a decode-bot pull request whose base branch's decode.yml sets `ci_fix`,
-    while the head is still `head_sha`, no person pushed since, and rounds are left (bot/github/gates.py, `ci_gate`).
+    while the head is still `head_sha`, no person pushed since, and rounds are left (`admit` in
+    bot/github/plan.py).
     The sender is whoever GitHub names (often a bot): the authority is the repository's decode.yml."""
 
     repo: str

@@ -18,7 +18,7 @@ from typing import Any
 from bot.config import Settings
 from bot.github.forge import Forge
 from bot.github.conclusion import marker
-from bot.github.job import run_github_job
+from bot.github.job import JobContext, run_github_job
 from bot.github.labels import add_trigger_labels
 from bot.jobs.lease import Outcome
 from bot.model import Model
@@ -78,8 +78,8 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
         if isinstance(work, Labels):
             conclusion = add_trigger_labels(work, forge, settings.trigger_label)
         else:
-            conclusion = run_github_job(work, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
-                                        model=model, progress=lambda line: log.info(line, extra=extra))
+            conclusion = run_github_job(JobContext(work, settings, forge, run_id_of(job), attempt=job.attempts,
+                                                   model=model, progress=lambda line: log.info(line, extra=extra)))
         result = conclusion.record()
         if record is not None and (figures := RunFigures.of(result)) is not None:
             record(figures)

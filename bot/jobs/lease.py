@@ -25,7 +25,6 @@ import itertools
 import json
 import logging
 import os
-import signal
 import socket
 import threading
 import time
@@ -120,7 +119,6 @@ class LeaseRunner:
         self._stopped = threading.Event()
         self._reaped = float("-inf")
         self._thread: threading.Thread | None = None
-        self._signals = 0
 
     # -- one sweep --------------------------------------------------------
 
@@ -370,24 +368,3 @@ class LeaseRunner:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.02)
-
-    def install_signal_handlers(self, grace_s: float = 30.0, *,
-                                on_stopped: Callable[[list[int]], None] | None = None) -> None:
-        """Make SIGTERM and SIGINT stop the runner gracefully, then call `on_stopped(released job ids)`.
-
-        This is the shutdown of `decode serve` and `decode worker`. The stop runs on
-        its own thread, so the signal handler returns at once; a second signal exits
-        the process immediately (its jobs run again after their leases expire).
-        Call this from the main thread.
-        """
-        def on_signal(signum: int, frame: object) -> None:
-            self._signals += 1
-            if self._signals > 1:
-                log.warning("second %s: exiting without waiting for running jobs", signal.Signals(signum).name)
-                os._exit(128 + signum)
-            log.info("%s: stopping, running jobs get %.0f s to finish", signal.Signals(signum).name, grace_s)
-            threading.Thread(target=self.stop, args=(grace_s, on_stopped), name=f"{self.name}-stop",
-                             daemon=True).start()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)

@@ -16,7 +16,6 @@ the App key loads and GitHub takes it (`GET /app`), the port can be listened on
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +34,7 @@ from bot.server.health import CredentialCheck
 from bot.server.logs import configure_logging
 from bot.server.metrics import Metrics, guarded_app
 from bot.server.setup import flow_of
+from bot.server.shutdown import on_shutdown, stop_runner
 from bot.jobs.sqlite import open_store
 from bot.jobs.store import JobStore
 from bot.jobs.worker import ThreadExecutor
@@ -122,7 +122,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
         remove_sandboxes(released)
         close_server(server)
 
-    pool.install_signal_handlers(settings.shutdown_grace_s, on_stopped=stopped)
+    on_shutdown(lambda name: pool.shutdown(name, settings.shutdown_grace_s, stopped))
     if check is not None:
         log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.workers)
     else:
@@ -147,7 +147,7 @@ class Pool:
         self.context: AppContext | None = None  # the webhook app's: its metrics, and where the runner is set
         self.runner: LeaseRunner | None = None
         self.closed = False
-        self._lock = threading.RLock()  # re-entrant: the signal handler may run on a thread holding it
+        self._lock = threading.Lock()  # a start and a shutdown never cross: a shutdown sees the runner or none
 
     def start(self, settings: Settings, credentials: Credentials) -> None:
         """Start the lease runner (once); a ConfigError when the server is already shutting down."""
@@ -170,26 +170,16 @@ class Pool:
         app_context(app).credentials = check
         self.start(settings, check.credentials)
 
-    def install_signal_handlers(self, grace_s: float, *, on_stopped: Callable[[list[int]], None]) -> None:
-        """SIGTERM and SIGINT stop the runner (LeaseRunner's handlers); before it exists, they end setup mode,
-        or hand over to the runner's handlers if /setup started one meanwhile. Call from the main thread."""
+    def shutdown(self, name: str, grace_s: float, on_stopped: Callable[[list[int]], None]) -> None:
+        """The stop for signal `name` (bot/server/shutdown.py): the runner's graceful stop, or, before /setup
+        started one, the end of setup mode (and no runner starts after it)."""
+        with self._lock:
+            self.closed = self.runner is None
         if self.runner is not None:
-            self.runner.install_signal_handlers(grace_s, on_stopped=on_stopped)
+            stop_runner(self.runner, grace_s, name, on_stopped)
             return
-
-        def on_signal(signum: int, frame: Any) -> None:
-            with self._lock:
-                self.closed = self.runner is None
-            if self.closed:
-                log.info("%s: stopping (no jobs run in this process)", signal.Signals(signum).name)
-                threading.Thread(target=on_stopped, args=([],), name="setup-stop", daemon=True).start()
-                return
-            assert self.runner is not None
-            self.runner.install_signal_handlers(grace_s, on_stopped=on_stopped)
-            signal.getsignal(signum)(signum, frame)  # type: ignore[operator]
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        log.info("%s: stopping (no jobs run in this process)", name)
+        on_stopped([])
 
     def stop_unless_stopping(self, grace_s: float) -> None:
         """When waitress ended by itself, not by a signal: stop the runner and remove its sandboxes."""
@@ -235,7 +225,7 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
             raise
         threading.Thread(target=scrape.run, name="metrics", daemon=True).start()
     pool = start_pool(settings, store, metrics, settings.workers, check.credentials)
-    pool.install_signal_handlers(settings.shutdown_grace_s, on_stopped=remove_sandboxes)
+    on_shutdown(lambda name: stop_runner(pool, settings.shutdown_grace_s, name, remove_sandboxes))
     log.info("worker running with %d workers", settings.workers)
     pool.wait_stopped()
     store.close()

@@ -9,10 +9,10 @@ import pytest
 from github import GithubException
 
 from bot.github.auth import TokenCredentials, client
-from bot.github.checks import (
-    CheckFailure, CommitIdentity, FailedChecks, ci_task_text, failed_checks, human_pushed, is_ours,
-)
+from bot.github.checks import CheckFailure, CommitIdentity, FailedChecks, failed_checks
+from bot.github.plan import human_pushed
 from bot.core.redact import Redactor
+from bot.run.task_text import ci_task_text
 from bot.workspace.clone import BOT_IDENTITY
 from tests.fakes.github_checks import LOG_HOST, add_check_run, checks_of
 from tests.fakes.webhook_examples import example
@@ -206,31 +206,7 @@ def test_a_long_output_is_cut_and_the_cut_said():
     assert "Its output was cut after" in task and task.count("z") < 7_000
 
 
-# -- who pushed ------------------------------------------------------------------------------------------------
-OURS = CommitIdentity("a1", BOT_IDENTITY, BOT_IDENTITY)
-ALICE = ("Alice", "alice@example.com")
-GITHUB = ("GitHub", "noreply@github.com")
-
-
-@pytest.mark.parametrize("commits, pushed", [
-    ([OURS], False),
-    ([CommitIdentity("h0", ALICE, ALICE), OURS], False),  # a human's work before our last commit
-    ([OURS, CommitIdentity("h1", ALICE, ALICE)], True),
-    ([OURS, CommitIdentity("h2", BOT_IDENTITY, ALICE)], True),  # our commit amended or rebased by a person
-    ([OURS, CommitIdentity("m1", ALICE, GITHUB)], True),  # GitHub's "Update branch" merge
-    ([OURS, CommitIdentity("r1", BOT_IDENTITY, GITHUB)], True),  # "Update branch" by rebase
-    ([], True),
-])
-def test_human_pushed(commits, pushed):
-    assert human_pushed(commits) is pushed
-
-
-def test_our_identity_is_matched_on_name_and_email_any_case():
-    name, email = BOT_IDENTITY
-    assert is_ours(CommitIdentity("x", (name, email.upper()), (name, email)))
-    assert not is_ours(CommitIdentity("x", ("someone", email), (name, email)))
-
-
+# -- commit identities -----------------------------------------------------------------------------------------
 def test_commit_identities_from_a_check_suite_delivery_and_from_rest():
     head = example("check_suite", "completed")["check_suite"]["head_commit"]
     from_hook = CommitIdentity.of(head)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.config import Settings
-from bot.github.job import run_github_job
+from bot.github.job import JobContext, run_github_job
 from bot.github.plan import Threads
 from bot.github.publish import answer_threads
 from bot.github.work import Review
@@ -17,7 +17,7 @@ def test_a_readers_decode_review_gets_one_polite_reply_and_no_reaction():
     work = Review(repo="octo/calendar", number=9, sender_login="rita", sender_type="User", review_id=55,
                   instructions="fix it")
     for _ in range(2):
-        assert run_github_job(work, SETTINGS, forge, run_id="r1").state == "skipped"
+        assert run_github_job(JobContext(work, SETTINGS, forge, run_id="r1")).state == "skipped"
     [reply] = forge.comments
     assert "@rita" in reply.body and forge.reactions == [] and forge.replies == []
 

@@ -225,6 +225,7 @@ RUNNER = """
 import sys, time
 from bot.jobs.lease import LeaseRunner, Outcome
 from bot.jobs.worker import ThreadExecutor
+from bot.server.shutdown import on_shutdown, stop_runner
 from tests.support.stores import open_at
 store = open_at(sys.argv[1], lease_s=0.5)
 def handle(job):
@@ -232,7 +233,7 @@ def handle(job):
     time.sleep(60)
     return Outcome(result={})
 pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
-pool.install_signal_handlers(grace_s=0.3, on_stopped=lambda released: print("stopped", flush=True))
+on_shutdown(lambda name: stop_runner(pool, 0.3, name, lambda released: print("stopped", flush=True)))
 pool.start()
 pool.wait_stopped()
 """

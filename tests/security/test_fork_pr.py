@@ -16,7 +16,7 @@ import pytest
 
 from bot.github.auth import AppCredentials
 from bot.github.forge import GitHubForge
-from bot.github.job import run_github_job
+from bot.github.job import JobContext, run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
 from bot.github.triggers import Router, Rules
@@ -47,8 +47,8 @@ def decode_comment(world, number: int, *, forge=None, **settings):
     if forge is None:
         return run(world, "issue_comment", payload, **settings)
     s = base_settings.replace(**settings)
-    return run_github_job(Router(Rules.of(s)).decide("issue_comment", payload), s, forge, run_id="fork",
-                          model=AnthropicModel(s, sleep=lambda _: None))
+    work = Router(Rules.of(s)).decide("issue_comment", payload)
+    return run_github_job(JobContext(work, s, forge, run_id="fork", model=AnthropicModel(s, sleep=lambda _: None)))
 
 
 def app_forge(fake) -> GitHubForge:

@@ -10,7 +10,7 @@ import pytest
 
 from bot.github.auth import TokenCredentials
 from bot.github.forge import GitHubForge
-from bot.github.job import run_github_job
+from bot.github.job import JobContext, run_github_job
 from bot.github.retry import GitHubRetry
 from bot.model.anthropic import AnthropicModel
 from bot.github.triggers import Ignore, Router, Rules
@@ -63,5 +63,5 @@ def run(world, event: str, payload: dict, run_id: str = "r1", **kw):
     trigger = Router(Rules.of(settings)).decide(event, as_sent(fake, payload))
     assert not isinstance(trigger, Ignore), trigger
     model = AnthropicModel(settings, sleep=lambda s: None)
-    return run_github_job(trigger, settings.replace(**kw), forge, run_id=run_id, model=model,
-                          run_url="https://ci.example/run/1")
+    return run_github_job(JobContext(trigger, settings.replace(**kw), forge, run_id=run_id, model=model,
+                                     run_url="https://ci.example/run/1"))

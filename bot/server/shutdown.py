@@ -1,0 +1,45 @@
+"""How `decode serve` and `decode worker` answer SIGTERM and SIGINT: the process's signals, in one place.
+
+The first signal starts the graceful stop on a thread of its own, so the handler returns at once: no new
+claims, running jobs get their grace period, the rest are released to run again (`LeaseRunner.stop`). A
+second signal exits the process at once; the jobs it still ran run again once their leases expire.
+The runner itself knows nothing of signals: the Modal control app stops its runner its own way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+from bot.jobs.lease import LeaseRunner
+
+log = logging.getLogger("decode.worker")
+
+
+def on_shutdown(stop: Callable[[str], None]) -> None:
+    """Make SIGTERM and SIGINT call `stop(the signal's name)` on a thread of its own; a second signal exits
+    the process immediately. Call from the main thread."""
+    signals = 0
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal signals
+        signals += 1
+        name = signal.Signals(signum).name
+        if signals > 1:
+            log.warning("second %s: exiting without waiting for running jobs", name)
+            os._exit(128 + signum)
+        threading.Thread(target=stop, args=(name,), name="shutdown", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+def stop_runner(runner: LeaseRunner, grace_s: float, name: str,
+                on_stopped: Callable[[list[int]], None] | None = None) -> None:
+    """The graceful stop of `runner` for signal `name`: its running jobs get `grace_s` to finish, the rest are
+    released; then `on_stopped(released job ids)`."""
+    log.info("%s: stopping, running jobs get %.0f s to finish", name, grace_s)
+    runner.stop(grace_s, on_stopped)

@@ -1,0 +1,42 @@
+"""The process's answer to SIGTERM and SIGINT (bot/server/shutdown.py), in a real child process: the first
+signal starts the stop on a thread of its own, a second exits at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STOPPING = """
+import threading, time
+from bot.server.shutdown import on_shutdown
+def stop(name):
+    print("stopping", name, threading.current_thread().name, flush=True)
+    time.sleep(60)
+on_shutdown(stop)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def child() -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-c", STOPPING], env=env, text=True, stdout=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("first, second", [(signal.SIGTERM, signal.SIGTERM), (signal.SIGINT, signal.SIGTERM)])
+def test_the_first_signal_stops_on_a_thread_and_a_second_exits_at_once(first, second):
+    proc = child()
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(first)
+        assert proc.stdout.readline().split() == ["stopping", first.name, "shutdown"]
+        proc.send_signal(second)
+        assert proc.wait(timeout=10) == 128 + second
+    finally:
+        proc.kill()
