@@ -70,8 +70,8 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
         edited = _edited_note(work, forge)
         conclusion = _work(work, info, settings, forge, run_id=run_id, attempt=attempt, model=model,
                            progress=progress, tracking=tracking, page=page, ci=ci)
-        if conclusion.outcome is not None:  # published: the clone is not needed any more (see run_dirs)
-            drop_clones(conclusion.outcome.run_dir)
+        if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
+            drop_clones(conclusion.ran.run_dir)
         if edited:
             conclusion.message = f"{conclusion.message}\n\n{edited}"
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue and concluded

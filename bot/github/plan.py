@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from bot.github.info import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
-from bot.run.pipeline import issue_branch
+from bot.core.names import issue_branch, run_branch
 from bot.run.task_text import build_task
 from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Review, ReviewComment, Work
 
@@ -107,7 +107,7 @@ def plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
     co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
     repo, issue, pull = facts.repo, facts.issue, facts.pull
     if isinstance(work, Dispatch):
-        return Plan(task=build_task(work, issue_title="", issue_body=None), branch=f"decode/run-{run_id}",
+        return Plan(task=build_task(work, issue_title="", issue_body=None), branch=run_branch(run_id),
                     clone_base=work.base_ref, config_base=None, title=work.instructions, co_author=co_author,
                     delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:
