@@ -69,6 +69,12 @@ def issue_of_branch(branch: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def is_decode_branch(branch: str) -> bool:
+    """Whether `branch` is one decode-bot names (`issue_branch`, `run_branch`): the gates of reviews and
+    failed checks run only on pull requests from such a branch."""
+    return branch.startswith(BRANCH_PREFIX)
+
+
 def run_branch(run_id: str) -> str:
     """`decode/run-<id>`, the contract's branch for work on no issue."""
     return f"{BRANCH_PREFIX}run-{run_id}"

@@ -6,6 +6,7 @@ from bot.core.names import (
     attempt_dir,
     attempt_of,
     issue_branch,
+    is_decode_branch,
     issue_of_branch,
     job_id,
     job_key,
@@ -58,3 +59,8 @@ def test_issue_branches_follow_the_contract_and_round_trip():
 def test_run_branches_round_trip():
     assert run_branch("4242") == "decode/run-4242" and run_of_branch(run_branch("4242")) == "4242"
     assert run_of_branch("decode/issue-1-x") is None and run_of_branch("main") is None
+
+
+def test_decode_branches_are_the_ones_the_encoders_make():
+    assert is_decode_branch(issue_branch(3, "x")) and is_decode_branch(run_branch("r1"))
+    assert not is_decode_branch("main") and not is_decode_branch("feature/decode/x")
