@@ -294,17 +294,16 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
         shutil.rmtree(ws.path, ignore_errors=True)
     ctx.transcript.close()
     ctx.transcript.write_markdown()
+    write_record(ctx.run_dir, ran.result if ran is not None else _unfinished(ctx))
+
+
+def _unfinished(ctx: _Context) -> RunResult:
+    """The failed result of a run that ended before its own (an error, an interrupt), from its `run_end`."""
+    end = next((e for e in reversed(ctx.transcript.events()) if e["type"] == "run_end"), {})
     job = ctx.job
-    result = ran.result if ran is not None else RunResult(
-        run_id=job.run_id, state="failed", repo=ctx.redactor.redact(job.repo), branch=job.branch,
-        attempt=job.attempt, stop_reason="error", error=_last_error(ctx.transcript), exit_code=1)
-    write_record(ctx.run_dir, result)
-
-
-def _last_error(transcript: Transcript) -> str:
-    """The error of the transcript's `run_end`, for a run that ended before its result."""
-    end = next((e for e in reversed(transcript.events()) if e["type"] == "run_end"), {})
-    return str(end.get("error") or "the run did not start")
+    return RunResult(run_id=job.run_id, state="failed", repo=ctx.redactor.redact(job.repo), branch=job.branch,
+                     attempt=job.attempt, stop_reason=str(end.get("stop_reason") or "error"),
+                     error=str(end.get("error") or "the run did not start"), exit_code=1)
 
 
 def _note(ctx: _Context, text: str, *, show: bool = True) -> None:
