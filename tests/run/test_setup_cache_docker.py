@@ -146,4 +146,4 @@ def test_a_cache_hit_from_the_warm_pool_skips_setup_and_container_start(fake_ant
     assert "the docker sandbox came from the warm pool" not in [e["text"] for e in events(first, "note")]
     assert [e["result"] for e in events(third, "setup_cache")] == ["hit"] and events(third, "setup") == []
     assert agent_saw(third) == ["from-image", "from-workspace", "from-home"]
-    assert third.result.stop_reason == "completed" and third.commit is None, "the agent changed nothing"
+    assert third.result.stop_reason == "completed" and third.result.commit is None, "the agent changed nothing"
