@@ -28,6 +28,7 @@ from bot.github.conclusion import Conclusion
 from bot.github.job import run_github_job
 from bot.model import Model, make_model
 from bot.run.transcript import render_figures
+from bot.workspace.run_dirs import write_record
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
 from bot.github.work import Dispatch, Work
 
@@ -137,6 +138,8 @@ def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     """Write the step outputs and the job summary; the exit status for the conclusion."""
     result = conclusion.result(env.get("GITHUB_RUN_ID", ""))
     ran = conclusion.ran
+    if ran is not None:  # the artifact's record.json holds what the outputs say, links included
+        write_record(ran.run_dir, result)
     outputs = {"pr_url": result.pr_url or "", "branch": result.branch or "", "conclusion": result.state,
                "verified": result.verified, "cost_usd": f"{result.figures.cost_usd if result.figures else 0.0:.4f}",
                "transcript_path": str(ran.run_dir) if ran is not None else ""}

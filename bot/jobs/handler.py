@@ -42,10 +42,11 @@ def outcome_of(result: RunResult) -> Outcome:
 
 def job_handler(settings: Settings, forge: Forge, record: Record | None = None, *,
                 model: Model | None = None) -> Callable[[JobRecord], Outcome]:
-    """What a runner does with a claimed job: the GitHub job, its figures to `record`, logs keyed by job id;
-    `model` is the process's shared model (`bot.model.shared_model`), None to make one per run.
+    """What a runner does with a claimed job: the GitHub job, its result to `record` (when an agent ran),
+    logs keyed by job id; `model` is the process's shared model (`bot.model.shared_model`), None to make
+    one per run.
 
-    Returns the outcome to store: the conclusion's record, failed when the job failed.
+    Returns the outcome to store: the job's `RunResult`, failed when the job failed.
     """
 
     def handle(job: JobRecord) -> Outcome:

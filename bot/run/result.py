@@ -53,8 +53,9 @@ class Figures:
 class RunResult:
     """How one job's run ended: its state, where its work is, what it left out, what it cost.
 
-    `state` is one of `STATES`; `stop_reason` is the agent loop's (bot/agent/loop.py), None when no agent
-    ran; `figures` is None then too. `left_out` maps a path to why it was left out of the commit,
+    `state` is one of `STATES` (a record of an earlier shape may hold another word, or `unknown`);
+    `stop_reason` is the agent loop's (bot/agent/loop.py), None when no agent ran; `figures` is None
+    then too. `left_out` maps a path to why it was left out of the commit,
     `blocked` a "host:port" to the attempts the egress policy refused; `verified` is `passed`, `failed`
     or `none`. `error` is the one-line reason of a failed job."""
 
