@@ -28,6 +28,7 @@ from bot.github.conclusion import Conclusion
 from bot.github.job import JobContext, run_github_job
 from bot.model import Model, make_model
 from bot.run.transcript import render_figures
+from bot.workspace.run_dirs import write_record
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
 from bot.github.work import Dispatch, Work
 
@@ -135,12 +136,13 @@ def read_event(path: str) -> dict:
 
 def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     """Write the step outputs and the job summary; the exit status for the conclusion."""
-    outcome = conclusion.outcome
-    cost = outcome.result.cost_usd if outcome else 0.0
-    transcript_dir = str(outcome.transcript_md.parent) if outcome else ""
-    outputs = {"pr_url": conclusion.pr_url or "", "branch": conclusion.branch or "",
-               "conclusion": conclusion.state, "verified": outcome.verification.verified if outcome else "none",
-               "cost_usd": f"{cost:.4f}", "transcript_path": transcript_dir}
+    result = conclusion.result(env.get("GITHUB_RUN_ID", ""))
+    ran = conclusion.ran
+    if ran is not None:  # the artifact's record.json holds what the outputs say, links included
+        write_record(ran.run_dir, result)
+    outputs = {"pr_url": result.pr_url or "", "branch": result.branch or "", "conclusion": result.state,
+               "verified": result.verified, "cost_usd": f"{result.figures.cost_usd if result.figures else 0.0:.4f}",
+               "transcript_path": str(ran.run_dir) if ran is not None else ""}
     if path := env.get("GITHUB_OUTPUT"):
         with open(path, "a", encoding="utf-8") as f:
             f.writelines(f"{k}={v}\n" for k, v in outputs.items())
@@ -161,14 +163,14 @@ def summary(conclusion: Conclusion) -> str:
         lines += [f"Pull request: {conclusion.pr_url}", ""]
     if conclusion.state == "skipped":
         lines += [f"Nothing to do: {conclusion.message}", ""]
+    ran = conclusion.ran
     if conclusion.state == "failed":
-        lines += ["```text", conclusion.message.split("\n\n")[0] if conclusion.outcome else conclusion.message,
-                  "```", ""]
-    outcome = conclusion.outcome
-    if outcome is None:
+        lines += ["```text", conclusion.message.split("\n\n")[0] if ran else conclusion.message, "```", ""]
+    if ran is None:
         return "\n".join(lines)
-    lines += [outcome.verification.line(), "", render_figures(outcome.result.figures()), ""]
-    parts = split_markdown(outcome.transcript_md.read_text(), SUMMARY_LIMIT)
+    figures = render_figures(ran.result.figures, ran.result.stop_reason or "") if ran.result.figures else ""
+    lines += [ran.verification.line(), "", figures, ""]
+    parts = split_markdown(ran.transcript_md.read_text(), SUMMARY_LIMIT)
     transcript = parts[0] + ("\n(truncated: the whole transcript is in the artifact)\n" if len(parts) > 1 else "")
     lines += ["<details><summary>Transcript</summary>", "", transcript, "", "</details>", ""]
     return "\n".join(lines)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError, Interrupted
-from bot.run.pipeline import Job, Outcome, execute
+from bot.core.names import run_branch
+from bot.run.pipeline import Job, Ran, execute
 from bot.workspace.run_dirs import drop_clones
 
 
@@ -118,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     clear = cache_sub.add_parser("clear", help="remove one entry (KEY or a prefix of it) or --all")
     clear.add_argument("key", nargs="?", help="the entry's key, or its first characters as `decode cache list` shows")
     clear.add_argument("--all", action="store_true", help="remove every entry")
+    runs = sub.add_parser("runs", help="the runs DECODE_DATA_DIR holds, newest first (bot/run/history.py)")
+    runs.add_argument("--limit", type=int, default=20, help="show at most N runs (default 20)")
     return parser
 
 
@@ -156,6 +159,10 @@ def _main(args: argparse.Namespace) -> int:
             return cmd_cache(args, settings)
         if args.command == "check":
             return cmd_check(args, settings)
+        if args.command == "runs":
+            from bot.run.history import cmd_runs
+
+            return cmd_runs(args, settings.data_dir)
         return cmd_run(args, settings)
     except ConfigError as e:
         print(f"decode: {e}", file=sys.stderr)
@@ -272,13 +279,13 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         repo, token = github_clone_url(github_repo, settings)
     else:
         repo = args.repo
-    job = Job(repo=repo, task=args.task, branch=f"decode/run-{run_id}", run_id=run_id, base=args.base, token=token)
-    outcome = execute(job, settings, progress=progress)
-    delivered = deliver_local(outcome) if local.exists() else None
+    job = Job(repo=repo, task=args.task, branch=run_branch(run_id), run_id=run_id, base=args.base, token=token)
+    ran = execute(job, settings, progress=progress)
+    delivered = deliver_local(ran) if local.exists() else None
     if delivered:  # the branch is in the user's repository: the run's clone is not needed any more
-        drop_clones(outcome.run_dir)
-    report(outcome, delivered)
-    return outcome.result.exit_code
+        drop_clones(ran.run_dir)
+    report(ran, delivered)
+    return ran.result.exit_code
 
 
 def task_text(args: argparse.Namespace) -> str | None:
@@ -363,8 +370,8 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
     conclusion = run_github_job(JobContext(work, settings, forge, run_id, authorize=False, progress=progress))
-    if conclusion.outcome is not None:
-        report(conclusion.outcome, None)
+    if conclusion.ran is not None:
+        report(conclusion.ran, None)
     if conclusion.pr_url:
         print(f"pull request: {conclusion.pr_url}")
     if conclusion.state == "failed":  # one line; the tracking comment and the PR hold the rest
@@ -376,42 +383,45 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     return conclusion.exit_code
 
 
-def deliver_local(outcome: Outcome) -> str | None:
+def deliver_local(ran: Ran) -> str | None:
     """Fetch the run branch into the user's local repository; returns where it went."""
-    if outcome.commit is None or outcome.workspace is None:
+    if ran.result.commit is None or ran.workspace is None:
         return None
-    target = outcome.job.repo
+    target = ran.job.repo
     subprocess.run(
         ["git", "-c", "core.hooksPath=/dev/null", "push", "--force", "--quiet", target,
-         f"{outcome.job.branch}:refs/heads/{outcome.job.branch}"],
-        cwd=outcome.workspace.clean, check=True, capture_output=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+         f"{ran.job.branch}:refs/heads/{ran.job.branch}"],
+        cwd=ran.workspace.clean, check=True, capture_output=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
     )
     return target
 
 
-def report(outcome: Outcome, delivered_to: str | None) -> None:
-    r = outcome.result
-    print(f"result: {r.stop_reason}")
-    print(f"branch: {outcome.job.branch}")
-    where = delivered_to or (outcome.workspace.clean if outcome.workspace else "")
-    if outcome.commit:
-        print(f"commit: {outcome.commit}")
-        print(f"changed: {', '.join(outcome.changed)}")
+def report(ran: Ran, delivered_to: str | None) -> None:
+    """The last lines of `decode run`: the run's result (bot/run/result.py), its verification and transcript."""
+    result, figures = ran.result, ran.result.figures
+    print(f"result: {result.stop_reason}")
+    print(f"branch: {ran.job.branch}")
+    where = delivered_to or (ran.workspace.clean if ran.workspace else "")
+    if result.commit:
+        print(f"commit: {result.commit}")
+        print(f"changed: {', '.join(result.changed)}")
         print(f"repository: {where}")
     else:
         print("commit: none (the agent made no changes)")
-    print(f"figures: {r.turns} turns, {r.usage.input_tokens:,} in / {r.usage.output_tokens:,} out / "
-          f"{r.usage.cache_read_tokens:,} cache read / {r.usage.cache_creation_tokens:,} cache write tokens, "
-          f"${r.cost_usd:.4f}, {r.wall_s:.1f}s")
-    print(outcome.verification.line())
-    print(f"transcript: {outcome.transcript_md}")
-    print(f"transcript (jsonl): {outcome.transcript_jsonl}")
-    if r.stop_reason == "interrupted":
-        kept = f"the work so far is commit {outcome.commit[:12]} on branch {outcome.job.branch} in {where}" \
-            if outcome.commit else "the agent had made no changes"
-        print(f"decode: interrupted: {kept}; the transcript is {outcome.transcript_md}", file=sys.stderr)
-    elif not r.completed:
-        print(f"decode: {r.summary.splitlines()[0]}", file=sys.stderr)
+    if figures is not None:
+        u = figures.usage
+        print(f"figures: {figures.turns} turns, {u.input_tokens:,} in / {u.output_tokens:,} out / "
+              f"{u.cache_read_tokens:,} cache read / {u.cache_creation_tokens:,} cache write tokens, "
+              f"${figures.cost_usd:.4f}, {figures.seconds:.1f}s")
+    print(ran.verification.line())
+    print(f"transcript: {ran.transcript_md}")
+    print(f"transcript (jsonl): {ran.transcript_jsonl}")
+    if result.stop_reason == "interrupted":
+        kept = f"the work so far is commit {result.commit[:12]} on branch {ran.job.branch} in {where}" \
+            if result.commit else "the agent had made no changes"
+        print(f"decode: interrupted: {kept}; the transcript is {ran.transcript_md}", file=sys.stderr)
+    elif result.stop_reason != "completed":
+        print(f"decode: {ran.agent.summary.splitlines()[0]}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -45,10 +45,12 @@ from flask import Flask
 
 from bot.config import Settings
 from bot.core.errors import ConfigError
-from bot.jobs.handler import Record, RunFigures, exhausted_reporter, job_handler, outcome_of
+from bot.core.names import run_id
+from bot.jobs.handler import Record, exhausted_reporter, job_handler, outcome_of
 from bot.jobs.lease import LeaseRunner, Outcome, RunLost
 from bot.jobs.sqlite import open_store
 from bot.jobs.store import JobRecord, JobStore
+from bot.run.result import RunResult
 
 log = logging.getLogger("decode.modal")
 
@@ -100,11 +102,13 @@ def ask(call: FunctionCall) -> dict | None:
 
 
 def recorded(value: dict, record: Record | None) -> Outcome:
-    """The `Outcome` of the job record `run_job` returned; its run figures go to `record` (the control
-    app's /metrics), as `decode worker` records them."""
-    if record is not None and (figures := RunFigures.of(value)) is not None:
-        record(figures)
-    return outcome_of(value)
+    """The `Outcome` of the result `run_job` returned (`RunResult` as JSON); a run's result goes to `record`
+    (the control app's /metrics), as `decode worker` records it. A call of an earlier deployment returned
+    an earlier shape, which `RunResult.from_json` reads."""
+    result = RunResult.from_json(value) or RunResult(run_id="", state="failed", error="the call returned no result")
+    if record is not None and result.figures is not None:
+        record(result)
+    return outcome_of(result)
 
 
 class CallRun:
@@ -203,8 +207,8 @@ secret = modal.Secret.from_name(
 
 @app.function(image=image, secrets=[secret], timeout=JOB_TIMEOUT_S, cpu=1.0, memory=2048)
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    """One job, with the handler of `decode worker`: the job's record (`Conclusion.record`: state, error,
-    links, the run's figures), already told on the issue."""
+    """One job, with the handler of `decode worker`: the job's `RunResult` as JSON (the run's record.json,
+    links and state included), already told on the issue."""
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
     from bot.server.logs import configure_logging
@@ -216,8 +220,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         outcome = job_handler(settings, GitHubForge(credentials_from(settings)))(JobRecord(**job))
     except Exception as e:  # noqa: BLE001 - the dispatcher records it as the job's failure
         log.exception("job %s failed", job.get("id"), extra={"job_id": job.get("id")})
-        return {"state": "failed", "error": redactor.redact(str(e) or type(e).__name__), "figures": None}
-    return outcome.result or {"state": "failed", "error": outcome.error, "figures": None}
+        return RunResult(run_id(job["id"]), "failed", error=redactor.redact(str(e) or type(e).__name__),
+                         exit_code=1).to_json()
+    return outcome.result or RunResult(run_id(job["id"]), "failed", error=outcome.error, exit_code=1).to_json()
 
 
 @app.function(image=image, secrets=[secret], min_containers=1, max_containers=WEB_MAX_CONTAINERS, timeout=60)

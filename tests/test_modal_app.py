@@ -31,13 +31,15 @@ from bot.core.errors import ConfigError
 from bot.jobs.lease import LeaseRunner
 from bot.server.context import app_context
 from bot.jobs.store import JobRecord, JobStore
+from bot.model import Usage
+from bot.run.result import Figures, RunResult
 from tests.fakes import modal_double
 from tests.fakes.webhook_examples import example
 from tests.server.conftest import SECRET, delivery
 from tests.support.stores import StoreFactory
 
-SUCCESS = {"state": "success", "exit_code": 0, "error": None, "pr_url": "https://github.com/octo/repo/pull/2",
-           "branch": "decode/issue-1", "figures": None}
+SUCCESS = RunResult("job-1", "success", pr_url="https://github.com/octo/repo/pull/2", branch="decode/issue-1",
+                    finished_at=1.0).to_json()
 
 
 class NoNetwork:
@@ -311,8 +313,8 @@ def test_the_dispatcher_runs_a_job_and_records_its_outcome(modal_app, store_fact
 
 def test_a_failed_job_is_recorded_as_failed(modal_app, store_factory: StoreFactory):
     store = store_factory(lease_s=60)
-    run_job = RunJob(result={"state": "failed", "exit_code": 1, "error": "the agent could not clone the repository",
-                             "pr_url": None, "branch": None, "figures": None})
+    run_job = RunJob(result=RunResult("job-1", "failed", error="the agent could not clone the repository",
+                                      exit_code=1).to_json())
     runner = dispatcher(modal_app, store, run_job)
     job_id = enqueue(store, "d-1")
     sweep_until(runner, lambda: store.job(job_id).state != "queued" and not runner.running)
@@ -352,9 +354,8 @@ def test_one_job_per_issue_at_a_time(modal_app, store_factory: StoreFactory):
 
 def test_the_run_figures_of_a_call_reach_the_control_apps_metrics(modal_app, postgres_factory: StoreFactory,
                                                                    tmp_path):
-    record = {"state": "success", "exit_code": 0, "error": None, "pr_url": None, "branch": "decode/1", "figures": {
-        "turns": 3, "seconds": 42.0, "cost_usd": 0.25,
-        "tokens": {"input": 1000, "output": 200, "cache_read": 0, "cache_write": 0}}}
+    record = RunResult("job-1", "success", branch="decode/1", stop_reason="completed", figures=Figures(
+        turns=3, usage=Usage(input_tokens=1000, output_tokens=200), cost_usd=0.25, seconds=42.0)).to_json()
     app = web(modal_app, postgres_factory.location, tmp_path, RunJob(result=record))
     store, runner = app_context(app).store, app_context(app).runner
     job_id = enqueue(store, "d-1")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bot.model.anthropic import AnthropicModel
-from bot.run.pipeline import Job, Outcome, execute
+from bot.run.pipeline import Job, Ran, execute
 from bot.sandbox.local import clean_env, host_path
 from bot.run.transcript import load_events
 from tests.conftest import make_repo
@@ -56,7 +56,7 @@ CHECK = ("python3 -c 'import decode_probe, sys; print(decode_probe.VALUE); print
 HOST_TOOLCHAIN = [m for m in MODES if m.values[0] in ("local", "bwrap", "docker")]
 
 
-def run_pipeline(fake_anthropic, tmp_path: Path, repo: Path, mode: str, command: str) -> Outcome:
+def run_pipeline(fake_anthropic, tmp_path: Path, repo: Path, mode: str, command: str) -> Ran:
     """Run the real pipeline on `repo` in `mode`, the scripted agent running `command` once."""
     fake_anthropic.script([[{"type": "tool_use", "name": "bash", "input": {"command": command}}],
                            [{"type": "text", "text": "Checked."}]])
@@ -65,7 +65,7 @@ def run_pipeline(fake_anthropic, tmp_path: Path, repo: Path, mode: str, command:
     return execute(job, settings, model=AnthropicModel(settings, sleep=lambda s: None), progress=lambda line: None)
 
 
-def events(outcome: Outcome, kind: str) -> list[dict]:
+def events(outcome: Ran, kind: str) -> list[dict]:
     return [e for e in load_events(outcome.transcript_jsonl) if e["type"] == kind]
 
 

@@ -18,8 +18,9 @@ from typing import Any, Protocol
 from bot.agent.tools import TOOL_SCHEMAS, call_tool
 from bot.config import Budget
 from bot.core.errors import DecodeError
-from bot.model import Model, Usage
+from bot.model import Model, Reply, Usage
 from bot.model.pricing import cost_usd
+from bot.run.result import Figures
 from bot.sandbox import Sandbox
 
 MAX_OUTPUT_TOKENS = 16_000
@@ -48,7 +49,7 @@ class AgentResult:
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
-    wall_s: float = 0.0
+    seconds: float = 0.0
     error: str | None = None
 
     @property
@@ -60,10 +61,9 @@ class AgentResult:
         """The model or the sandbox failed (after retries): the run failed, whatever it got done."""
         return self.stop_reason == "error"
 
-    def figures(self) -> dict[str, Any]:
-        """The run's totals, in the shape `bot.run.transcript.render_figures` takes (no file is read again)."""
-        return {"turns": self.turns, **_usage_dict(self.usage), "cost_usd": self.cost_usd, "wall_s": self.wall_s,
-                "stop_reason": self.stop_reason}
+    def figures(self) -> Figures:
+        """The run's totals (no file is read again)."""
+        return Figures(self.turns, self.usage, self.cost_usd, self.seconds)
 
     @property
     def exit_code(self) -> int:
@@ -133,25 +133,11 @@ def run_agent(
         while True:
             if reason := meter.exceeded():
                 return _finish(meter, reason, last_text, recorder, progress)
-            recorder.record(
-                "model_request", turn=meter.turns + 1, system=system if sent == 0 else None,
-                new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=MAX_OUTPUT_TOKENS,
-            )
-            sent = len(messages)
-            began = time.monotonic()
             try:
-                reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=MAX_OUTPUT_TOKENS)
+                reply = _ask(model, system, messages, sent, meter, recorder, prices)
             except DecodeError as e:
                 return _finish(meter, "error", last_text, recorder, progress, error=str(e))
-            meter.turns += 1
-            meter.usage += reply.usage
-            turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
-            meter.cost += turn_cost
-            recorder.record(
-                "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
-                usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,
-                request_id=reply.request_id,
-            )
+            sent = len(messages)
             messages.append({"role": "assistant", "content": reply.content})
             last_text = reply.text or last_text
             if not reply.tool_uses:
@@ -161,25 +147,56 @@ def run_agent(
                     messages.append({"role": "user", "content": follow_up})
                     continue
                 return _finish(meter, "completed", reply.text, recorder, progress)
-            results = []
-            for use in reply.tool_uses:
-                recorder.record("tool_call", turn=meter.turns, id=use["id"], name=use["name"], input=use.get("input"))
-                began = time.monotonic()
-                try:
-                    obs = call_tool(sandbox, use["name"], use.get("input"),
-                                    time_left=budget.max_wall_s - meter.elapsed(), redact=redact)
-                except DecodeError as e:
-                    return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
-                took = time.monotonic() - began
-                recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
-                                output=obs.text, is_error=obs.is_error, duration_s=took)
-                progress(_progress_line(meter, use, took, obs.is_error))
-                results.append({"type": "tool_result", "tool_use_id": use["id"],
-                                "content": obs.text or "(no output)", "is_error": obs.is_error})
+            try:
+                results = _call_tools(reply.tool_uses, sandbox, meter, recorder, progress, redact)
+            except DecodeError as e:
+                return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
             messages.append({"role": "user", "content": results})
 
     except KeyboardInterrupt:
         return _finish(meter, "interrupted", last_text, recorder, progress)
+
+
+def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,
+         prices: dict[str, dict[str, float]] | None) -> Reply:
+    """One model turn, recorded (the request with the messages after the first `sent`), counted in `meter`.
+    A `DecodeError` (the model failed after its retries) propagates."""
+    recorder.record(
+        "model_request", turn=meter.turns + 1, system=system if sent == 0 else None,
+        new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=MAX_OUTPUT_TOKENS,
+    )
+    began = time.monotonic()
+    reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=MAX_OUTPUT_TOKENS)
+    meter.turns += 1
+    meter.usage += reply.usage
+    turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
+    meter.cost += turn_cost
+    recorder.record(
+        "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
+        usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,
+        request_id=reply.request_id,
+    )
+    return reply
+
+
+def _call_tools(uses: list[dict[str, Any]], sandbox: Sandbox, meter: _Meter, recorder: Recorder,
+                progress: Callable[[str], None], redact: Callable[[str], str]) -> list[dict[str, Any]]:
+    """Run one turn's tool calls in the sandbox, recorded; their `tool_result` blocks for the next message.
+    A failed command is an observation; a `DecodeError` (the sandbox itself failed) propagates."""
+    results = []
+    for use in uses:
+        recorder.record("tool_call", turn=meter.turns, id=use["id"], name=use["name"], input=use.get("input"))
+        began = time.monotonic()
+        obs = call_tool(sandbox, use["name"], use.get("input"), time_left=meter.budget.max_wall_s - meter.elapsed(),
+                        redact=redact)
+        took = time.monotonic() - began
+        recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
+                        output=obs.text, is_error=obs.is_error, duration_s=took)
+        progress(_progress_line(meter, use, took, obs.is_error))
+        results.append({"type": "tool_result", "tool_use_id": use["id"],
+                        "content": obs.text or "(no output)", "is_error": obs.is_error})
+    return results
+
 
 def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
             progress: Callable[[str], None], error: str | None = None) -> AgentResult:
@@ -192,9 +209,9 @@ def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
             summary += f"\n\nThe agent's last words:\n\n{text}"
     result = AgentResult(reason, summary, meter.turns, meter.usage, meter.cost, meter.elapsed(), error)
     recorder.record("run_end", stop_reason=reason, summary=summary, turns=meter.turns,
-                    usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.wall_s, error=error)
+                    usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.seconds, error=error)
     progress(f"done: {STOP_MESSAGES[reason]} after {meter.turns} turns, "
-             f"{meter.usage.total:,} tokens, ${meter.cost:.4f}, {result.wall_s:.1f}s")
+             f"{meter.usage.total:,} tokens, ${meter.cost:.4f}, {result.seconds:.1f}s")
     return result
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 from urllib.parse import quote
 
 from bot.config import Settings
 from bot.core.keys import data_key
+from bot.core.names import job_id
 
 KEY_FILE = "link.key"
-RUN_ID = re.compile(r"job-[0-9]{1,18}")
 
 
 def signature(settings: Settings, run_id: str) -> str:
@@ -27,7 +26,7 @@ def signature(settings: Settings, run_id: str) -> str:
 
 def valid(settings: Settings, run_id: str, sig: str | None) -> bool:
     """Whether `sig` is the signature of `run_id` (a well-formed run id); compared in constant time."""
-    if not sig or not RUN_ID.fullmatch(run_id):
+    if not sig or job_id(run_id) is None:
         return False
     return hmac.compare_digest(signature(settings, run_id).encode(), sig.encode())
 
@@ -40,6 +39,6 @@ def run_path(settings: Settings, run_id: str) -> str:
 def run_link(settings: Settings, run_id: str) -> str | None:
     """The transcript page's full URL, or None when DECODE_PUBLIC_URL is not set (nowhere to point to) or
     the run is not a job of `decode serve`'s queue (a CLI or Action run has no page)."""
-    if not settings.public_url or not RUN_ID.fullmatch(run_id):
+    if not settings.public_url or job_id(run_id) is None:
         return None
     return settings.public_url + run_path(settings, run_id)

@@ -1,16 +1,18 @@
-"""How a job ended: the one value the webhook worker, the Modal app, the Action and the CLI all read.
+"""How a job ended: what the webhook worker, the Modal app, the Action and the CLI read of a job.
 
-A `Conclusion` carries the state, the message for the tracking comment, the links, the run's
-outcome and the error; `record()` is what the job store keeps and a Modal function call returns.
+A `Conclusion` carries the state, the message for the tracking comment, the links, the finished run (`Ran`:
+its `RunResult` and what publishing used) and the error. `result()` is the job's `RunResult` with the
+state and links publishing settled (bot/run/result.py): what the job store keeps, record.json holds and a
+Modal function call returns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from bot.core.errors import ConfigError
-from bot.run.pipeline import Outcome
+from bot.run.pipeline import Ran
+from bot.run.result import RunResult
 
 
 @dataclass
@@ -21,7 +23,7 @@ class Conclusion:
     message: str = ""
     pr_url: str | None = None
     branch: str | None = None
-    outcome: Outcome | None = None
+    ran: Ran | None = None
     error: Exception | None = None  # why it failed before or around the run (a ConfigError: input to fix)
 
     @property
@@ -30,24 +32,17 @@ class Conclusion:
         budget cap; 130 interrupted. The one table the CLI and the Action share."""
         if self.state == "failed":
             return 2 if isinstance(self.error, ConfigError) else 1
-        if self.outcome is not None and self.outcome.result.stop_reason == "interrupted":
-            return self.outcome.result.exit_code
+        if self.ran is not None and self.ran.result.stop_reason == "interrupted":
+            return self.ran.result.exit_code
         return 3 if self.state == "incomplete" else 0
 
-    def record(self) -> dict[str, Any]:
-        """The conclusion as the job store keeps it (and a Modal function call returns it): JSON, no secret
-        (`message` is redacted where it is made), the verification result (`passed`, `failed`, `none`), the
-        figures of the run when the agent ran."""
-        figures = None
-        if self.outcome is not None:
-            r = self.outcome.result
-            figures = {"turns": r.turns, "seconds": r.wall_s, "cost_usd": r.cost_usd, "tokens": {
-                "input": r.usage.input_tokens, "output": r.usage.output_tokens,
-                "cache_read": r.usage.cache_read_tokens, "cache_write": r.usage.cache_creation_tokens}}
+    def result(self, run_id: str) -> RunResult:
+        """The job's result: the run's, with this conclusion's state, links, exit code and one-line error
+        (`message` is redacted where it is made); a result without figures when no agent ran."""
         error = (self.message or "failed").splitlines()[0].removeprefix("❌ ") if self.state == "failed" else None
-        verified = self.outcome.verification.verified if self.outcome is not None else "none"
-        return {"state": self.state, "exit_code": self.exit_code, "error": error, "pr_url": self.pr_url,
-                "branch": self.branch, "verified": verified, "figures": figures}
+        run = self.ran.result if self.ran is not None else RunResult(run_id=run_id, state=self.state)
+        return replace(run, state=self.state, pr_url=self.pr_url, branch=self.branch, error=error,
+                       exit_code=self.exit_code)
 
 
 def marker(kind: str, key: object) -> str:

@@ -87,8 +87,8 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         decided = plan(work, _facts(ctx, info, admitted.ci), run_id=run_id, sandbox_mode=ctx.settings.sandbox_mode)
         conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
             _work(ctx, decided, info, tracking, page)
-        if conclusion.outcome is not None:  # published: the clone is not needed any more (see run_dirs)
-            drop_clones(conclusion.outcome.run_dir)
+        if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
+            drop_clones(conclusion.ran.run_dir)
         if edited := (decided.note if isinstance(decided, Plan) else None):
             conclusion.message = f"{conclusion.message}\n\n{edited}"
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue and concluded

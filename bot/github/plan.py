@@ -23,7 +23,7 @@ from typing import TypeGuard
 from bot.github.checks import CommitIdentity
 from bot.github.conclusion import marker
 from bot.github.info import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
-from bot.run.pipeline import issue_branch
+from bot.core.names import is_decode_branch, issue_branch, run_branch
 from bot.run.repo_config import PATH, RepoConfig, config_of
 from bot.run.task_text import build_task
 from bot.sandbox import ISOLATING
@@ -179,7 +179,7 @@ def _opted(work: Review | CheckSuite, opt_in: OptIn) -> RepoConfig | Skip:
     repository, else why it is not decode-bot's."""
     pull = opt_in.pull
     ours = opt_in.author.lower() == (opt_in.bot_login or "").lower()
-    if not (ours and pull.same_repo(work.repo) and pull.head_ref.startswith("decode/")):
+    if not (ours and pull.same_repo(work.repo) and is_decode_branch(pull.head_ref)):
         return Skip(f"#{work.number} is not a pull request decode-bot opened; only the command starts work there")
     return config_of(opt_in.config, f" on {pull.base_ref}")
 
@@ -282,7 +282,7 @@ def _plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
     co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
     repo, issue, pull = facts.repo, facts.issue, facts.pull
     if isinstance(work, Dispatch):
-        return Plan(task=build_task(work, issue_title="", issue_body=None), branch=f"decode/run-{run_id}",
+        return Plan(task=build_task(work, issue_title="", issue_body=None), branch=run_branch(run_id),
                     clone_base=work.base_ref, config_base=None, title=work.instructions, co_author=co_author,
                     delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:

@@ -18,20 +18,20 @@ from bot.github.forge import Forge
 from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
-from bot.run.pipeline import Outcome
+from bot.run.pipeline import Ran
 from bot.run.task_text import one_line
 from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
 
 OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request's copy of the transcript
 
 
-def publish(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: str,
+def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, run_id: str,
              redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
     """Deliver the outcome as the plan says, and the report for the tracking comment; `transcript_url`
     is the run's transcript page, when the server has a public URL. A review's threads get one reply each."""
-    conclusion = _deliver(the_plan, outcome, forge, repo, run_id, redact, transcript_url=transcript_url)
+    conclusion = _deliver(the_plan, ran, forge, repo, run_id, redact, transcript_url=transcript_url)
     if the_plan.threads is not None:
-        summary = safe_prose(redact(outcome.result.summary))
+        summary = safe_prose(redact(ran.agent.summary))
         answer_threads(forge, repo, the_plan.threads, _thread_reply(conclusion, summary))
     return conclusion
 
@@ -46,7 +46,7 @@ def answer_threads(forge: Forge, repo: str, threads: Threads, text: str) -> None
 
 def _thread_reply(conclusion: Conclusion, summary: str) -> str:
     """What a review thread hears: the commit that addressed it, or why there is none."""
-    commit = conclusion.outcome.commit if conclusion.outcome is not None else None
+    commit = conclusion.ran.result.commit if conclusion.ran is not None else None
     if commit and conclusion.branch:
         lead = {"success": "✅ Addressed", "incomplete": "⚠️ Partly addressed (the run stopped early)"}.get(
             conclusion.state, "❌ The run failed; its work so far is")
@@ -59,56 +59,57 @@ def _thread_reply(conclusion: Conclusion, summary: str) -> str:
     return f"{head.rstrip('.')}. Nothing was pushed for this review.\n\n{why}".rstrip()
 
 
-def _deliver(the_plan: Plan, outcome: Outcome, forge: Forge, repo: str, run_id: str,
+def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, run_id: str,
              redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
     """The delivery itself: a pull request, commits on one, or a fork's branch or patch."""
-    result, branch, delivery = outcome.result, the_plan.branch, the_plan.delivery
-    figs = render_figures(result.figures())
+    result, branch, delivery = ran.agent, the_plan.branch, the_plan.delivery
+    commit, ws = ran.result.commit, ran.workspace
+    figs = render_figures(result.figures(), result.stop_reason)
     summary = safe_prose(redact(result.summary))  # whole, before any cap
-    notes = harness_notes(left_out=outcome.left_out, blocked=outcome.blocked)
-    changes = b"" if outcome.commit is None or outcome.workspace is None else outcome.workspace.git(
-        "diff", "--numstat", "-z", "--no-renames", outcome.workspace.base_sha, outcome.commit, what="listing changes")
+    notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked))
+    changes = b"" if commit is None or ws is None else ws.git(
+        "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
     report = Report(summary=summary, figures=figs, notes=notes, changes=files_changed(changes),
-                    transcript=render_markdown(load_events(outcome.transcript_jsonl), max_block_chars=OUTPUT_CAP,
+                    transcript=render_markdown(load_events(ran.transcript_jsonl), max_block_chars=OUTPUT_CAP,
                                                brief=True),
-                    transcript_url=transcript_url, verification=verification_section(outcome.verification))
+                    transcript_url=transcript_url, verification=verification_section(ran.verification))
     figs = f"{report.verification}\n\n{figs}"  # the tracking comment shows the verification too
     failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
     on_fork = isinstance(delivery, ToFork)
-    if outcome.commit is None or outcome.workspace is None:
+    if commit is None or ws is None:
         if result.failed:
             return Conclusion("failed", f"{failure}\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
-                              branch=None if on_fork else branch, outcome=outcome)
+                              branch=None if on_fork else branch, ran=ran)
         return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
-                          branch=None if on_fork else branch, outcome=outcome)
+                          branch=None if on_fork else branch, ran=ran)
     state = "success" if result.completed else "failed" if result.failed else "incomplete"
     if isinstance(delivery, ToFork):
-        return _to_fork(forge, repo, delivery.pull, outcome, run_id, state=state, report=report,
+        return _to_fork(forge, repo, delivery.pull, ran, run_id, state=state, report=report,
                                 failure=failure if result.failed else None)
-    outcome.workspace.push(forge.token_for(repo), force=isinstance(delivery, OpenPull))
+    ws.push(forge.token_for(repo), force=isinstance(delivery, OpenPull))
     if isinstance(delivery, PushToPull):  # new commits on the PR's own branch; the reply carries the rest
         body, rest = report.texts(limit=BODY_LIMIT - 1000)
         _post_parts(forge, repo, delivery.number, rest, run_id)
-        head = f"✅ Pushed {outcome.commit[:12]} to `{branch}`." if result.completed else \
-            f"{failure}. The work so far ({outcome.commit[:12]}) is pushed to `{branch}`." if result.failed else \
-            f"⚠️ Pushed partial work ({outcome.commit[:12]}) to `{branch}`: {result.stop_reason}."
-        return Conclusion(state, f"{head}\n\n{body}", branch=branch, outcome=outcome)
+        head = f"✅ Pushed {commit[:12]} to `{branch}`." if result.completed else \
+            f"{failure}. The work so far ({commit[:12]}) is pushed to `{branch}`." if result.failed else \
+            f"⚠️ Pushed partial work ({commit[:12]}) to `{branch}`: {result.stop_reason}."
+        return Conclusion(state, f"{head}\n\n{body}", branch=branch, ran=ran)
     title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
     body, rest = report.texts(closes=delivery.closes)
     pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250], body=body,
-                                   draft=not result.completed or outcome.verification.verified == "failed")
+                                   draft=not result.completed or ran.verification.verified == "failed")
     _post_parts(forge, repo, pr.number, rest, run_id)
     verb = "Opened" if pr.created else "Updated"
     note = "" if result.completed else f" as a draft: the run {STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}"
-    if result.completed and outcome.verification.verified == "failed":
+    if result.completed and ran.verification.verified == "failed":
         note = " as a draft: its `verify:` commands from .github/decode.yml still fail"
     head = f"{failure}. The work so far is in the draft {pr.html_url}." if result.failed else \
         f"{'✅' if result.completed and not note else '⚠️'} {verb} {pr.html_url}{note}."
     message = f"{head}\n\n{figs}\n\n{notes}".rstrip()
-    return Conclusion(state, message, pr_url=pr.html_url, branch=branch, outcome=outcome)
+    return Conclusion(state, message, pr_url=pr.html_url, branch=branch, ran=ran)
 
 
-def _to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, run_id: str, *, state: str,
+def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, run_id: str, *, state: str,
                      report: Report, failure: str | None = None) -> Conclusion:
     """A fork's pull request: push to its head branch when maintainers may edit it, else reply with a patch.
     A failed run (`failure`: its one-line reason) says so first, then where its work so far went.
@@ -116,7 +117,7 @@ def _to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, run_id: 
     The fork's commits are never pushed into the base repository, where its workflows would run with
     the base repository's secrets; only the agent's one commit goes to the fork's own branch.
     """
-    ws, commit = outcome.workspace, outcome.commit
+    ws, commit = ran.workspace, ran.result.commit
     assert ws is not None and commit is not None
     started = ws.base_sha
     where = f"`{pull.head_repo}:{pull.head_ref}`"
@@ -135,7 +136,7 @@ def _to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, run_id: 
             if failure:
                 head = f"{failure}. The work so far ({commit[:12]}) is pushed to the fork's branch {where}, on " \
                        f"top of {started[:12]} (the head this run started from)."
-            return Conclusion(state, f"{head}\n\n{body}", branch=pull.head_ref, outcome=outcome)
+            return Conclusion(state, f"{head}\n\n{body}", branch=pull.head_ref, ran=ran)
     patch = ws.git("format-patch", "-1", "--stdout", "--binary", commit, what="writing the patch")
     parts = patch_parts(patch.decode("utf-8", "replace"), started_from=started, limit=BODY_LIMIT - 1000)
     body, rest = report.texts(limit=BODY_LIMIT - 1000 - len(parts[0]))
@@ -145,7 +146,7 @@ def _to_fork(forge: Forge, repo: str, pull: PullInfo, outcome: Outcome, run_id: 
                                                                    len(parts) > 1 else "") + ".")
     if failure:
         head = f"{failure}. The work so far is not pushed to {where} ({why}); it is in the patch below."
-    return Conclusion(state, f"{head}\n\n{parts[0]}\n{body}", outcome=outcome)
+    return Conclusion(state, f"{head}\n\n{parts[0]}\n{body}", ran=ran)
 
 
 def _post_parts(forge: Forge, repo: str, number: int, parts: list[str], run_id: str) -> None:

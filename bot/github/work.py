@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from bot.core import names
+
 
 @dataclass(frozen=True)
 class Issue:
@@ -187,9 +189,7 @@ def asked_by(work: Work) -> str:
 
 def job_key(work: Work) -> str:
     """Jobs with the same key never run at the same time: one issue or PR, one agent."""
-    if isinstance(work, Labels):
-        return f"{work.repo.lower()}#labels"
-    return f"{work.repo.lower()}#{work.number if work.number is not None else 'run'}"
+    return names.job_key(work.repo, "labels" if isinstance(work, Labels) else work.number)
 
 
 def job_payload(work: Work, event: str, delivery: str) -> dict[str, Any]:

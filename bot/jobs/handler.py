@@ -1,73 +1,52 @@
 """What running a queued job means: the GitHub job of its work, and the report of one given up on.
 
 Every runner uses these: the worker threads of `decode serve` and `decode
-worker`, and the `run_job` function call of the Modal app. A finished run's
-conclusion is stored as its record (`Conclusion.record`: state, exit code,
-error, links, figures); its figures (`RunFigures`) go to `record`, which is how
-they reach /metrics (`Metrics.record_run`); on Modal the record is the call's
-return value, and the control app records its figures.
+worker`, and the `run_job` function call of the Modal app. A finished job's
+`RunResult` (bot/run/result.py: `Conclusion.result`) is what the store keeps
+and what the run's record.json holds; a run's result goes to `record`, which is
+how its figures reach /metrics (`Metrics.record_run`); on Modal the result is
+the call's return value, and the control app records it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from bot.config import Settings
+from bot.core.names import run_id
 from bot.github.forge import Forge
 from bot.github.conclusion import marker
 from bot.github.job import JobContext, run_github_job
 from bot.github.labels import add_trigger_labels
 from bot.jobs.lease import Outcome
 from bot.model import Model
+from bot.run.result import RunResult
+from bot.workspace.run_dirs import write_record
 from bot.jobs.store import JobRecord
 from bot.github.work import Labels, work_of
 
 log = logging.getLogger("decode.worker")
 
 
-@dataclass(frozen=True)
-class RunFigures:
-    """What one agent run took: wall time, tokens by kind, cost; `state` is how its job concluded."""
-
-    state: str
-    seconds: float
-    tokens: dict[str, int]  # input, output, cache_read, cache_write
-    cost_usd: float
-
-    @classmethod
-    def of(cls, record: dict[str, Any]) -> "RunFigures | None":
-        """The figures of a job's record (`Conclusion.record`), None when no agent ran."""
-        figures = record.get("figures")
-        if not figures:
-            return None
-        return cls(state=record["state"], seconds=figures["seconds"], tokens=figures["tokens"],
-                   cost_usd=figures["cost_usd"])
+Record = Callable[[RunResult], None]
 
 
-Record = Callable[[RunFigures], None]
-
-
-def run_id_of(job: JobRecord) -> str:
-    """Stable across attempts, so a retried job finds the comments and branch of the last one."""
-    return f"job-{job.id}"
-
-
-def outcome_of(record: dict[str, Any]) -> Outcome:
-    """The lease outcome of a job's record: failed with its one-line error, or done."""
-    if record.get("state") == "failed":
-        return Outcome(result=record, error=record.get("error") or "failed")
-    return Outcome(result=record)
+def outcome_of(result: RunResult) -> Outcome:
+    """The lease outcome of a job's result: failed with its one-line error, or done; the store keeps the
+    result as JSON."""
+    if result.state == "failed":
+        return Outcome(result=result.to_json(), error=result.error or "failed")
+    return Outcome(result=result.to_json())
 
 
 def job_handler(settings: Settings, forge: Forge, record: Record | None = None, *,
                 model: Model | None = None) -> Callable[[JobRecord], Outcome]:
-    """What a runner does with a claimed job: the GitHub job, its figures to `record`, logs keyed by job id;
-    `model` is the process's shared model (`bot.model.shared_model`), None to make one per run.
+    """What a runner does with a claimed job: the GitHub job, its result to `record` (when an agent ran),
+    logs keyed by job id; `model` is the process's shared model (`bot.model.shared_model`), None to make
+    one per run.
 
-    Returns the outcome to store: the conclusion's record, failed when the job failed.
+    Returns the outcome to store: the job's `RunResult`, failed when the job failed.
     """
 
     def handle(job: JobRecord) -> Outcome:
@@ -78,11 +57,13 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
         if isinstance(work, Labels):
             conclusion = add_trigger_labels(work, forge, settings.trigger_label)
         else:
-            conclusion = run_github_job(JobContext(work, settings, forge, run_id_of(job), attempt=job.attempts,
+            conclusion = run_github_job(JobContext(work, settings, forge, run_id(job.id), attempt=job.attempts,
                                                    model=model, progress=lambda line: log.info(line, extra=extra)))
-        result = conclusion.record()
-        if record is not None and (figures := RunFigures.of(result)) is not None:
-            record(figures)
+        result = conclusion.result(run_id(job.id))
+        if conclusion.ran is not None:  # record.json holds what the store does, links included
+            write_record(conclusion.ran.run_dir, result)
+        if record is not None and result.figures is not None:
+            record(result)
         log.info("job %s: %s %s", job.id, conclusion.state, conclusion.pr_url or "", extra=extra)
         return outcome_of(result)
 
@@ -97,7 +78,7 @@ def exhausted_reporter(forge: Forge) -> Callable[[JobRecord], None]:
         log.error("job %s: %s", job.id, job.error, extra={"job_id": job.id})
         if work.number is None:
             return
-        tag = marker("run", run_id_of(job))
+        tag = marker("run", run_id(job.id))
         text = (f"❌ decode-bot gave up on this after {job.attempts} attempts: the worker stopped each time "
                 f"(crash, restart or out of memory). Comment again to retry.\n\n{tag}")
         existing = forge.find_comment(work.repo, work.number, tag)

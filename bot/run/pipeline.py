@@ -8,13 +8,12 @@ Publishing (push, PR, comments) is the caller's business.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +21,21 @@ from bot.agent.loop import AgentResult, run_agent
 from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
 from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
-from bot.run.instructions import load_instructions
+from bot.core.names import attempt_dir
+from bot.core.redact import Redactor
 from bot.model import Model, make_model
+from bot.run.instructions import Instructions, load_instructions
 from bot.run.repo_config import RepoConfig, load_repo_config
-from bot.workspace.run_dirs import drop_clones, fresh_dir, prune, write_record
-from bot.sandbox import BACKENDS, Sandbox, SandboxSpec, capabilities, offering
-from bot.sandbox.client import AgentdSandbox
-from bot.sandbox.egress_policy import EgressPolicy
+from bot.run.result import RunResult, state_of
 from bot.run.setup_cache import RunCache, SetupCache
 from bot.run.task_text import one_line
-from bot.run.transcript import Transcript, safe_commit_text
+from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript, safe_commit_text
 from bot.run.verify import Verification, Verifier, finish_gate
+from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox
+from bot.sandbox.client import AgentdSandbox
+from bot.sandbox.egress_policy import EgressPolicy
 from bot.workspace.clone import Workspace, prepare
+from bot.workspace.run_dirs import drop_clones, fresh_dir, prune, write_record
 
 Progress = Callable[[str], None]
 MB = 1024 * 1024
@@ -60,156 +62,254 @@ class Job:
         return uuid.uuid4().hex[:10]
 
 
-@dataclass
-class Outcome:
-    """What a run produced on the host."""
+@dataclass(frozen=True)
+class Ran:
+    """A finished run on the host: its `RunResult`, the agent's answer and checks, and what publishing needs
+    (the workspace whose clean clone holds the commit, the run directory with the transcript)."""
 
     job: Job
-    result: AgentResult
+    result: RunResult
+    agent: AgentResult
+    verification: Verification  # decode.yml's `verify:` (bot.run.verify), with each check's output
     run_dir: Path
-    transcript_jsonl: Path
-    transcript_md: Path
     workspace: Workspace | None = None
-    commit: str | None = None
-    changed: list[str] = field(default_factory=list)
-    left_out: dict[str, str] = field(default_factory=dict)  # path -> why it was left out of the commit
-    blocked: dict[str, int] = field(default_factory=dict)  # "host:port" -> attempts the agent's egress policy blocked
-    verification: Verification = field(default_factory=Verification)  # decode.yml's `verify:` (bot.run.verify)
+
+    @property
+    def transcript_jsonl(self) -> Path:
+        return self.run_dir / JSONL_NAME
+
+    @property
+    def transcript_md(self) -> Path:
+        return self.run_dir / MD_NAME
 
 
-def issue_branch(number: int, title: str) -> str:
-    """`decode/issue-<N>-<slug>`, the contract's branch for an issue."""
-    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40].rstrip("-") or "task"
-    return f"decode/issue-{number}-{slug}"
+@dataclass(frozen=True)
+class _Context:
+    """What every step of one run reads."""
+
+    job: Job
+    settings: Settings
+    run_dir: Path
+    transcript: Transcript
+    progress: Progress
+    redactor: Redactor
+    started: float  # time.monotonic() at the start: the wall-clock cap counts setup too
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.settings.budget.max_wall_s
+
+
+@dataclass(frozen=True)
+class _Repo:
+    """The prepared workspace and what the base commit says about the run."""
+
+    ws: Workspace
+    config: RepoConfig
+    config_sha: str
+    instructions: Instructions
 
 
 def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print,
-            watch: Callable[[dict[str, Any]], None] | None = None) -> Outcome:
-    """Run `job` to the end and return its outcome; a `DecodeError` when it cannot run.
+            watch: Callable[[dict[str, Any]], None] | None = None) -> Ran:
+    """Run `job` to the end and return what it produced; a `DecodeError` when it cannot run.
 
     `watch` sees every transcript event as it is recorded, `phase` events among them (preparing, sandbox,
-    setup, agent, verifying): the live tracking comment follows the run through it."""
-    started = time.monotonic()  # the wall-clock cap counts from here: setup included
+    setup, agent, verifying): the live tracking comment follows the run through it. record.json gets the
+    run's `RunResult` however the run ends."""
+    started = time.monotonic()
     prune(settings.data_dir / "runs", settings.keep_days)
-    run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
+    run_dir = fresh_dir(settings.data_dir / "runs", attempt_dir(job.run_id, job.attempt))
     redactor = settings.redactor.plus(job.token)
-    transcript = Transcript(run_dir, redactor, watch)
-    result = AgentResult("error", "", error="the run did not start")
-    outcome = Outcome(job, result, run_dir, transcript.path, transcript.md_path)
+    ctx = _Context(job, settings, run_dir, Transcript(run_dir, redactor, watch), progress, redactor, started)
+    repo: _Repo | None = None
+    ran: Ran | None = None
     try:
-        model = model or make_model(settings)
-        progress(f"checking the model {model.name}")
-        model.check()  # a rejected key or unknown model id ends the run here, before any clone
-        transcript.record("phase", name="preparing")
-        progress(f"preparing {job.repo} on branch {job.branch}")
-        ws = prepare(job.repo, run_dir, job.branch, job.base, job.token, redactor=redactor)
-        outcome.workspace = ws
-        config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
-        config = load_repo_config(ws.git, config_sha)
-        transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
-                          config_sha=config_sha, model=model.name, sandbox=settings.sandbox_mode,
-                          budget=vars(settings.budget))
-        instructions = load_instructions(ws.git, config_sha)  # the same commit as decode.yml: never a PR head
-        if instructions.parts or instructions.notes:
-            transcript.record("instructions", files=list(instructions.used), notes=list(instructions.notes))
-        for note in ws.notes:  # e.g. a submodule the host could not fetch
-            transcript.record("note", text=note)
-            progress(note)
-        offers = capabilities(settings.sandbox_mode)
-        if config.gpu and not offers.gpu:
-            note = (f".github/decode.yml asks for a GPU, which only SANDBOX_MODE={' and '.join(offering('gpu'))} "
-                    f"provides; the {settings.sandbox_mode} sandbox runs without it")
-            transcript.record("note", text=note)
-            progress(note)
-        if config.image and not offers.image:
-            note = (f".github/decode.yml names the image {config.image}, which only SANDBOX_MODE="
-                    f"{' and '.join(offering('image'))} use; the {settings.sandbox_mode} sandbox runs on the host's "
-                    "toolchain")
-            transcript.record("note", text=note)
-            progress(note)
-        transcript.record("phase", name="sandbox")
-        progress(f"starting the {settings.sandbox_mode} sandbox")
-        spec = settings.sandbox_spec(ws.path, image=config.image or settings.sandbox_image,
-                                     name=f"decode-{job.run_id}", gpu=config.gpu)
-        setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
-        agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
-                                    allow_domains=config.allow_domains)
-        max_file = settings.max_file_mb * MB
-        cache = plan_setup_cache(settings, spec, config, ws, config_sha, redactor.redact(job.repo), transcript)
-        hit = cache.hit if cache is not None else None
-        if hit is not None:
-            spec = replace(spec, image=hit.tag)
-        runs_setup = bool(config.setup) and hit is None
-        launcher = BACKENDS[settings.sandbox_mode](spec)
-        # Without setup to run, agentd starts under the agent's policy: no restart, and a warm agentd is kept.
-        sandbox = AgentdSandbox(launcher, mode=settings.sandbox_mode,
-                                network=setup_policy if runs_setup else agent_policy)
-        if getattr(launcher, "acquired_from", "") == "pool":  # docker and modal with DECODE_POOL_SIZE
-            transcript.record("note", text=f"the {settings.sandbox_mode} sandbox came from the warm pool")
-        try:
-            deadline = started + settings.budget.max_wall_s
-            if cache is not None and hit is not None:
-                cache.restore(launcher)  # type: ignore[arg-type]  # only setup_cache launchers get a RunCache
-                transcript.record("setup_cache", result="hit", key=cache.key[:12], repo=hit.repo,
-                                  created=hit.created)
-                progress(f"setup: skipped, the setup cache has it (key {cache.key[:12]})")
-            elif runs_setup:
-                run_setup(sandbox, config, transcript, progress, redactor.redact, deadline=deadline)
-                sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
-            if cache is not None and hit is None:
-                saved = cache.save(launcher)  # type: ignore[arg-type]
-                transcript.record("setup_cache", result="miss", key=cache.key[:12], saved=saved)
-                progress(f"setup cache {cache.key[:12]}: {saved}")
-            transcript.record("phase", name="agent")
-            facts = repo_facts(ws, job.branch)
-            network = network_rule(internet=config.network, allow_domains=config.allow_domains,
-                                   allow_cidrs=config.allow_cidrs)
-            verifier = Verifier(sandbox, config, transcript, progress, redactor.redact, deadline)
-            outcome.verification = verifier.verification
-            result = run_agent(
-                model=model, sandbox=sandbox,
-                system=system_prompt(root=sandbox.root, network=network, instructions=instructions.parts),
-                task=task_message(job.task, facts), budget=settings.budget, recorder=transcript,
-                prices=dict(settings.prices), progress=progress, redact=redactor.redact, started=started,
-                before_finish=finish_gate(lambda: review_hand_back(sandbox, ws.base_sha, max_file, transcript),
-                                          verifier),
-            )
-            outcome.blocked = sandbox.blocked()
-            if outcome.blocked:
-                transcript.record("egress_blocked", destinations=outcome.blocked)
-            outcome.result = result
-            if result.stop_reason == "interrupted":
-                progress("interrupted: keeping the work so far (interrupt again to stop without it)")
-                sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
-            hand = sandbox.hand_back(ws.base_sha, max_file_bytes=max_file, max_bytes=max_file * PATCH_CAP_FILES)
-        finally:
-            sandbox.close()
-        applied = ws.apply_patch(hand.patch, keep_workflows=config.allow_workflow_changes, max_file_bytes=max_file)
-        outcome.changed, outcome.left_out = applied.changed, {**hand.left_out, **applied.left_out}
-        del hand  # the patch can be large
-        if outcome.left_out:
-            transcript.record("note", text="left out of the commit: " + "; ".join(
-                f"{path} ({why})" for path, why in sorted(outcome.left_out.items())))
-        outcome.commit = ws.commit(commit_message(job, result, redactor.redact), job.co_author)
-        return outcome
+        model = check_model(ctx, model)
+        repo = prepare_repo(ctx, model)
+        note_unoffered(ctx, repo.config)
+        agent, verification, blocked, hand = work_in_sandbox(ctx, repo, model)
+        ran = commit_work(ctx, repo, agent, verification, blocked, hand)
+        return ran
     except DecodeError as e:
-        transcript.record("run_end", stop_reason="error", summary="", error=str(e))
+        ctx.transcript.record("run_end", stop_reason="error", summary="", error=str(e))
         raise
     except KeyboardInterrupt:  # before the agent ran, or a second interrupt while its work was being kept
-        transcript.record("run_end", stop_reason="interrupted", summary="", error="interrupted")
-        raise Interrupted(f"interrupted: nothing was committed; the transcript is {transcript.md_path}") from None
+        ctx.transcript.record("run_end", stop_reason="interrupted", summary="", error="interrupted")
+        raise Interrupted(f"interrupted: nothing was committed; the transcript is {ctx.transcript.md_path}") from None
     finally:
-        if outcome.commit is None:  # nothing to publish
-            drop_clones(run_dir)
-        elif outcome.workspace is not None:  # the sandbox's copy; the clean clone stays for publishing
-            shutil.rmtree(outcome.workspace.path, ignore_errors=True)
-        transcript.close()
-        transcript.write_markdown()
-        r = outcome.result
-        write_record(run_dir, run_id=job.run_id, attempt=job.attempt, repo=redactor.redact(job.repo),
-                     branch=job.branch, commit=outcome.commit, stop_reason=r.stop_reason, error=r.error,
-                     turns=r.turns, cost_usd=r.cost_usd, wall_s=r.wall_s, changed=outcome.changed,
-                     left_out=outcome.left_out, verified=outcome.verification.verified)
+        close_run(ctx, repo.ws if repo is not None else None, ran)
+
+
+def check_model(ctx: _Context, model: Model | None) -> Model:
+    """The run's model, asked once: a rejected key or unknown model id ends the run here, before any clone."""
+    model = model or make_model(ctx.settings)
+    ctx.progress(f"checking the model {model.name}")
+    model.check()
+    return model
+
+
+def prepare_repo(ctx: _Context, model: Model) -> _Repo:
+    """Clone the repository onto the run's branch and read decode.yml and the instructions from the commit
+    they apply from (the base, or `config_base`; never a pull request's head)."""
+    job, transcript = ctx.job, ctx.transcript
+    transcript.record("phase", name="preparing")
+    ctx.progress(f"preparing {job.repo} on branch {job.branch}")
+    ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor)
+    config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
+    config = load_repo_config(ws.git, config_sha)
+    transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
+                      config_sha=config_sha, model=model.name, sandbox=ctx.settings.sandbox_mode,
+                      budget=vars(ctx.settings.budget))
+    instructions = load_instructions(ws.git, config_sha)
+    if instructions.parts or instructions.notes:
+        transcript.record("instructions", files=list(instructions.used), notes=list(instructions.notes))
+    for note in ws.notes:  # e.g. a submodule the host could not fetch
+        _note(ctx, note)
+    return _Repo(ws, config, config_sha, instructions)
+
+
+def note_unoffered(ctx: _Context, config: RepoConfig) -> None:
+    """Say so when decode.yml asks for what this sandbox does not offer (a GPU, an image): the run goes on."""
+    mode = ctx.settings.sandbox_mode
+    offers = capabilities(mode)
+    if config.gpu and not offers.gpu:
+        _note(ctx, f".github/decode.yml asks for a GPU, which only SANDBOX_MODE={' and '.join(offering('gpu'))} "
+                   f"provides; the {mode} sandbox runs without it")
+    if config.image and not offers.image:
+        _note(ctx, f".github/decode.yml names the image {config.image}, which only SANDBOX_MODE="
+                   f"{' and '.join(offering('image'))} use; the {mode} sandbox runs on the host's toolchain")
+
+
+def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> tuple[AgentResult, Verification, dict[str, int],
+                                                                         HandBack]:
+    """Open the sandbox, set it up, run the agent in it and take its changes back as a patch; the sandbox is
+    closed however this ends."""
+    config = repo.config
+    agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
+                                allow_domains=config.allow_domains)
+    sandbox, cache = open_run_sandbox(ctx, repo, agent_policy)
+    try:
+        set_up(ctx, sandbox, cache, config, agent_policy)
+        agent, verification = run_the_agent(ctx, repo, sandbox, model)
+        blocked = sandbox.blocked()
+        if blocked:
+            ctx.transcript.record("egress_blocked", destinations=blocked)
+        if agent.stop_reason == "interrupted":
+            ctx.progress("interrupted: keeping the work so far (interrupt again to stop without it)")
+            sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
+        max_file = ctx.settings.max_file_mb * MB
+        hand = sandbox.hand_back(repo.ws.base_sha, max_file_bytes=max_file, max_bytes=max_file * PATCH_CAP_FILES)
+        return agent, verification, blocked, hand
+    finally:
+        sandbox.close()
+
+
+def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> tuple[AgentdSandbox, RunCache | None]:
+    """The run's sandbox, through the one way to open one (`bot.sandbox.open_sandbox`, the warm pool behind
+    it), started from the setup cache's image on a hit; with setup to run, under setup's network policy."""
+    settings, config, ws = ctx.settings, repo.config, repo.ws
+    ctx.transcript.record("phase", name="sandbox")
+    ctx.progress(f"starting the {settings.sandbox_mode} sandbox")
+    spec = settings.sandbox_spec(ws.path, image=config.image or settings.sandbox_image,
+                                 name=f"decode-{ctx.job.run_id}", gpu=config.gpu)
+    cache = plan_setup_cache(settings, spec, config, ws, repo.config_sha, ctx.redactor.redact(ctx.job.repo),
+                             ctx.transcript)
+    if cache is not None and cache.hit is not None:
+        spec = replace(spec, image=cache.hit.tag)
+    runs_setup = bool(config.setup) and (cache is None or cache.hit is None)
+    setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
+    # Without setup to run, agentd starts under the agent's policy: no restart, and a warm agentd is kept.
+    sandbox = open_sandbox(settings.sandbox_mode, spec, network=setup_policy if runs_setup else agent_policy)
+    if sandbox.acquired_from == "pool":  # docker and modal with DECODE_POOL_SIZE
+        ctx.transcript.record("note", text=f"the {settings.sandbox_mode} sandbox came from the warm pool")
+    return sandbox, cache
+
+
+def set_up(ctx: _Context, sandbox: AgentdSandbox, cache: RunCache | None, config: RepoConfig,
+           agent_policy: EgressPolicy) -> None:
+    """Restore setup's state from the cache on a hit; else run `setup:` and switch to the agent's network
+    policy, then save the state when the run has a cache."""
+    if cache is not None and cache.hit is not None:
+        cache.restore(sandbox.launcher)
+        ctx.transcript.record("setup_cache", result="hit", key=cache.key[:12], repo=cache.hit.repo,
+                              created=cache.hit.created)
+        ctx.progress(f"setup: skipped, the setup cache has it (key {cache.key[:12]})")
+        return
+    if config.setup:
+        run_setup(sandbox, config, ctx.transcript, ctx.progress, ctx.redactor.redact, deadline=ctx.deadline)
+        sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
+    if cache is not None:
+        saved = cache.save(sandbox.launcher)
+        ctx.transcript.record("setup_cache", result="miss", key=cache.key[:12], saved=saved)
+        ctx.progress(f"setup cache {cache.key[:12]}: {saved}")
+
+
+def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Sandbox, model: Model) -> tuple[AgentResult, Verification]:
+    """The agent loop on the task, with the hand-back review and decode.yml's `verify:` before its answer."""
+    ctx.transcript.record("phase", name="agent")
+    config, settings, redact = repo.config, ctx.settings, ctx.redactor.redact
+    network = network_rule(internet=config.network, allow_domains=config.allow_domains,
+                           allow_cidrs=config.allow_cidrs)
+    verifier = Verifier(sandbox, config, ctx.transcript, ctx.progress, redact, ctx.deadline)
+    max_file = settings.max_file_mb * MB
+    agent = run_agent(
+        model=model, sandbox=sandbox,
+        system=system_prompt(root=sandbox.root, network=network, instructions=repo.instructions.parts),
+        task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
+        recorder=ctx.transcript, prices=dict(settings.prices), progress=ctx.progress, redact=redact,
+        started=ctx.started,
+        before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript),
+                                  verifier),
+    )
+    return agent, verifier.verification
+
+
+def commit_work(ctx: _Context, repo: _Repo, agent: AgentResult, verification: Verification,
+                blocked: dict[str, int], hand: HandBack) -> Ran:
+    """Apply the hand-back to the clean clone and commit it there; the run's result."""
+    max_file = ctx.settings.max_file_mb * MB
+    applied = repo.ws.apply_patch(hand.patch, keep_workflows=repo.config.allow_workflow_changes,
+                                  max_file_bytes=max_file)
+    left_out = {**hand.left_out, **applied.left_out}
+    if left_out:
+        _note(ctx, "left out of the commit: " + "; ".join(f"{path} ({why})" for path, why in sorted(left_out.items())),
+              show=False)
+    commit = repo.ws.commit(commit_message(ctx.job, agent, ctx.redactor.redact), ctx.job.co_author)
+    job = ctx.job
+    result = RunResult(
+        run_id=job.run_id, state=state_of(agent.stop_reason, commit), repo=ctx.redactor.redact(job.repo),
+        branch=job.branch, attempt=job.attempt, commit=commit, changed=tuple(applied.changed), left_out=left_out,
+        blocked=blocked, verified=verification.verified, stop_reason=agent.stop_reason, figures=agent.figures(),
+        error=agent.error, exit_code=agent.exit_code)
+    return Ran(job, result, agent, verification, ctx.run_dir, repo.ws)
+
+
+def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
+    """Drop what is not needed any more (every clone without a commit; the sandbox's copy), write
+    transcript.md and record.json: the run's result, or a failed one when it did not get that far."""
+    if ran is None or ran.result.commit is None:
+        drop_clones(ctx.run_dir)
+    elif ws is not None:  # the clean clone stays for publishing
+        shutil.rmtree(ws.path, ignore_errors=True)
+    ctx.transcript.close()
+    ctx.transcript.write_markdown()
+    write_record(ctx.run_dir, ran.result if ran is not None else _unfinished(ctx))
+
+
+def _unfinished(ctx: _Context) -> RunResult:
+    """The failed result of a run that ended before its own (an error, an interrupt), from its `run_end`."""
+    end = next((e for e in reversed(ctx.transcript.events()) if e["type"] == "run_end"), {})
+    job = ctx.job
+    return RunResult(run_id=job.run_id, state="failed", repo=ctx.redactor.redact(job.repo), branch=job.branch,
+                     attempt=job.attempt, stop_reason=str(end.get("stop_reason") or "error"),
+                     error=str(end.get("error") or "the run did not start"), exit_code=1)
+
+
+def _note(ctx: _Context, text: str, *, show: bool = True) -> None:
+    ctx.transcript.record("note", text=text)
+    if show:
+        ctx.progress(text)
 
 
 def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Transcript) -> str | None:

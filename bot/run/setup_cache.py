@@ -38,13 +38,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.workspace.run_dirs import DAY_S
 from bot.sandbox import BACKENDS, SandboxSpec
 from bot.sandbox.agentd.paths import link_problem, path_problem
-from bot.sandbox.protocol import Capabilities
+from bot.sandbox.protocol import Capabilities, Launcher
 from bot.sandbox.setup_files import TAG, Saved
 from bot.workspace.trusted_files import Git, read_trusted
 
@@ -53,6 +53,7 @@ MB = 1024 * 1024
 ROOTS = ("workspace", "home")
 
 
+@runtime_checkable
 class CachingLauncher(Protocol):
     """What a launcher with `Capabilities.setup_cache` offers besides the `Launcher` protocol."""
 
@@ -232,18 +233,18 @@ class RunCache:
                 cache.remove(entry)
         return run
 
-    def restore(self, launcher: CachingLauncher) -> None:
+    def restore(self, launcher: Launcher) -> None:
         """Unpack the hit's archive into the sandbox started from its image, and mark the entry used."""
         assert self.hit is not None
         try:
-            launcher.restore_setup_cache(self.cache.archive(self.key))
+            _caching(launcher).restore_setup_cache(self.cache.archive(self.key))
         except SandboxError as e:
             self.cache.remove(self.hit)
             raise SandboxError(f"the setup cache entry {self.key[:12]} could not be restored, and is removed: {e}; "
                                "run again to set up from scratch") from None
         self.cache.write(Entry(**{**asdict(self.hit), "last_used": time.time()}))
 
-    def save(self, launcher: CachingLauncher) -> str:
+    def save(self, launcher: Launcher) -> str:
         """Keep the sandbox's state after a successful setup; returns what happened, for the transcript."""
         if not self.may_save:
             return "not saved: the workspace is not the commit decode.yml was read from (a pull request's head)"
@@ -251,7 +252,7 @@ class RunCache:
         partial = self.cache.directory / f".{self.key}.{os.getpid()}.{secrets.token_hex(4)}.tar"  # runs may race
         entry = Entry(self.key, self.repo, self.mode, self.image, self.image_id, time.time(), time.time(), 0)
         try:
-            size, ref = launcher.save_setup_cache(entry.tag, partial, self.cap_bytes)
+            size, ref = _caching(launcher).save_setup_cache(entry.tag, partial, self.cap_bytes)
             if problem := archive_problem(partial):
                 raise SandboxError(f"the archive would be refused at restore ({problem})")
             partial.replace(self.cache.archive(self.key))
@@ -261,6 +262,14 @@ class RunCache:
             return f"not saved: {e}"
         self.cache.write(Entry(**{**asdict(entry), "size": size, "ref": "" if ref == entry.tag else ref}))
         return f"saved ({size / MB:.1f} MB)"
+
+
+def _caching(launcher: Launcher) -> CachingLauncher:
+    """`launcher` as a `CachingLauncher`; a `SandboxError` for one whose backend keeps no setup cache (a run
+    plans a cache only where `Capabilities.setup_cache` says the backend keeps one)."""
+    if not isinstance(launcher, CachingLauncher):
+        raise SandboxError(f"the {type(launcher).__name__} keeps no setup cache")
+    return launcher
 
 
 def _image_missing(launcher: object, tag: str) -> str | None:

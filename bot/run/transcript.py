@@ -39,6 +39,8 @@ from typing import Any, TextIO
 
 from bot.core.redact import Redactor
 from bot.core.utf8 import utf8_safe
+from bot.model.protocol import Usage
+from bot.run.result import Figures
 
 JSONL_NAME = "transcript.jsonl"
 MD_NAME = "transcript.md"
@@ -142,8 +144,11 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def figures(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run's totals: from `run_end`, or summed from the responses when the run never ended."""
+def figures(events: list[dict[str, Any]]) -> Figures:
+    """The run's totals: from `run_end`, or summed from the responses when the run never ended.
+
+    The events keep the names they were written with (`wall_s`, the model's usage names): transcripts on
+    disk outlive this code."""
     end = next((e for e in reversed(events) if e["type"] == "run_end"), None)
     responses = [e for e in events if e["type"] == "model_response"]
     usage = dict.fromkeys(_USAGE_KEYS, 0)
@@ -152,26 +157,31 @@ def figures(events: list[dict[str, Any]]) -> dict[str, Any]:
             usage[k] += int((r.get("usage") or {}).get(k) or 0)
     figs: dict[str, Any] = {
         "turns": max((int(e.get("turn") or 0) for e in responses), default=0),
-        **usage,
         "cost_usd": sum(float(r.get("cost_usd") or 0) for r in responses),
-        "wall_s": float(events[-1].get("t") or 0) if events else 0.0,
-        "stop_reason": "incomplete",
+        "seconds": float(events[-1].get("t") or 0) if events else 0.0,
     }
     if end:
-        figs.update({k: int(v or 0) for k, v in (end.get("usage") or {}).items() if k in _USAGE_KEYS})
-        figs.update({k: end[k] for k in ("turns", "cost_usd", "wall_s", "stop_reason") if end.get(k) is not None})
-    return figs
+        usage.update({k: int(v or 0) for k, v in (end.get("usage") or {}).items() if k in _USAGE_KEYS})
+        figs.update({k: end[k] for k in ("turns", "cost_usd") if end.get(k) is not None})
+        figs["seconds"] = end["wall_s"] if end.get("wall_s") is not None else figs["seconds"]
+    return Figures(usage=Usage(**usage), **figs)
 
 
-def render_figures(figs: dict[str, Any]) -> str:
-    """The figures as a one-row Markdown table."""
+def stop_reason(events: list[dict[str, Any]]) -> str:
+    """Why the run stopped, from its `run_end`; `incomplete` when it never ended."""
+    end = next((e for e in reversed(events) if e["type"] == "run_end"), None)
+    return str(end["stop_reason"]) if end and end.get("stop_reason") is not None else "incomplete"
+
+
+def render_figures(figs: Figures, stop: str) -> str:
+    """The figures and how the run stopped, as a one-row Markdown table."""
     head = ["turns", "input tokens", "output tokens", "cache read", "cache write", "cost", "wall time", "stop"]
     row = [
-        str(figs["turns"]),
-        *(f"{figs[k]:,}" for k in _USAGE_KEYS),
-        f"${figs['cost_usd']:.2f}",
-        _duration(figs["wall_s"]),
-        str(figs["stop_reason"]),
+        str(figs.turns),
+        *(f"{getattr(figs.usage, k):,}" for k in _USAGE_KEYS),
+        f"${figs.cost_usd:.2f}",
+        _duration(figs.seconds),
+        stop,
     ]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in (head, ["---"] * len(head), row))
 
@@ -197,7 +207,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     if where:
         out += [" · ".join(where), ""]
     if not brief:
-        out += [render_figures(figures(events)), ""]
+        out += [render_figures(figures(events), stop_reason(events)), ""]
     if start.get("task") and not brief:
         out += ["**Task**", "", _fence(str(start["task"]), "text", cap), ""]
     shown: set[Any] = set()

@@ -72,6 +72,8 @@ def prepare_host(mode: str, spec: SandboxSpec) -> None:
     _launcher(mode).prepare_host(spec)
 
 
-def open_sandbox(mode: str, spec: SandboxSpec, *, network: EgressPolicy = EgressPolicy()) -> Sandbox:
-    """Start the `mode` backend on `spec`, reaching what `network` allows, and return a connected sandbox."""
+def open_sandbox(mode: str, spec: SandboxSpec, *, network: EgressPolicy = EgressPolicy()) -> AgentdSandbox:
+    """Start the `mode` backend on `spec`, reaching what `network` allows, and return a connected sandbox: the
+    one way to open one (a backend with a warm pool hands out a pooled sandbox here; the setup cache restores
+    into, and saves from, its `launcher`)."""
     return AgentdSandbox(_launcher(mode)(spec), mode=mode, network=network)

@@ -139,6 +139,16 @@ class AgentdSandbox:
             raise
         _OPEN.add(self)
 
+    @property
+    def launcher(self) -> Launcher:
+        """The backend's launcher this sandbox runs on (the setup cache saves from and restores into it)."""
+        return self._launcher
+
+    @property
+    def acquired_from(self) -> str:
+        """`pool` when the backend handed out a warm sandbox, `cold` or "" otherwise (not every backend pools)."""
+        return str(getattr(self._launcher, "acquired_from", ""))
+
     def _connect(self) -> None:
         self._transport = self._launcher.start(self._network)
         self._call("ping", _timeout=60.0)

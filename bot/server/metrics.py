@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from bot.jobs.handler import RunFigures
+    from bot.run.result import RunResult
 
 
 class _JobStates(Collector):
@@ -43,10 +43,16 @@ class Metrics:
         self.cost = Counter("decode_cost_usd", "Model cost in USD", registry=self.registry)
         self.registry.register(_JobStates(job_counts))
 
-    def record_run(self, figures: RunFigures) -> None:
-        """Count one finished agent run: every runner (serve, worker, the Modal app) records through this."""
-        self.run_seconds.labels(figures.state).observe(figures.seconds)
-        for kind, value in figures.tokens.items():
+    def record_run(self, result: RunResult) -> None:
+        """Count one finished agent run (a result with figures): every runner (serve, worker, the Modal app)
+        records through this. The token kinds keep their label values: input, output, cache_read, cache_write."""
+        figures = result.figures
+        if figures is None:
+            return
+        self.run_seconds.labels(result.state).observe(figures.seconds)
+        u = figures.usage
+        for kind, value in (("input", u.input_tokens), ("output", u.output_tokens),
+                            ("cache_read", u.cache_read_tokens), ("cache_write", u.cache_creation_tokens)):
             self.tokens.labels(kind).inc(value)
         self.cost.inc(figures.cost_usd)
 

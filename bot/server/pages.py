@@ -19,7 +19,8 @@ from werkzeug.wrappers import Response
 from bot.server.context import app_context
 from bot.core.links import valid
 from bot.server.render import transcript_html
-from bot.server.run_views import LIVE_STATES, job_of, read_record, run_dir
+from bot.server.run_views import LIVE_STATES, job_of, run_dir
+from bot.workspace.run_dirs import read_record
 from bot.server.web import secure
 from bot.run.transcript import JSONL_NAME, load_events
 
@@ -46,7 +47,7 @@ def _run(run_id: str) -> RunState:
         abort(404)
     record = read_record(directory)
     live = record is None and (job is None or job.state in LIVE_STATES)
-    state = job.state if job is not None else ("running" if live else str(record.get("stop_reason", "ended")))
+    state = job.state if job is not None else "running" if live else (record and record.stop_reason) or "ended"
     try:
         size = (directory / JSONL_NAME).stat().st_size if directory is not None else 0
     except OSError:

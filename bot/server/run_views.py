@@ -1,32 +1,32 @@
-"""What the web pages show of a run: its directory (the latest attempt), its record, a dashboard row.
+"""What the web pages show of a run: its directory (the latest attempt), its result, a dashboard row.
 
 A job's files live in `DECODE_DATA_DIR/runs/<run_id>`, a retry's attempt k in `<run_id>.<k>`
-(bot/run/pipeline.py); the pages show the latest. A finished job's figures come from the store's
-`result["figures"]` when the job runner wrote them, else from the run's `record.json`.
+(bot/core/names.py); the pages show the latest. A row's figures are the job's `RunResult`
+(bot/run/result.py): the one the store keeps, else the same value in the run's record.json (a runner that
+died after the run, or a store older than results with figures); a queued or running job's are its
+transcript's so far.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from bot.jobs.handler import run_id_of
-from bot.workspace.run_dirs import RECORD
-from bot.jobs.store import JobRecord, JobStore
-from bot.run.transcript import JSONL_NAME, figures, load_events
+from bot.core.names import attempt_of, job_id, key_parts, run_id
 from bot.github.work import work_of
+from bot.jobs.store import JobRecord, JobStore
+from bot.run.result import Figures, RunResult
+from bot.run.transcript import JSONL_NAME, figures, load_events
+from bot.workspace.run_dirs import read_record
 
 LIVE_STATES = ("queued", "running")
 
 
 @dataclass(frozen=True)
 class RunRow:
-    """One dashboard line: who asked for what where, how it went, what it cost."""
+    """One dashboard line: who asked for what where, how it went (`figures`: None when unknown)."""
 
     run_id: str
     repo: str
@@ -35,9 +35,7 @@ class RunRow:
     sender: str
     state: str
     created_at: float
-    turns: int | None = None
-    cost_usd: float | None = None
-    seconds: float | None = None
+    figures: Figures | None = None
     pr_url: str | None = None
     error: str | None = None
 
@@ -49,62 +47,50 @@ class RunRow:
 def run_dir(data_dir: Path, run_id: str) -> Path | None:
     """The directory of the run's latest attempt, or None before it started."""
     runs = Path(data_dir) / "runs"
-    attempts = [(1, runs / run_id)] if (runs / run_id).is_dir() else []
-    for path in runs.glob(f"{run_id}.*"):
-        suffix = path.name[len(run_id) + 1:]
-        if suffix.isdigit() and path.is_dir():
-            attempts.append((int(suffix), path))
+    attempts = [(n, path) for path in runs.glob(f"{run_id}*")
+                if (n := attempt_of(run_id, path.name)) is not None and path.is_dir()]
     return max(attempts)[1] if attempts else None
-
-
-def read_record(directory: Path | None) -> dict[str, Any] | None:
-    """The run's record.json (written when the run ended), or None while it is on or if unreadable."""
-    if directory is None:
-        return None
-    try:
-        record = json.loads((directory / RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def job_of(store: JobStore, run_id: str) -> JobRecord | None:
     """The job behind `job-<N>`, or None when the store has none."""
-    match = re.fullmatch(r"job-([0-9]+)", run_id)
-    if match is None:
+    number = job_id(run_id)
+    if number is None:
         return None
     try:
-        return store.job(int(match.group(1)))
+        return store.job(number)
     except KeyError:
         return None
 
 
 def row_of(job: JobRecord, data_dir: Path) -> RunRow:
-    """The dashboard row of `job`, its figures read defensively (older results carry none)."""
-    run_id = run_id_of(job)
+    """The dashboard row of `job`; a result of an earlier shape shows what it holds."""
+    rid = run_id(job.id)
     try:
         work = work_of(job.payload)
         repo, number, kind, sender = work.repo, work.number, work.kind, work.sender_login
     except (KeyError, TypeError, ValueError):  # a payload this version cannot read: the key still names the repo
-        repo, _, rest = job.key.partition("#")
-        number, kind, sender = int(rest) if rest.isdigit() else None, "?", "?"
-    result = job.result if isinstance(job.result, dict) else {}
-    figures = result.get("figures") if isinstance(result.get("figures"), dict) else {}
-    record = {} if figures else read_record(run_dir(data_dir, run_id)) or _so_far(data_dir, run_id, job.state)
-    return RunRow(
-        run_id=run_id, repo=repo, number=number, kind=kind, sender=sender, state=job.state,
-        created_at=job.created_at, turns=_number(figures.get("turns", record.get("turns")), int),
-        cost_usd=_number(figures.get("cost_usd", record.get("cost_usd")), float),
-        seconds=_number(figures.get("seconds", record.get("wall_s")), float),
-        pr_url=result.get("pr_url") if isinstance(result.get("pr_url"), str) else None,
-        error=result.get("error") or job.error)
+        (repo, number), kind, sender = key_parts(job.key), "?", "?"
+    result = RunResult.from_json(job.result, run_id=rid)
+    figs = result.figures if result is not None else None
+    if figs is None:
+        figs = _so_far(data_dir, rid) if job.state in LIVE_STATES else _recorded(data_dir, rid)
+    return RunRow(run_id=rid, repo=repo, number=number, kind=kind, sender=sender, state=job.state,
+                  created_at=job.created_at, figures=figs, pr_url=result.pr_url if result is not None else None,
+                  error=(result.error if result is not None else None) or job.error)
 
 
-def _so_far(data_dir: Path, run_id: str, state: str) -> dict[str, Any]:
+def _recorded(data_dir: Path, rid: str) -> Figures | None:
+    """The figures of the run's record.json, None without one."""
+    record = read_record(run_dir(data_dir, rid))
+    return record.figures if record is not None else None
+
+
+def _so_far(data_dir: Path, rid: str) -> Figures | None:
     """A live run's turns, cost and time so far, from its transcript."""
-    directory = run_dir(data_dir, run_id) if state in LIVE_STATES else None
+    directory = run_dir(data_dir, rid)
     if directory is None or not (directory / JSONL_NAME).exists():
-        return {}
+        return None
     return figures(load_events(directory / JSONL_NAME))
 
 
@@ -114,11 +100,5 @@ def daily_totals(rows: Iterable[RunRow]) -> list[tuple[str, int, float]]:
     for row in rows:
         entry = days.setdefault(row.day, [0, 0.0])
         entry[0] += 1
-        entry[1] += row.cost_usd or 0.0
+        entry[1] += row.figures.cost_usd if row.figures is not None else 0.0
     return [(day, int(n), cost) for day, (n, cost) in sorted(days.items(), reverse=True)]
-
-
-def _number(value: object, kind: type) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return kind(value)

@@ -17,7 +17,8 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+
+from bot.run.result import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,24 @@ def drop_clones(run_dir: Path) -> None:
         shutil.rmtree(run_dir / name, ignore_errors=True)
 
 
-def write_record(run_dir: Path, **fields: Any) -> Path:
-    """record.json: what the run was and how it ended, in one small file (no secrets: callers pass redacted
-    values)."""
+def write_record(run_dir: Path, result: RunResult) -> Path:
+    """record.json: the run's result (bot/run/result.py), in one small file (no secrets: its fields are
+    redacted where they are made)."""
     path = run_dir / RECORD
-    path.write_text(json.dumps({**fields, "finished_at": time.time()}, indent=1, sort_keys=True) + "\n")
+    path.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
     return path
+
+
+def read_record(run_dir: Path | None) -> RunResult | None:
+    """The run's record.json (written when the run ended), or None while it is on, or when it is missing or
+    unreadable; a record of an earlier shape reads as `RunResult.from_json` says."""
+    if run_dir is None:
+        return None
+    try:
+        data = json.loads((run_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return RunResult.from_json(data, run_id=run_dir.name)
 
 
 def prune(runs: Path, keep_days: float, *, now: float | None = None) -> list[str]:

@@ -64,7 +64,7 @@ def test_wall_clock_cap_also_bounds_a_running_command(env):
     result = run(env, [[{"type": "tool_use", "name": "bash", "input": {"command": "sleep 30", "timeout": 300}}],
                        bash("true")], Budget(max_wall_s=2))
     assert result.stop_reason == "wall_clock"
-    assert result.wall_s < 10
+    assert result.seconds < 10
 
 
 def test_a_model_error_ends_the_run_with_the_reason(env):

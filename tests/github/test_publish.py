@@ -70,7 +70,7 @@ def texts(forge: MemoryForge) -> list[str]:
 
 def test_a_completed_run_opens_one_pull_request_and_a_second_publish_updates_it(tmp_path):
     remote, outcome, conclusion, forge = issue_run(tmp_path)
-    assert head(remote, f"refs/heads/{ISSUE_BRANCH}") == outcome.commit
+    assert head(remote, f"refs/heads/{ISSUE_BRANCH}") == outcome.result.commit
     [pr] = forge.pulls
     assert (pr.head, pr.base, pr.draft) == (ISSUE_BRANCH, "main", False)
     assert "Fixed the weekend check." in pr.body and "Fixes #12" in pr.body and "`calendar.py`" in pr.body
@@ -86,7 +86,7 @@ def test_a_failed_run_with_work_opens_a_draft_that_the_failure_line_names(tmp_pa
     remote, outcome, conclusion, forge = issue_run(tmp_path, stop_reason="error",
                                                    error="the model answered 529 three times")
     [pr] = forge.pulls
-    assert pr.draft and head(remote, f"refs/heads/{ISSUE_BRANCH}") == outcome.commit
+    assert pr.draft and head(remote, f"refs/heads/{ISSUE_BRANCH}") == outcome.result.commit
     assert (conclusion.state, conclusion.exit_code) == ("failed", 1)
     first = conclusion.message.splitlines()[0]
     assert first.startswith("❌ decode-bot failed: the model answered 529 three times")
@@ -97,7 +97,7 @@ def test_a_run_stopped_by_a_budget_cap_opens_a_draft_and_exits_3(tmp_path):
     remote, outcome, conclusion, forge = issue_run(tmp_path, stop_reason="max_turns",
                                                    summary="Stopped at the turn limit.")
     [pr] = forge.pulls
-    assert pr.draft and head(remote, f"refs/heads/{ISSUE_BRANCH}") == outcome.commit
+    assert pr.draft and head(remote, f"refs/heads/{ISSUE_BRANCH}") == outcome.result.commit
     assert (conclusion.state, conclusion.exit_code, conclusion.pr_url) == ("incomplete", 3, pr.html_url)
     assert conclusion.message.startswith(f"⚠️ Opened {pr.html_url} as a draft")
 
@@ -107,7 +107,7 @@ def test_a_run_stopped_by_a_budget_cap_opens_a_draft_and_exits_3(tmp_path):
 def test_a_run_without_a_commit_pushes_nothing_and_opens_nothing(tmp_path, stop_reason, state, exit_code):
     remote, outcome, conclusion, forge = issue_run(
         tmp_path, stop_reason=stop_reason, change=None, error="the sandbox died" if stop_reason == "error" else None)
-    assert outcome.commit is None
+    assert outcome.result.commit is None
     assert head(remote, f"refs/heads/{ISSUE_BRANCH}") is None
     assert forge.pulls == [] and forge.comments == []
     assert (conclusion.state, conclusion.exit_code, conclusion.pr_url) == (state, exit_code, None)
@@ -118,33 +118,33 @@ def test_a_pull_request_of_this_repository_gets_the_commit_on_its_own_branch(tmp
     before, forge = head(remote, "refs/heads/weekend-fix"), MemoryForge()
     outcome = finished(remote, tmp_path / "run", branch="weekend-fix", base="weekend-fix")
     conclusion = publish(pull_plan(), outcome, forge, REPO, "r1", keep)
-    assert head(remote, "refs/heads/weekend-fix") == outcome.commit
-    git(remote, "merge-base", "--is-ancestor", before, outcome.commit)  # a fast-forward, not a force-push
+    assert head(remote, "refs/heads/weekend-fix") == outcome.result.commit
+    git(remote, "merge-base", "--is-ancestor", before, outcome.result.commit)  # a fast-forward, not a force-push
     assert forge.pulls == []
     assert conclusion.state == "success" and conclusion.branch == "weekend-fix"
-    assert conclusion.message.startswith(f"✅ Pushed {outcome.commit[:12]} to `weekend-fix`.")
+    assert conclusion.message.startswith(f"✅ Pushed {outcome.result.commit[:12]} to `weekend-fix`.")
 
 
 def test_a_fork_that_allows_maintainer_edits_gets_the_commit_and_the_base_never_sees_it(tmp_path):
     base, fork, pull, outcome, conclusion, forge = fork_run(tmp_path, edits=True)
-    assert head(fork, f"refs/heads/{pull.head_ref}") == outcome.commit
-    git(fork, "merge-base", "--is-ancestor", pull.head_sha, outcome.commit)
-    assert not holds(base, outcome.commit) and head(base, f"refs/heads/{pull.head_ref}") is None
+    assert head(fork, f"refs/heads/{pull.head_ref}") == outcome.result.commit
+    git(fork, "merge-base", "--is-ancestor", pull.head_sha, outcome.result.commit)
+    assert not holds(base, outcome.result.commit) and head(base, f"refs/heads/{pull.head_ref}") is None
     assert forge.pulls == [] and conclusion.state == "success"
-    assert f"✅ Pushed {outcome.commit[:12]} to the fork's branch `mona/calendar:weekend-fix`" in conclusion.message
+    assert f"✅ Pushed {outcome.result.commit[:12]} to the fork's branch `mona/calendar:weekend-fix`" in conclusion.message
 
 
 def test_a_fork_closed_to_maintainers_gets_a_patch_that_git_am_applies_on_its_head(tmp_path):
     base, fork, pull, outcome, conclusion, forge = fork_run(tmp_path, edits=False)
     assert head(fork, f"refs/heads/{pull.head_ref}") == pull.head_sha
-    assert not holds(fork, outcome.commit) and not holds(base, outcome.commit)
+    assert not holds(fork, outcome.result.commit) and not holds(base, outcome.result.commit)
     assert conclusion.message.startswith("📎 decode-bot could not push to `mona/calendar:weekend-fix`")
     [patch] = re.findall(r"^(`{3,})diff\n(.*?)\n\1$", conclusion.message, re.S | re.M)
     (tmp_path / "decode.patch").write_text(patch[1] + "\n")
     clone = tmp_path / "applied"
     git(tmp_path, "clone", "-q", "-b", pull.head_ref, str(fork), str(clone))
     git(clone, "am", "-q", str(tmp_path / "decode.patch"))
-    made = git(outcome.workspace.clean, "rev-parse", f"{outcome.commit}^{{tree}}")
+    made = git(outcome.workspace.clean, "rev-parse", f"{outcome.result.commit}^{{tree}}")
     assert git(clone, "rev-parse", "HEAD^{tree}") == made
     assert (clone / "calendar.py").read_text() == CHANGE["calendar.py"]
 
@@ -152,9 +152,9 @@ def test_a_fork_closed_to_maintainers_gets_a_patch_that_git_am_applies_on_its_he
 def test_a_fork_branch_that_moved_on_is_not_overwritten_and_gets_the_patch(tmp_path):
     theirs = {"NOTES.md": "Sundays too.\n"}
     base, fork, pull, outcome, conclusion, _ = fork_run(tmp_path, edits=True, meanwhile=theirs)
-    assert head(fork, f"refs/heads/{pull.head_ref}") != outcome.commit
+    assert head(fork, f"refs/heads/{pull.head_ref}") != outcome.result.commit
     assert git(fork, "show", f"{pull.head_ref}:NOTES.md") == "Sundays too."
-    assert not holds(base, outcome.commit) and conclusion.state == "success"
+    assert not holds(base, outcome.result.commit) and conclusion.state == "success"
     first = conclusion.message.splitlines()[0]
     assert first.startswith("📎 decode-bot could not push to `mona/calendar:weekend-fix`: GitHub refused the push")
     assert "```diff\n" in conclusion.message and "git am decode.patch" in conclusion.message

@@ -66,14 +66,14 @@ def test_a_failing_verify_goes_back_to_the_agent_and_passes_after_its_fix(world,
     assert "**Verification** (✅ passed" in pr["body"] and f"- ✅ `{TESTS}` (" in pr["body"]
     assert "2 rounds, 1 sent back to the agent" in pr["body"]
     assert "**Verification** (✅ passed" in fake.comments(OWNER, NAME, number)[0]["body"]
-    v = conclusion.outcome.verification
+    v = conclusion.ran.verification
     assert (v.verified, v.rounds, v.feedback) == ("passed", 2, 1)
     assert [(c.command, c.exit_code, c.timed_out) for c in v.checks] == [(TESTS, 0, False)]
     assert outputs_of(conclusion, tmp_path)["verified"] == "passed"
-    events = load_events(conclusion.outcome.transcript_jsonl)
+    events = load_events(conclusion.ran.transcript_jsonl)
     assert [(e["round"], e["exit_code"]) for e in events if e["type"] == "verify"] == [(1, 1), (2, 0)]
     assert {"name": "verifying"}.items() <= next(e for e in events if e.get("name") == "verifying").items()
-    markdown = conclusion.outcome.transcript_md.read_text()
+    markdown = conclusion.ran.transcript_md.read_text()
     assert "**verify** (round 1, ❌ exit 1," in markdown and "**verify** (round 2, ✅ passed," in markdown
 
 
@@ -92,7 +92,7 @@ def test_a_verify_that_never_passes_ends_in_a_draft_that_says_so(world, tmp_path
     tracking = fake.comments(OWNER, NAME, number)[0]["body"]
     assert "as a draft: its `verify:` commands from .github/decode.yml still fail" in tracking
     assert "**Verification** (❌ failed" in tracking
-    v = conclusion.outcome.verification
+    v = conclusion.ran.verification
     assert (v.verified, v.rounds, v.feedback, v.stale) == ("failed", 3, 2, False)
     assert outputs_of(conclusion, tmp_path)["verified"] == "failed"
 
@@ -104,9 +104,9 @@ def test_without_verify_the_pull_request_says_nothing_was_verified(world, tmp_pa
     [pr] = fake.pulls(OWNER, NAME)
     assert not pr["draft"]
     assert "nothing was verified by the harness. Add `verify:` to .github/decode.yml" in pr["body"]
-    assert conclusion.outcome.verification.verified == "none"
+    assert conclusion.ran.verification.verified == "none"
     assert outputs_of(conclusion, tmp_path)["verified"] == "none"
-    assert not [e for e in load_events(conclusion.outcome.transcript_jsonl)
+    assert not [e for e in load_events(conclusion.ran.transcript_jsonl)
                 if e["type"] == "verify" or e.get("name") == "verifying"]
     assert "nothing was verified by the harness" in fake.comments(OWNER, NAME, number)[0]["body"]
 
@@ -119,9 +119,9 @@ def test_a_secret_printed_by_the_repositorys_test_is_redacted_in_the_feedback_an
     conclusion, _ = labeled_issue(world, "verify: [python3 leak.py]\nverify_rounds: 1\n", {"leak.py": leak})
     feedback = json.dumps(anthropic.requests[-1].body)
     assert "the key is [REDACTED" in feedback and key not in feedback
-    jsonl = conclusion.outcome.transcript_jsonl.read_text()
-    assert key not in jsonl and key not in conclusion.outcome.transcript_md.read_text()
-    outputs = [e["output"] for e in load_events(conclusion.outcome.transcript_jsonl) if e["type"] == "verify"]
+    jsonl = conclusion.ran.transcript_jsonl.read_text()
+    assert key not in jsonl and key not in conclusion.ran.transcript_md.read_text()
+    outputs = [e["output"] for e in load_events(conclusion.ran.transcript_jsonl) if e["type"] == "verify"]
     assert len(outputs) == 2 and all("the key is [REDACTED" in o for o in outputs)
     [pr] = fake.pulls(OWNER, NAME)
     assert key not in pr["body"] and pr["draft"]
@@ -132,7 +132,7 @@ def test_a_verify_command_gets_setup_timeout_and_a_timeout_counts_as_a_failure(w
     anthropic.script([NOTE, answer("Done."), answer("Done again.")])
     conclusion, _ = labeled_issue(world, "verify: [sleep 30]\nsetup_timeout: 1\nverify_rounds: 1\n")
     assert "Result: timed out after 1s" in user_texts(anthropic.requests[-1])[-1]
-    [check] = conclusion.outcome.verification.checks
+    [check] = conclusion.ran.verification.checks
     assert check.timed_out and check.exit_code is None and check.duration_s < 10
     [pr] = fake.pulls(OWNER, NAME)
     assert pr["draft"] and "- ❌ `sleep 30` (" in pr["body"] and ": timed out after 1s" in pr["body"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.run.pipeline import Outcome
+from bot.run.pipeline import Ran
 from bot.sandbox import SandboxSpec
 from bot.sandbox.bwrap import BwrapLauncher, toolchain_digest
 from bot.run.setup_cache import SetupCache
@@ -44,7 +44,7 @@ def data(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "data"
 
 
-def run(fake_anthropic, data: Path, repo: Path, run_id: str, **job: str) -> tuple[Outcome, float]:
+def run(fake_anthropic, data: Path, repo: Path, run_id: str, **job: str) -> tuple[Ran, float]:
     """The real pipeline on `repo` under bwrap; the outcome and its wall time."""
     return run_pipeline(fake_anthropic, data, repo, run_id, mode="bwrap", check=CHECK, **job)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.run.pipeline import Outcome
+from bot.run.pipeline import Ran
 from bot.sandbox import SandboxSpec
 from bot.sandbox.docker import DockerLauncher
 from bot.run.setup_cache import SetupCache
@@ -45,12 +45,12 @@ def data(tmp_path: Path) -> Iterator[Path]:
 
 
 def run(fake_anthropic, data: Path, repo: Path, run_id: str, settings: dict | None = None,
-        **job: str) -> tuple[Outcome, float]:
+        **job: str) -> tuple[Ran, float]:
     """The real pipeline on `repo` under docker (more `settings` if given); the outcome and its wall time."""
     return run_pipeline(fake_anthropic, data, repo, run_id, mode="docker", check=CHECK,
                         settings={"sandbox_image": IMAGE, **(settings or {})}, **job)
 
-def agent_saw(outcome: Outcome) -> list[str]:
+def agent_saw(outcome: Ran) -> list[str]:
     """The three marker lines the check printed."""
     return saw(outcome)[:3]
 
@@ -146,4 +146,4 @@ def test_a_cache_hit_from_the_warm_pool_skips_setup_and_container_start(fake_ant
     assert "the docker sandbox came from the warm pool" not in [e["text"] for e in events(first, "note")]
     assert [e["result"] for e in events(third, "setup_cache")] == ["hit"] and events(third, "setup") == []
     assert agent_saw(third) == ["from-image", "from-workspace", "from-home"]
-    assert third.result.stop_reason == "completed" and third.commit is None, "the agent changed nothing"
+    assert third.result.stop_reason == "completed" and third.result.commit is None, "the agent changed nothing"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.run.pipeline import Outcome
+from bot.run.pipeline import Ran
 from bot.sandbox import SandboxSpec
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.modal import ModalLauncher
@@ -42,7 +42,7 @@ def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "data"
 
 
-def run(fake_anthropic, data: Path, repo: Path, run_id: str, **job: str) -> tuple[Outcome, float]:
+def run(fake_anthropic, data: Path, repo: Path, run_id: str, **job: str) -> tuple[Ran, float]:
     """The real pipeline on `repo` under modal (the double); the outcome and its wall time."""
     return run_pipeline(fake_anthropic, data, repo, run_id, mode="modal", check=CHECK, **job)
 

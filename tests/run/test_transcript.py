@@ -10,7 +10,7 @@ import pytest
 
 from bot.model import Usage
 from bot.core.redact import Redactor
-from bot.run.transcript import Transcript, figures, load_events, render_markdown
+from bot.run.transcript import Transcript, figures, load_events, render_markdown, stop_reason
 
 TOKEN = "ghs_" + "Zz9" * 12
 
@@ -130,8 +130,8 @@ def test_figures_of_a_run_that_never_ended(tmp_path: Path) -> None:
     tr = record_run(tmp_path, end=False)
     events = tr.events()
     figs = figures(events)
-    assert figs["turns"] == 2 and figs["input_tokens"] == 1010 and figs["cache_read_tokens"] == 1400
-    assert figs["stop_reason"] == "incomplete" and figs["cost_usd"] == pytest.approx(0.0223)
+    assert figs.turns == 2 and figs.usage.input_tokens == 1010 and figs.usage.cache_read_tokens == 1400
+    assert stop_reason(events) == "incomplete" and figs.cost_usd == pytest.approx(0.0223)
     assert "| incomplete |" in render_markdown(events)
 
 

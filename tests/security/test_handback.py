@@ -51,5 +51,5 @@ def test_a_hostile_hand_back_ends_in_one_pull_request_with_the_fix_and_the_rest_
     assert "`direct`" not in notes  # the agent fixed that one in its extra turn
     [tracking] = fake.comments(OWNER, NAME, number)
     assert "`chained`" in tracking["body"] and "`big.bin`" in tracking["body"]
-    transcript = conclusion.outcome.transcript_md.read_text()
+    transcript = conclusion.ran.transcript_md.read_text()
     assert "left out of the commit" in transcript and "chained" in transcript

@@ -9,6 +9,9 @@ import pytest
 
 from bot.core.links import signature
 from bot.jobs.sqlite import Store
+from bot.model.protocol import Usage
+from bot.run.result import Figures, RunResult
+from bot.workspace.run_dirs import write_record
 from tests.support.runs import add_run, sign_in, turn, web_app, write_run
 
 OAUTH = {"github_client_id": "Iv23li0client", "github_client_secret": "client-secret-value-123"}
@@ -138,4 +141,23 @@ def test_store_runs_newest_first_with_filters(tmp_path):
     assert store.runs(repos=set()) == []
     assert [j.id for j in store.runs(repos={"b/c", "a/xzy"}, state="queued")] == [numbers[3], numbers[1]]
     assert store.runs(state="done") == []
+    store.close()
+
+
+def test_a_row_reads_the_run_result_the_runner_stored_and_a_record_of_the_same_shape(tmp_path):
+    store = Store(tmp_path / "jobs.sqlite3")
+    client = web_app(tmp_path, store, **OAUTH).test_client()
+    figures = Figures(turns=5, usage=Usage(input_tokens=10), cost_usd=2.5, seconds=61.0)
+    stored = add_run(client, store, repo="octo/app", number=1, state="done", result=RunResult(
+        "job-1", "success", pr_url="https://github.com/octo/app/pull/3", figures=figures).to_json())
+    died = add_run(client, store, repo="octo/app", number=2, state="failed", error="the worker died")
+    directory = tmp_path / "runs" / died
+    directory.mkdir(parents=True)
+    write_record(directory, RunResult(died, "failed", figures=Figures(turns=1, cost_usd=0.75, seconds=4.0)))
+    sign_in(client, tmp_path, "alice", {"octo/app"})
+    text = client.get("/").get_data(as_text=True)
+    row = text[text.index(f'data-run="{stored}"'):].split("</tr>")[0]
+    assert ">5<" in row and "$2.50" in row and "1m 01s" in row and 'href="https://github.com/octo/app/pull/3"' in row
+    row = text[text.index(f'data-run="{died}"'):].split("</tr>")[0]
+    assert ">1<" in row and "$0.75" in row and ">4s<" in row and 'title="the worker died"' in row
     store.close()

@@ -1,6 +1,6 @@
 """Runs ready to publish, without a sandbox or a model: bare repositories standing in for GitHub's, a
 real `Workspace` cloned from one with the agent's commit on the run branch, a transcript written by the
-real recorder, and the `Outcome` the pipeline hands the GitHub job's publishing step."""
+real recorder, and the `Ran` the pipeline hands the GitHub job's publishing step."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 
 from bot.agent.loop import AgentResult
 from bot.github.info import PullInfo
-from bot.run.pipeline import Job, Outcome
+from bot.run.pipeline import Job, Ran
+from bot.run.result import RunResult, state_of
+from bot.run.verify import Verification
 from bot.core.redact import Redactor
 from bot.run.transcript import Transcript
 from bot.workspace.clone import prepare
@@ -54,14 +56,14 @@ def holds(remote: Path, commit: str) -> bool:
 
 def finished(remote: Path, run_dir: Path, *, branch: str, base: str | None = None, title: str = "Weekend check",
              stop_reason: str = "completed", summary: str = "Fixed the weekend check.", error: str | None = None,
-             change: dict[str, str] | None = CHANGE, redactor: Redactor | None = None) -> Outcome:
+             change: dict[str, str] | None = CHANGE, redactor: Redactor | None = None) -> Ran:
     """The outcome of a run on `remote`, as `bot.run.pipeline.execute` leaves it: the workspace on `branch` from
     `base`, `change` committed there by the bot (None: nothing to commit), and the agent's result."""
     redactor = redactor or Redactor([])
     job = Job(repo=str(remote), task=title, branch=branch, run_id=run_dir.name, base=base, title=title,
               co_author="alice <alice@users.noreply.github.com>")
     ws = prepare(str(remote), run_dir, branch, base, redactor=redactor)
-    result = AgentResult(stop_reason, summary, turns=1, wall_s=2.0, error=error)
+    result = AgentResult(stop_reason, summary, turns=1, seconds=2.0, error=error)
     transcript = Transcript(run_dir, redactor)
     transcript.record("run_start", task=job.task, repo=job.repo, branch=branch, base_sha=ws.base_sha)
     transcript.record("model_response", turn=1, content=[{"type": "text", "text": "Changing the check."}],
@@ -73,8 +75,10 @@ def finished(remote: Path, run_dir: Path, *, branch: str, base: str | None = Non
         (ws.clean / name).write_text(text)
     ws.git("add", "-A", what="staging the change")
     commit = ws.commit(title, job.co_author)
-    return Outcome(job, result, run_dir, transcript.path, transcript.md_path, workspace=ws, commit=commit,
-                   changed=sorted(change or {}))
+    run = RunResult(run_id=job.run_id, state=state_of(stop_reason, commit), repo=job.repo, branch=branch,
+                    commit=commit, changed=tuple(sorted(change or {})), stop_reason=stop_reason,
+                    figures=result.figures(), error=error, exit_code=result.exit_code)
+    return Ran(job, run, result, Verification(), run_dir, ws)
 
 
 def fork_pull(base: Path, fork: Path, *, number: int = 7, branch: str = "weekend-fix",

@@ -15,7 +15,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from bot.config import Settings
-from bot.workspace.run_dirs import write_record
+from bot.workspace.run_dirs import RECORD
 from bot.server import create_app
 from bot.server.sessions import Sessions
 from bot.server.signature import sign
@@ -75,12 +75,13 @@ def turn(n: int, text: str, *, command: str = "ls", output: str = "README.md") -
 
 
 def write_run(data_dir: Path, run_id: str, events: list[dict], *, record: dict | None = None) -> Path:
-    """The run directory as the pipeline leaves it: transcript.jsonl, and record.json when `record` is given."""
+    """The run directory as the pipeline leaves it: transcript.jsonl, and record.json when `record` is given
+    (written as given: a dict of an earlier shape stays that shape)."""
     directory = data_dir / "runs" / run_id
     directory.mkdir(parents=True, exist_ok=True)
     append(directory, events)
     if record is not None:
-        write_record(directory, run_id=run_id, **record)
+        (directory / RECORD).write_text(json.dumps({"run_id": run_id, **record}))
     return directory
 
 

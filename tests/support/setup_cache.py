@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from bot.model.anthropic import AnthropicModel
-from bot.run.pipeline import Job, Outcome, execute
+from bot.run.pipeline import Job, Ran, execute
 from bot.run.setup_cache import SetupCache
 from bot.run.transcript import load_events
 
 
 def run(fake_anthropic: Any, data: Path, repo: Path, run_id: str, *, mode: str, check: str,
-        settings: dict[str, Any] | None = None, **job: str) -> tuple[Outcome, float]:
+        settings: dict[str, Any] | None = None, **job: str) -> tuple[Ran, float]:
     """The real pipeline on `repo` under `mode` (more `settings` if given); the outcome and its wall time."""
     fake_anthropic.script([[{"type": "tool_use", "name": "bash", "input": {"command": check}}],
                            [{"type": "text", "text": "Checked."}]])
@@ -27,12 +27,12 @@ def run(fake_anthropic: Any, data: Path, repo: Path, run_id: str, *, mode: str, 
     return outcome, time.monotonic() - started
 
 
-def events(outcome: Outcome, kind: str) -> list[dict]:
+def events(outcome: Ran, kind: str) -> list[dict]:
     """The run's transcript events of one type."""
     return [e for e in load_events(outcome.transcript_jsonl) if e["type"] == kind]
 
 
-def agent_saw(outcome: Outcome) -> list[str]:
+def agent_saw(outcome: Ran) -> list[str]:
     """The lines the agent's one tool call printed."""
     [result] = events(outcome, "tool_result")
     return result["output"].splitlines()
@@ -51,7 +51,7 @@ def make_hostile(data: Path, root: str) -> None:
             tar.addfile(info, io.BytesIO(b""))
 
 
-def assert_refused_then_setup_ran(second: Outcome) -> None:
+def assert_refused_then_setup_ran(second: Ran) -> None:
     """The run after `make_hostile`: the entry refused, setup run again and its state saved anew."""
     [refused, miss] = events(second, "setup_cache")
     assert refused["result"] == "refused" and "a symlink to /etc" in refused["reason"], refused
@@ -59,7 +59,7 @@ def assert_refused_then_setup_ran(second: Outcome) -> None:
     assert [e["exit_code"] for e in events(second, "setup")] == [0]
 
 
-def pull_request_head_run(run_one: Any, fake_anthropic: Any, data: Path, repo: Path) -> Outcome:
+def pull_request_head_run(run_one: Any, fake_anthropic: Any, data: Path, repo: Path) -> Ran:
     """Run on a pull request's head (`feature`, a README change) with decode.yml from `main`, by
     `run_one(fake_anthropic, data, repo, run_id, **job)`, and check that it filled no cache entry."""
     from tests.conftest import git
@@ -75,13 +75,13 @@ def pull_request_head_run(run_one: Any, fake_anthropic: Any, data: Path, repo: P
     return outcome
 
 
-def assert_gone_image_refused(again: Outcome) -> None:
+def assert_gone_image_refused(again: Ran) -> None:
     """The run after the entry's image went (removed, or past Modal's ttl): the entry refused, setup run."""
     assert [e["result"] for e in events(again, "setup_cache")] == ["refused", "miss"]
     assert "is no longer on the engine" in events(again, "setup_cache")[0]["reason"]
 
 
-def assert_new_lock_file_misses(run_one: Any, fake_anthropic: Any, data: Path, repo: Path, first: Outcome,
+def assert_new_lock_file_misses(run_one: Any, fake_anthropic: Any, data: Path, repo: Path, first: Ran,
                                 entries: int) -> None:
     """Commit a new requirements.lock (a key file) on the base and run again: setup runs under a new key, and
     the cache then holds `entries` entries."""

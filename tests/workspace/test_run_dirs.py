@@ -90,5 +90,5 @@ def test_a_published_github_run_drops_its_clone(world):  # noqa: F811
     anthropic.script(SESSION["turns"])
     conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
     assert conclusion.state == "success", conclusion.message
-    run_dir = conclusion.outcome.run_dir
+    run_dir = conclusion.ran.run_dir
     assert sorted(p.name for p in run_dir.iterdir()) == ["record.json", "transcript.jsonl", "transcript.md"]

@@ -1,0 +1,86 @@
+"""The names the bot writes and later reads back, each encoder beside its decoder.
+
+- run ids: `job-<N>` for the job store's job N (a run's directory, comment markers, page links);
+- attempt directories: `<run_id>` for the first attempt, `<run_id>.<k>` for a retried job's attempt k;
+- job keys: `<owner/name>#<N>` (the repository lower-cased), `#run` for work on no issue, `#labels` for the
+  repository's label set-up;
+- branches: `decode/issue-<N>-<slug>` for an issue, `decode/run-<id>` otherwise (the contract's names).
+
+A decoder answers None for a name that is not of its form, never raises.
+"""
+
+from __future__ import annotations
+
+import re
+
+RUN_PREFIX = "job-"
+BRANCH_PREFIX = "decode/"
+_RUN_ID = re.compile(r"job-([0-9]{1,18})")
+_ATTEMPT = re.compile(r"(.+)\.([0-9]{1,9})")
+_ISSUE_BRANCH = re.compile(r"decode/issue-([0-9]+)-[a-z0-9-]*")
+_RUN_BRANCH = re.compile(r"decode/run-(.+)")
+
+
+def run_id(job_id: int) -> str:
+    """The run id of the store's job `job_id`: stable across attempts, so a retry finds its comments and branch."""
+    return f"{RUN_PREFIX}{job_id}"
+
+
+def job_id(run_id: str) -> int | None:
+    """The job number in a run id `job-<N>`, None for any other name."""
+    match = _RUN_ID.fullmatch(run_id)
+    return int(match.group(1)) if match else None
+
+
+def attempt_dir(run_id: str, attempt: int) -> str:
+    """The directory name of a run's attempt: the run id itself for the first, `<run_id>.<k>` after."""
+    return run_id if attempt == 1 else f"{run_id}.{attempt}"
+
+
+def attempt_of(run_id: str, name: str) -> int | None:
+    """Which attempt of `run_id` the directory `name` holds, None when it holds none of them."""
+    if name == run_id:
+        return 1
+    match = _ATTEMPT.fullmatch(name)
+    return int(match.group(2)) if match and match.group(1) == run_id and int(match.group(2)) > 1 else None
+
+
+def job_key(repo: str, scope: int | str | None) -> str:
+    """The key of a repository's jobs that never run at the same time: `owner/name#N` for issue or pull
+    request N, `#<scope>` for a named one (`labels`), `#run` for work on no issue."""
+    return f"{repo.lower()}#{scope if scope is not None else 'run'}"
+
+
+def key_parts(key: str) -> tuple[str, int | None]:
+    """The repository and number of a job key (None for `#run`, `#labels` or anything else after the `#`)."""
+    repo, _, rest = key.partition("#")
+    return repo, int(rest) if rest.isdigit() else None
+
+
+def issue_branch(number: int, title: str) -> str:
+    """`decode/issue-<N>-<slug>`, the contract's branch for an issue."""
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:40].rstrip("-") or "task"
+    return f"{BRANCH_PREFIX}issue-{number}-{slug}"
+
+
+def issue_of_branch(branch: str) -> int | None:
+    """The issue number of a `decode/issue-<N>-<slug>` branch, None for any other branch."""
+    match = _ISSUE_BRANCH.fullmatch(branch)
+    return int(match.group(1)) if match else None
+
+
+def is_decode_branch(branch: str) -> bool:
+    """Whether `branch` is one decode-bot names (`issue_branch`, `run_branch`): the gates of reviews and
+    failed checks run only on pull requests from such a branch."""
+    return branch.startswith(BRANCH_PREFIX)
+
+
+def run_branch(run_id: str) -> str:
+    """`decode/run-<id>`, the contract's branch for work on no issue."""
+    return f"{BRANCH_PREFIX}run-{run_id}"
+
+
+def run_of_branch(branch: str) -> str | None:
+    """The run id of a `decode/run-<id>` branch, None for any other branch."""
+    match = _RUN_BRANCH.fullmatch(branch)
+    return match.group(1) if match else None

@@ -1,0 +1,84 @@
+"""`decode runs`: the runs a data directory holds, newest first, read from their record.json.
+
+Each run directory under `DECODE_DATA_DIR/runs` (an attempt's included: `job-3.2`) is one line: its id,
+repository, state, pull request (or branch when it opened none), cost and wall time. Every figure is the
+run's `RunResult` (bot/run/result.py), so a record of an earlier shape shows what it holds and a dash for
+the rest; a directory without record.json is a run still going, or one whose process died, and shows as
+`unfinished`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.core.errors import ConfigError
+from bot.run.result import RunResult
+from bot.workspace.run_dirs import RECORD, read_record
+
+HEAD = ("id", "repository", "state", "pr or branch", "cost", "time")
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One run directory: its name, when it was last written, and its result (None while unfinished)."""
+
+    name: str
+    when: float
+    result: RunResult | None
+
+
+def list_runs(data_dir: Path, limit: int | None = None) -> list[Listed]:
+    """The run directories of `data_dir`, newest first (by the record's finish time, else the directory's
+    last write), at most `limit` of them."""
+    runs = Path(data_dir) / "runs"
+    try:
+        entries = [d for d in runs.iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return []
+    listed = []
+    for directory in entries:
+        result = read_record(directory)
+        try:
+            mtime = (directory / RECORD if result is not None else directory).stat().st_mtime
+        except OSError:
+            continue  # pruned meanwhile
+        listed.append(Listed(directory.name, (result.finished_at if result else 0.0) or mtime, result))
+    listed.sort(key=lambda run: run.when, reverse=True)
+    return listed[:limit] if limit is not None else listed
+
+
+def row(run: Listed) -> tuple[str, ...]:
+    """The cells of one run's line."""
+    result = run.result
+    if result is None:
+        return (run.name, "-", "unfinished", "-", "-", "-")
+    figures = result.figures
+    return (run.name, result.repo or "-", result.state, result.pr_url or result.branch or "-",
+            f"${figures.cost_usd:.2f}" if figures else "-", _duration(figures.seconds) if figures else "-")
+
+
+def table(runs: list[Listed]) -> str:
+    """The runs as aligned columns under a header line."""
+    rows = [HEAD, *(row(run) for run in runs)]
+    widths = [max(len(cells[i]) for cells in rows) for i in range(len(HEAD))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip() for cells in rows)
+
+
+def cmd_runs(args: argparse.Namespace, data_dir: Path) -> int:
+    """`decode runs [--limit N]`: print the table of `data_dir`'s runs; 2 for a bad --limit."""
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit {args.limit} is not valid: give a positive whole number")
+    runs = list_runs(data_dir, args.limit)
+    if not runs:
+        print(f"no runs in {Path(data_dir) / 'runs'} (DECODE_DATA_DIR)", file=sys.stderr)
+        return 0
+    print(table(runs))
+    return 0
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"

@@ -1,0 +1,66 @@
+"""Each name the bot writes reads back to what made it; other names read back as None."""
+
+import pytest
+
+from bot.core.names import (
+    attempt_dir,
+    attempt_of,
+    issue_branch,
+    is_decode_branch,
+    issue_of_branch,
+    job_id,
+    job_key,
+    key_parts,
+    run_branch,
+    run_id,
+    run_of_branch,
+)
+
+
+@pytest.mark.parametrize("n", [1, 42, 10**17])
+def test_run_ids_round_trip(n):
+    assert run_id(n) == f"job-{n}" and job_id(run_id(n)) == n
+
+
+@pytest.mark.parametrize("name", ["job-", "job-x", "job-1.2", "JOB-1", "job-1 ", "job-" + "9" * 19, "r42", ""])
+def test_other_names_are_no_run_id(name):
+    assert job_id(name) is None
+
+
+@pytest.mark.parametrize("attempt", [1, 2, 17])
+def test_attempt_directories_round_trip(attempt):
+    assert attempt_of("job-3", attempt_dir("job-3", attempt)) == attempt
+    assert attempt_of("job-30", attempt_dir("job-3", attempt)) is None
+
+
+def test_attempt_directories_of_other_runs_or_shapes_are_none():
+    assert attempt_dir("job-3", 1) == "job-3" and attempt_dir("job-3", 2) == "job-3.2"
+    for name in ("job-31", "job-3.", "job-3.x", "job-3.1", "job-3-2", "job-33.2"):
+        assert attempt_of("job-3", name) is None, name
+
+
+@pytest.mark.parametrize("scope", [7, None, "labels"])
+def test_job_keys_round_trip(scope):
+    repo, number = key_parts(job_key("Octo/App", scope))
+    assert repo == "octo/app" and number == (scope if isinstance(scope, int) else None)
+    assert job_key("Octo/App", scope) == f"octo/app#{scope if scope is not None else 'run'}"
+
+
+def test_issue_branches_follow_the_contract_and_round_trip():
+    assert issue_branch(42, "Fix the flaky date test!") == "decode/issue-42-fix-the-flaky-date-test"
+    assert issue_branch(7, "日本語だけ") == "decode/issue-7-task"
+    long = issue_branch(1, "word " * 40)
+    assert len(long) <= len("decode/issue-1-") + 40 and not long.endswith("-")
+    for number, title in ((42, "Fix it!"), (7, "日本語だけ"), (1, "word " * 40)):
+        assert issue_of_branch(issue_branch(number, title)) == number
+    assert issue_of_branch("decode/run-4242") is None and issue_of_branch("feature/issue-1-x") is None
+
+
+def test_run_branches_round_trip():
+    assert run_branch("4242") == "decode/run-4242" and run_of_branch(run_branch("4242")) == "4242"
+    assert run_of_branch("decode/issue-1-x") is None and run_of_branch("main") is None
+
+
+def test_decode_branches_are_the_ones_the_encoders_make():
+    assert is_decode_branch(issue_branch(3, "x")) and is_decode_branch(run_branch("r1"))
+    assert not is_decode_branch("main") and not is_decode_branch("feature/decode/x")
