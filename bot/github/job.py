@@ -61,7 +61,7 @@ def run_github_job(work: Work, settings: Settings, forge: Forge, *, run_id: str,
         tracking = None if isinstance(work, Dispatch) else _track(work, forge, run_id, run_url, page, attempt, doing)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
-        error = _refusal(e, work, forge, settings.github_api_url) if refused else e
+        error = _refusal(e, work, forge, settings.github.api_url) if refused else e
         text = redactor.redact(str(error) or type(error).__name__)
         log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(error, DecodeError))
         return Conclusion("failed", text, error=error)
@@ -124,7 +124,7 @@ def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
         tag = marker("refused", asked_by(work))
         if forge.find_comment(work.repo, work.number, tag) is None:
             forge.post_comment(work.repo, work.number,
-                               refusal_text(login, permission, settings.command) + "\n\n" + tag, tag)
+                               refusal_text(login, permission, settings.github.command) + "\n\n" + tag, tag)
     return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
 
 
@@ -164,10 +164,10 @@ def _work(work: Work, info: RepoInfo, settings: Settings, forge: Forge, *, run_i
                                                       head_sha=work.head_sha, round=ci[0], rounds=ci[1]))
     the_plan = plan(work, Facts(info, issue, pull, review, ci_round), run_id=run_id)
     fork = isinstance(the_plan.delivery, ToFork)
-    if fork and settings.sandbox_mode not in ISOLATING:
+    if fork and settings.sandbox.mode not in ISOLATING:
         return Conclusion("skipped", f"🔒 decode-bot did not run: this pull request comes from a fork, and a "
                           f"fork's code runs only in an isolating sandbox ({', '.join(ISOLATING)}). This "
-                          f"installation runs SANDBOX_MODE={settings.sandbox_mode}, which would give the "
+                          f"installation runs SANDBOX_MODE={settings.sandbox.mode}, which would give the "
                           "fork's code the bot's own access; ask its operator to switch, or push the branch to "
                           "this repository.")
     token = forge.token_for(repo)

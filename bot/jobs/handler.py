@@ -76,7 +76,7 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
         log.info("job %s: %s on %s#%s (attempt %d)", job.id, work.kind, work.repo, work.number,
                  job.attempts, extra=extra)
         if isinstance(work, Labels):
-            conclusion = add_trigger_labels(work, forge, settings.trigger_label)
+            conclusion = add_trigger_labels(work, forge, settings.github.trigger_label)
         else:
             conclusion = run_github_job(work, settings, forge, run_id=run_id_of(job), attempt=job.attempts,
                                         model=model, progress=lambda line: log.info(line, extra=extra))

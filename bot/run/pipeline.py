@@ -34,6 +34,7 @@ from bot.run.task_text import one_line
 from bot.run.transcript import Transcript, safe_commit_text
 from bot.run.verify import Verification, Verifier, finish_gate
 from bot.workspace.clone import Workspace, prepare
+from bot.sandbox import sandbox_spec
 
 Progress = Callable[[str], None]
 MB = 1024 * 1024
@@ -90,14 +91,14 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     `watch` sees every transcript event as it is recorded, `phase` events among them (preparing, sandbox,
     setup, agent, verifying): the live tracking comment follows the run through it."""
     started = time.monotonic()  # the wall-clock cap counts from here: setup included
-    prune(settings.data_dir / "runs", settings.keep_days)
-    run_dir = fresh_dir(settings.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
+    prune(settings.store.data_dir / "runs", settings.store.keep_days)
+    run_dir = fresh_dir(settings.store.data_dir / "runs", job.run_id if job.attempt == 1 else f"{job.run_id}.{job.attempt}")
     redactor = settings.redactor.plus(job.token)
     transcript = Transcript(run_dir, redactor, watch)
     result = AgentResult("error", "", error="the run did not start")
     outcome = Outcome(job, result, run_dir, transcript.path, transcript.md_path)
     try:
-        model = model or make_model(settings)
+        model = model or make_model(settings.model)
         progress(f"checking the model {model.name}")
         model.check()  # a rejected key or unknown model id ends the run here, before any clone
         transcript.record("phase", name="preparing")
@@ -107,7 +108,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
         config = load_repo_config(ws.git, config_sha)
         transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
-                          config_sha=config_sha, model=model.name, sandbox=settings.sandbox_mode,
+                          config_sha=config_sha, model=model.name, sandbox=settings.sandbox.mode,
                           budget=vars(settings.budget))
         instructions = load_instructions(ws.git, config_sha)  # the same commit as decode.yml: never a PR head
         if instructions.parts or instructions.notes:
@@ -115,37 +116,37 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         for note in ws.notes:  # e.g. a submodule the host could not fetch
             transcript.record("note", text=note)
             progress(note)
-        offers = capabilities(settings.sandbox_mode)
+        offers = capabilities(settings.sandbox.mode)
         if config.gpu and not offers.gpu:
             note = (f".github/decode.yml asks for a GPU, which only SANDBOX_MODE={' and '.join(offering('gpu'))} "
-                    f"provides; the {settings.sandbox_mode} sandbox runs without it")
+                    f"provides; the {settings.sandbox.mode} sandbox runs without it")
             transcript.record("note", text=note)
             progress(note)
         if config.image and not offers.image:
             note = (f".github/decode.yml names the image {config.image}, which only SANDBOX_MODE="
-                    f"{' and '.join(offering('image'))} use; the {settings.sandbox_mode} sandbox runs on the host's "
+                    f"{' and '.join(offering('image'))} use; the {settings.sandbox.mode} sandbox runs on the host's "
                     "toolchain")
             transcript.record("note", text=note)
             progress(note)
         transcript.record("phase", name="sandbox")
-        progress(f"starting the {settings.sandbox_mode} sandbox")
-        spec = settings.sandbox_spec(ws.path, image=config.image or settings.sandbox_image,
+        progress(f"starting the {settings.sandbox.mode} sandbox")
+        spec = sandbox_spec(settings.sandbox, ws.path, image=config.image or settings.sandbox.image,
                                      name=f"decode-{job.run_id}", gpu=config.gpu)
         setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
         agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                                     allow_domains=config.allow_domains)
-        max_file = settings.max_file_mb * MB
+        max_file = settings.sandbox.max_file_mb * MB
         cache = plan_setup_cache(settings, spec, config, ws, config_sha, redactor.redact(job.repo), transcript)
         hit = cache.hit if cache is not None else None
         if hit is not None:
             spec = replace(spec, image=hit.tag)
         runs_setup = bool(config.setup) and hit is None
-        launcher = BACKENDS[settings.sandbox_mode](spec)
+        launcher = BACKENDS[settings.sandbox.mode](spec)
         # Without setup to run, agentd starts under the agent's policy: no restart, and a warm agentd is kept.
-        sandbox = AgentdSandbox(launcher, mode=settings.sandbox_mode,
+        sandbox = AgentdSandbox(launcher, mode=settings.sandbox.mode,
                                 network=setup_policy if runs_setup else agent_policy)
         if getattr(launcher, "acquired_from", "") == "pool":  # docker and modal with DECODE_POOL_SIZE
-            transcript.record("note", text=f"the {settings.sandbox_mode} sandbox came from the warm pool")
+            transcript.record("note", text=f"the {settings.sandbox.mode} sandbox came from the warm pool")
         try:
             deadline = started + settings.budget.max_wall_s
             if cache is not None and hit is not None:
@@ -170,7 +171,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
                 model=model, sandbox=sandbox,
                 system=system_prompt(root=sandbox.root, network=network, instructions=instructions.parts),
                 task=task_message(job.task, facts), budget=settings.budget, recorder=transcript,
-                prices=dict(settings.prices), progress=progress, redact=redactor.redact, started=started,
+                prices=dict(settings.model.prices), progress=progress, redact=redactor.redact, started=started,
                 before_finish=finish_gate(lambda: review_hand_back(sandbox, ws.base_sha, max_file, transcript),
                                           verifier),
             )
@@ -237,12 +238,12 @@ def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, 
                      repo: str, transcript: Transcript) -> RunCache | None:
     """The run's setup cache (bot/run/setup_cache.py), after pruning old entries; None without one. A run may fill
     the cache only when its workspace is the commit decode.yml and the key files were read from."""
-    if not capabilities(settings.sandbox_mode).setup_cache:
+    if not capabilities(settings.sandbox.mode).setup_cache:
         return None
-    cache = SetupCache(settings.data_dir / "setup-cache")
-    cap = settings.setup_cache_mb * MB
-    cache.prune(settings.keep_days, cap)
-    run = RunCache.plan(cache, mode=settings.sandbox_mode, spec=spec, repo=repo, setup=config.setup,
+    cache = SetupCache(settings.store.data_dir / "setup-cache")
+    cap = settings.sandbox.setup_cache_mb * MB
+    cache.prune(settings.store.keep_days, cap)
+    run = RunCache.plan(cache, mode=settings.sandbox.mode, spec=spec, repo=repo, setup=config.setup,
                         key_paths=config.setup_cache_key, git=ws.git, commit=config_sha,
                         may_save=ws.base_sha == config_sha, cap_bytes=cap)
     if run is not None and run.refused:

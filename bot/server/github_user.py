@@ -30,17 +30,17 @@ class SignInError(DecodeError):
 
 def authorize_url(settings: Settings, redirect_uri: str, state: str) -> str:
     """Where to send the browser to ask GitHub who the user is."""
-    query = urlencode({"client_id": settings.github_client_id, "redirect_uri": redirect_uri, "state": state})
-    return f"{settings.github_web_url}/login/oauth/authorize?{query}"
+    query = urlencode({"client_id": settings.web.client_id, "redirect_uri": redirect_uri, "state": state})
+    return f"{settings.github.web_url}/login/oauth/authorize?{query}"
 
 
 def exchange_code(settings: Settings, code: str, redirect_uri: str) -> str:
     """The user access token for the `code` GitHub sent back."""
     try:
-        response = requests.post(f"{settings.github_web_url}/login/oauth/access_token", timeout=TIMEOUT_S,
+        response = requests.post(f"{settings.github.web_url}/login/oauth/access_token", timeout=TIMEOUT_S,
                                  headers={"Accept": "application/json"},
-                                 data={"client_id": settings.github_client_id,
-                                       "client_secret": settings.github_client_secret,
+                                 data={"client_id": settings.web.client_id,
+                                       "client_secret": settings.web.client_secret,
                                        "code": code, "redirect_uri": redirect_uri})
         answer = response.json()
     except (requests.RequestException, ValueError) as e:
@@ -80,7 +80,7 @@ def _pages(settings: Settings, token: str, path: str, key: str) -> list[dict]:
 
 def _get(settings: Settings, token: str, path: str) -> dict:
     try:
-        response = requests.get(settings.github_api_url + path, timeout=TIMEOUT_S,
+        response = requests.get(settings.github.api_url + path, timeout=TIMEOUT_S,
                                 headers={**API_HEADERS, "Authorization": f"Bearer {token}"})
     except requests.RequestException as e:
         raise SignInError(f"GitHub did not answer GET {path.split('?')[0]} ({type(e).__name__}): try again") from None

@@ -29,17 +29,17 @@ auth.after_request(secure)
 
 def configured(settings: Settings) -> bool:
     """Whether the App's OAuth client is set, so people can sign in."""
-    return bool(settings.github_client_id and settings.github_client_secret)
+    return bool(settings.web.client_id and settings.web.client_secret)
 
 
 def current_user() -> User | None:
     """The signed-in user of this request, or None."""
-    return Sessions(app_context().settings.data_dir).user(session.get("sid"))
+    return Sessions(app_context().settings.store.data_dir).user(session.get("sid"))
 
 
 def callback_url(settings: Settings) -> str:
     """Where GitHub sends the browser back: DECODE_PUBLIC_URL/login/callback (the App's Callback URL)."""
-    return (settings.public_url or request.host_url.rstrip("/")) + "/login/callback"
+    return (settings.web.public_url or request.host_url.rstrip("/")) + "/login/callback"
 
 
 def _same(expected: str, given: str) -> bool:
@@ -76,7 +76,7 @@ def callback():  # type: ignore[no-untyped-def]
     except SignInError as e:
         log.warning("sign-in failed: %s", e)
         return _problem("Sign-in failed", str(e), 502)
-    sid = Sessions(settings.data_dir).create(login, repos, SESSION_HOURS * 3600)
+    sid = Sessions(settings.store.data_dir).create(login, repos, SESSION_HOURS * 3600)
     session.clear()
     session.permanent = True
     session.update(sid=sid, csrf=secrets.token_urlsafe(32))
@@ -88,6 +88,6 @@ def callback():  # type: ignore[no-untyped-def]
 def logout() -> Response:
     if not _same(str(session.get("csrf", "")), request.form.get("csrf", "")):
         return redirect("/")  # a cross-site or stale form: nothing to do
-    Sessions(app_context().settings.data_dir).delete(session.get("sid"))
+    Sessions(app_context().settings.store.data_dir).delete(session.get("sid"))
     session.clear()
     return redirect("/")

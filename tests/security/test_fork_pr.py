@@ -48,7 +48,7 @@ def decode_comment(world, number: int, *, forge=None, **settings):
         return run(world, "issue_comment", payload, **settings)
     s = base_settings.replace(**settings)
     return run_github_job(Router(Rules.of(s)).decide("issue_comment", payload), s, forge, run_id="fork",
-                          model=AnthropicModel(s, sleep=lambda _: None))
+                          model=AnthropicModel(s.model, sleep=lambda _: None))
 
 
 def app_forge(fake) -> GitHubForge:
@@ -66,7 +66,7 @@ def base_branches_holding(fake, commit: str) -> list[str]:
 
 
 def setup_commands(world) -> list[str]:
-    events = [json.loads(line) for p in Path(world[2].data_dir).rglob("transcript.jsonl")
+    events = [json.loads(line) for p in Path(world[2].store.data_dir).rglob("transcript.jsonl")
               for line in p.read_text().splitlines()]
     return [e["command"] for e in events if e["type"] == "setup"]
 
