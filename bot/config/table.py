@@ -168,17 +168,17 @@ def prices(env: Mapping[str, str], row: Row) -> dict[str, dict[str, float]]:
 ROWS: tuple[Row, ...] = (
     # model
     Row("model", "DECODE_MODEL", "model.name", DEFAULT_MODEL, text,
-        "the model id; `scripted:PATH` replays a recorded session instead"),
+        "the model id; `scripted:FILE` replays a session JSON or a `transcript.jsonl` instead"),
     Row("anthropic_api_key", "ANTHROPIC_API_KEY", "model.api_key", None, text,
         "the model API's key (the SDK's own name)", secret=True),
     Row("anthropic_base_url", "ANTHROPIC_BASE_URL", "model.base_url", None, text,
         "the model API's base URL: any Anthropic-compatible endpoint"),
     Row("prices", "DECODE_PRICES", "model.prices", None, prices,
-        'JSON, model id -> USD per million tokens: {"model-id": {"input": 3, "output": 15, '
-        '"cache_write": 3.75, "cache_read": 0.3}}; unset: the built-in prices'),
+        'JSON `{"model-id": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}}`, USD per '
+        'million tokens; unset: the built-in prices'),
     # GitHub
     Row("github_token", "GITHUB_TOKEN", "github.token", None, text,
-        "token mode (the Action, the CLI): the token that reads the repository and opens the PR", secret=True),
+        "token mode (the Action, the CLI): clone, push, pull requests and comments", secret=True),
     Row("github_app_id", "GITHUB_APP_ID", "github.app_id", None, text, "GitHub App mode: the App's id"),
     Row("github_app_private_key", "GITHUB_APP_PRIVATE_KEY", "github.app_private_key", None, private_key,
         "GitHub App mode: the App's PEM private key text", secret=True),
@@ -186,7 +186,7 @@ ROWS: tuple[Row, ...] = (
         "GitHub App mode: a file holding the private key (read when GITHUB_APP_PRIVATE_KEY is unset; "
         "hidden from every sandbox)"),
     Row("github_webhook_secret", "GITHUB_WEBHOOK_SECRET", "github.webhook_secret", None, text,
-        "the App's webhook secret: every delivery's signature is checked with it", secret=True),
+        "the App's webhook secret, required by `decode serve`: every delivery's signature is checked with it", secret=True),
     Row("github_api_url", "GITHUB_API_URL", "github.api_url", "https://api.github.com", url,
         "the REST API's base (GitHub Enterprise: `https://HOST/api/v3`)"),
     Row("trigger_label", "DECODE_TRIGGER_LABEL", "github.trigger_label", "agent", text,
@@ -197,25 +197,25 @@ ROWS: tuple[Row, ...] = (
     Row("sandbox_mode", "SANDBOX_MODE", "sandbox.mode", "docker", choice(SANDBOX_MODES),
         f"where the agent's commands run: {', '.join(SANDBOX_MODES)}"),
     Row("sandbox_image", "DECODE_SANDBOX_IMAGE", "sandbox.image", "decode-sandbox:latest", text,
-        "the container image of `docker` and `modal` sandboxes"),
+        "the image of `docker` and `modal` sandboxes (a registry image for modal); it needs `python3` (git is added on modal)"),
     Row("sandbox_hide", None, "sandbox.hide", (), fixed,
         "more host paths no sandbox may see, besides the data dir and the App key file (the Action: the "
         "checkout, RUNNER_TEMP, HOME)"),
     Row("sandbox_path", None, "sandbox.path", (), fixed,
         "host PATH entries the sandbox puts first when it can see them (bwrap; the Action: the step's PATH)"),
     Row("cgroup_parent", "DECODE_CGROUP_PARENT", "sandbox.cgroup_parent", None, path,
-        "bwrap: a delegated cgroup v2 directory in which each run gets its own cgroup"),
+        "`bwrap` as non-root: a cgroup v2 directory delegated to the bot's user, where each sandbox gets its cgroup (without it, or root, bwrap refuses to start)"),
     Row("max_disk_mb", "DECODE_MAX_DISK_MB", "sandbox.max_disk_mb", 10240, positive(int),
-        "what one run's agent may write, workspace and temp, in MB"),
+        "what one run's agent may write (workspace and temp), in MB; past it the run stops"),
     Row("max_file_mb", "DECODE_MAX_FILE_MB", "sandbox.max_file_mb", 50, positive(int),
         "the largest file carried back from the sandbox, in MB"),
     Row("setup_cache_mb", "DECODE_SETUP_CACHE_MB", "sandbox.setup_cache_mb", 10240,
         count("DECODE_SETUP_CACHE_MB must be a whole number of megabytes for the setup cache "
               "(default {default}; 0 turns it off), not {raw!r}"),
-        "the setup cache's total size in MB (docker); 0 turns it off"),
+        "docker, bwrap and modal: the setup cache's total size in MB (`setup_cache_key` in decode.yml); 0 turns it off"),
     Row("pool_size", "DECODE_POOL_SIZE", "sandbox.pool_size", 0,
         count("DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)"),
-        "docker and modal: warm sandboxes each process keeps ready; 0 = none"),
+        "`docker` and `modal`: warm sandboxes kept ready per process and image by `decode serve`, `decode worker` and the Modal app; `decode run` and the Action keep none"),
     # the job workers
     Row("workers", "DECODE_WORKERS", "pool.workers", 4,
         count("DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "
@@ -227,14 +227,14 @@ ROWS: tuple[Row, ...] = (
     Row("data_dir", "DECODE_DATA_DIR", "store.data_dir", "~/.decode", data_dir,
         "where the job store, workspaces, transcripts and caches live (hidden from every sandbox)"),
     Row("database_url", "DECODE_DATABASE_URL", "store.database_url", None, database_url,
-        "the PostgreSQL job store, `postgresql://USER:PASSWORD@HOST:PORT/DATABASE`; unset: SQLite in the "
-        "data dir", secret=True),
+        "`postgresql://USER:PASSWORD@HOST:PORT/DATABASE`: the job store in PostgreSQL, shared by every "
+        "`decode serve` and `decode worker`; unset: the embedded SQLite `DECODE_DATA_DIR/jobs.sqlite3`", secret=True),
     Row("lease_s", "DECODE_LEASE_SECONDS", "store.lease_s", 120.0, positive(float),
         "how long a worker holds a job without renewing its lease before another may take it, in seconds"),
     Row("max_attempts", "DECODE_MAX_ATTEMPTS", "store.max_attempts", 3, positive(int),
         "how many times a job is started before it is given up"),
     Row("keep_days", "DECODE_KEEP_DAYS", "store.keep_days", 30.0, positive(float),
-        "how long the data dir keeps a run's transcripts and record, in days"),
+        "days a run's transcripts and record (and an unpublished clone) are kept after its last write"),
     # web
     Row("public_url", "DECODE_PUBLIC_URL", "web.public_url", None, url,
         "this server's base URL, for links in comments and check runs"),
@@ -250,11 +250,11 @@ ROWS: tuple[Row, ...] = (
     Row("max_turns", "DECODE_MAX_TURNS", "budget.max_turns", 60, positive(int),
         "the agent's turns per run"),
     Row("max_tokens", "DECODE_MAX_TOKENS", "budget.max_tokens", 5_000_000, positive(int),
-        "the tokens per run, in and out"),
+        "the tokens per run (input including cache, and output)"),
     Row("max_cost_usd", "DECODE_MAX_COST_USD", "budget.max_cost_usd", 10.0, positive(float),
         "the cost per run, in USD"),
     Row("max_wall_s", "DECODE_TIMEOUT_MINUTES", "budget.max_wall_s", 60.0, positive(float, scale=60),
-        "the agent's wall time per run, in minutes"),
+        "the wall-clock cap of the whole run, setup included, in minutes"),
 )
 
 OTHER_VARIABLES: tuple[tuple[str, str], ...] = (
@@ -279,5 +279,16 @@ OTHER_VARIABLES: tuple[tuple[str, str], ...] = (
     ("DOCKER_TLS_VERIFY", "see DOCKER_HOST"),
     ("DOCKER_API_VERSION", "see DOCKER_HOST"),
     ("XDG_RUNTIME_DIR", "see DOCKER_HOST"),
+    ("HTTPS_PROXY", "git (clone, fetch, push) on the host: passed to git, as are HTTP_PROXY, NO_PROXY (and the "
+                    "lowercase https_proxy, http_proxy, no_proxy), "
+                    "SSL_CERT_FILE, SSL_CERT_DIR, GIT_SSL_CAINFO, GIT_SSH_COMMAND, SSH_AUTH_SOCK and TMPDIR"),
+    ("HTTP_PROXY", "see HTTPS_PROXY"),
+    ("NO_PROXY", "see HTTPS_PROXY"),
+    ("SSL_CERT_FILE", "see HTTPS_PROXY"),
+    ("SSL_CERT_DIR", "see HTTPS_PROXY"),
+    ("GIT_SSL_CAINFO", "see HTTPS_PROXY"),
+    ("GIT_SSH_COMMAND", "see HTTPS_PROXY"),
+    ("SSH_AUTH_SOCK", "see HTTPS_PROXY"),
+    ("TMPDIR", "see HTTPS_PROXY"),
     ("DECODE_EGRESS_SOCKET", "set by the bot inside the sandbox: where agentd reaches the egress proxy"),
 )
