@@ -43,7 +43,8 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class GitHubSettings:
-    """How the bot reaches GitHub and what starts a run there."""
+    """How the bot reaches GitHub (as the App, with a token, and as the App's OAuth client for sign-in) and what
+    starts a run there."""
 
     token: str | None
     app_id: str | None
@@ -53,6 +54,8 @@ class GitHubSettings:
     api_url: str
     trigger_label: str
     command: str
+    client_id: str | None
+    client_secret: str | None
 
     @property
     def web_url(self) -> str:
@@ -101,11 +104,9 @@ class StoreSettings:
 
 @dataclass(frozen=True)
 class WebSettings:
-    """The server's web pieces: links, dashboard sign-in, /metrics, /healthz."""
+    """The server's web pieces: its public URL (links, sign-in callback), /metrics, /healthz."""
 
     public_url: str | None
-    client_id: str | None
-    client_secret: str | None
     metrics_token: str | None
     health_recheck_s: float
 

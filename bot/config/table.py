@@ -193,6 +193,10 @@ ROWS: tuple[Row, ...] = (
         "the issue label that starts a run"),
     Row("command", "DECODE_COMMAND", "github.command", "/decode", text,
         "the comment command that starts a run"),
+    Row("github_client_id", "GITHUB_CLIENT_ID", "github.client_id", None, text,
+        "the App's OAuth client id, for the dashboard's GitHub sign-in"),
+    Row("github_client_secret", "GITHUB_CLIENT_SECRET", "github.client_secret", None, text,
+        "the App's OAuth client secret", secret=True),
     # sandbox
     Row("sandbox_mode", "SANDBOX_MODE", "sandbox.mode", "docker", choice(SANDBOX_MODES),
         f"where the agent's commands run: {', '.join(SANDBOX_MODES)}"),
@@ -238,10 +242,6 @@ ROWS: tuple[Row, ...] = (
     # web
     Row("public_url", "DECODE_PUBLIC_URL", "web.public_url", None, url,
         "this server's base URL, for links in comments and check runs"),
-    Row("github_client_id", "GITHUB_CLIENT_ID", "web.client_id", None, text,
-        "the App's OAuth client id, for the dashboard's GitHub sign-in"),
-    Row("github_client_secret", "GITHUB_CLIENT_SECRET", "web.client_secret", None, text,
-        "the App's OAuth client secret", secret=True),
     Row("metrics_token", "DECODE_METRICS_TOKEN", "web.metrics_token", None, text,
         "the bearer token /metrics asks for, unless it is bound privately", secret=True),
     Row("health_recheck_s", "DECODE_HEALTH_RECHECK_SECONDS", "web.health_recheck_s", 60.0, positive(float),

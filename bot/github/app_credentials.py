@@ -104,7 +104,7 @@ def has_credentials(settings: Settings) -> bool:
 
 def applied(settings: Settings, app: StoredApp) -> Settings:
     """`settings` running as `app`; an OAuth client the environment sets is kept as a pair."""
-    client = {} if settings.web.client_id or settings.web.client_secret else {
+    client = {} if settings.github.client_id or settings.github.client_secret else {
         "github_client_id": app.client_id, "github_client_secret": app.client_secret}
     return settings.replace(github_app_id=str(app.id), github_app_private_key=app.pem,
                             github_webhook_secret=app.webhook_secret, **client)

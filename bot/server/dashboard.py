@@ -27,8 +27,8 @@ home.after_request(secure)
 def index() -> str:
     ctx = app_context()
     settings = ctx.settings
-    if not configured(settings):
-        return render_template("setup_signin.html", user=None, callback=callback_url(settings))
+    if not configured(settings.github):
+        return render_template("setup_signin.html", user=None, callback=callback_url(settings.web))
     user = current_user()
     if user is None:
         return render_template("signin.html", user=None)

@@ -49,7 +49,7 @@ def test_the_file_fills_every_app_credential_when_the_environment_sets_none(tmp_
     settings = with_stored_app(Settings(data_dir=tmp_path, github_token="ghp_token"))
     assert (settings.github.app_id, settings.github.app_private_key, settings.github.webhook_secret) == (
         "31337", APP.pem, APP.webhook_secret)
-    assert (settings.web.client_id, settings.web.client_secret) == (APP.client_id, APP.client_secret)
+    assert (settings.github.client_id, settings.github.client_secret) == (APP.client_id, APP.client_secret)
     assert APP.webhook_secret in settings.secrets() and APP.client_secret in settings.secrets()
 
 
@@ -68,7 +68,7 @@ def test_an_oauth_client_from_the_environment_is_kept_as_a_pair(tmp_path):
     save(tmp_path, APP)
     settings = with_stored_app(Settings(data_dir=tmp_path, github_client_id="Iv23env"))
     assert settings.github.app_id == "31337"
-    assert (settings.web.client_id, settings.web.client_secret) == ("Iv23env", None)
+    assert (settings.github.client_id, settings.github.client_secret) == ("Iv23env", None)
 
 
 @pytest.mark.parametrize("text", ["{not json", "[]", json.dumps({**APP.__dict__, "pem": ""}),
