@@ -186,7 +186,8 @@ ROWS: tuple[Row, ...] = (
         "GitHub App mode: a file holding the private key (read when GITHUB_APP_PRIVATE_KEY is unset; "
         "hidden from every sandbox)"),
     Row("github_webhook_secret", "GITHUB_WEBHOOK_SECRET", "github.webhook_secret", None, text,
-        "the App's webhook secret, required by `decode serve`: every delivery's signature is checked with it", secret=True),
+        "the App's webhook secret, required by `decode serve`: every delivery's signature is checked with it",
+        secret=True),
     Row("github_api_url", "GITHUB_API_URL", "github.api_url", "https://api.github.com", url,
         "the REST API's base (GitHub Enterprise: `https://HOST/api/v3`)"),
     Row("trigger_label", "DECODE_TRIGGER_LABEL", "github.trigger_label", "agent", text,
@@ -201,14 +202,16 @@ ROWS: tuple[Row, ...] = (
     Row("sandbox_mode", "SANDBOX_MODE", "sandbox.mode", "docker", choice(SANDBOX_MODES),
         f"where the agent's commands run: {', '.join(SANDBOX_MODES)}"),
     Row("sandbox_image", "DECODE_SANDBOX_IMAGE", "sandbox.image", "decode-sandbox:latest", text,
-        "the image of `docker` and `modal` sandboxes (a registry image for modal); it needs `python3` (git is added on modal)"),
+        "the image of `docker` and `modal` sandboxes (a registry image for modal); it needs `python3` "
+        "(git is added on modal)"),
     Row("sandbox_hide", None, "sandbox.hide", (), fixed,
         "more host paths no sandbox may see, besides the data dir and the App key file (the Action: the "
         "checkout, RUNNER_TEMP, HOME)"),
     Row("sandbox_path", None, "sandbox.path", (), fixed,
         "host PATH entries the sandbox puts first when it can see them (bwrap; the Action: the step's PATH)"),
     Row("cgroup_parent", "DECODE_CGROUP_PARENT", "sandbox.cgroup_parent", None, path,
-        "`bwrap` as non-root: a cgroup v2 directory delegated to the bot's user, where each sandbox gets its cgroup (without it, or root, bwrap refuses to start)"),
+        "`bwrap` as non-root: a cgroup v2 directory delegated to the bot's user, where each sandbox gets its "
+        "cgroup (without it, or root, bwrap refuses to start)"),
     Row("max_disk_mb", "DECODE_MAX_DISK_MB", "sandbox.max_disk_mb", 10240, positive(int),
         "what one run's agent may write (workspace and temp), in MB; past it the run stops"),
     Row("max_file_mb", "DECODE_MAX_FILE_MB", "sandbox.max_file_mb", 50, positive(int),
@@ -216,10 +219,12 @@ ROWS: tuple[Row, ...] = (
     Row("setup_cache_mb", "DECODE_SETUP_CACHE_MB", "sandbox.setup_cache_mb", 10240,
         count("DECODE_SETUP_CACHE_MB must be a whole number of megabytes for the setup cache "
               "(default {default}; 0 turns it off), not {raw!r}"),
-        "docker, bwrap and modal: the setup cache's total size in MB (`setup_cache_key` in decode.yml); 0 turns it off"),
+        "docker, bwrap and modal: the setup cache's total size in MB (`setup_cache_key` in decode.yml); "
+        "0 turns it off"),
     Row("pool_size", "DECODE_POOL_SIZE", "sandbox.pool_size", 0,
         count("DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)"),
-        "`docker` and `modal`: warm sandboxes kept ready per process and image by `decode serve`, `decode worker` and the Modal app; `decode run` and the Action keep none"),
+        "`docker` and `modal`: warm sandboxes kept ready per process and image by `decode serve`, "
+        "`decode worker` and the Modal app; `decode run` and the Action keep none"),
     # the job workers
     Row("workers", "DECODE_WORKERS", "pool.workers", 4,
         count("DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "

@@ -104,7 +104,8 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     check_port(port)
     configure_logging(settings.redactor)
-    check = CredentialCheck(credentials_from(settings), settings.web.health_recheck_s) if has_credentials(settings) else None
+    check = (CredentialCheck(credentials_from(settings), settings.web.health_recheck_s)
+             if has_credentials(settings) else None)
     store = open_store(settings.store)
     pool = Pool(store)
     try:
