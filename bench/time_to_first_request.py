@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.config import Settings  # noqa: E402
 from bot.model.scripted import ScriptedModel  # noqa: E402
 from bot.run.pipeline import Job, execute  # noqa: E402
-from bot.sandbox import warm_pool  # noqa: E402
+from bot.sandbox import sandbox_spec, warm_pool  # noqa: E402
 from bot.sandbox.docker import DockerLauncher  # noqa: E402
 from bot.run.setup_cache import SetupCache  # noqa: E402
 from bot.run.transcript import load_events  # noqa: E402
@@ -141,7 +141,7 @@ def main() -> int:
         measure("setup cache hit, cold container", base, cached, ["hit"])
         [entry] = SetupCache(data / "setup-cache").entries()
         pooled = base.replace(pool_size=1)
-        pool = DockerLauncher.pool(pooled.sandbox_spec(data, image=entry.tag))
+        pool = DockerLauncher.pool(sandbox_spec(pooled.sandbox, data, image=entry.tag))
 
         def full() -> None:
             assert pool.wait_full(120), pool.last_error

@@ -221,7 +221,7 @@ def main() -> int:
         stored = []
         for name, settings in stores.items():
             try:
-                store = stack.enter_context(closing(open_store(settings)))
+                store = stack.enter_context(closing(open_store(settings.store)))
             except StoreError as e:
                 print(f"{name}: cannot open the store, no {name} row ({e})")
                 continue

@@ -91,7 +91,7 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
     run_id = env.get("GITHUB_RUN_ID") or "local"
     server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if env.get("GITHUB_RUN_ID") else None
-    forge = GitHubForge(TokenCredentials(token, settings.github_api_url))
+    forge = GitHubForge(TokenCredentials(token, settings.github.api_url))
     conclusion = run_github_job(JobContext(
         work, settings, forge, run_id, run_url=run_url, model=model,
         authorize=not isinstance(work, Dispatch), attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
@@ -109,12 +109,12 @@ def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conc
     work = action_router(settings, env.get("DECODE_PROMPT", ""), repo).decide(event, read_event(event_path))
     if isinstance(work, Ignore):
         return Conclusion("skipped", work.reason)
-    if not settings.model.startswith("scripted:"):
+    if not settings.model.name.startswith("scripted:"):
         require(env, "ANTHROPIC_API_KEY", "the anthropic_api_key input is empty: set it to "
                 "${{ secrets.ANTHROPIC_API_KEY }} (add the secret under Settings > Secrets and variables > Actions)")
     token = require(env, "GITHUB_TOKEN", "the github_token input is empty: leave it at its default "
                     "(${{ github.token }}) or pass a GitHub App token")
-    return settings, work, token, make_model(settings)  # a session file that does not load is a ConfigError
+    return settings, work, token, make_model(settings.model)  # a session file that does not load is a ConfigError
 
 
 def read_event(path: str) -> dict:

@@ -162,7 +162,7 @@ def _main(args: argparse.Namespace) -> int:
         if args.command == "runs":
             from bot.run.history import cmd_runs
 
-            return cmd_runs(args, settings.data_dir)
+            return cmd_runs(args, settings.store.data_dir)
         return cmd_run(args, settings)
     except ConfigError as e:
         print(f"decode: {e}", file=sys.stderr)
@@ -200,7 +200,7 @@ def cmd_cache(args: argparse.Namespace, settings: Settings) -> int:
     """`decode cache list|clear`: the setup cache's entries in DECODE_DATA_DIR/setup-cache (bot/run/setup_cache.py)."""
     from bot.run.setup_cache import SetupCache
 
-    cache = SetupCache(settings.data_dir / "setup-cache")
+    cache = SetupCache(settings.store.data_dir / "setup-cache")
     entries = cache.entries()
     if args.cache_command == "list":
         now = time.time()
@@ -230,7 +230,7 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     local = Path(args.repo).expanduser()
     if local.exists():
         return check.check(settings, check.local_config(local_repository(local)))
-    github_repo = github_repo_name(args.repo, settings.github_api_url)
+    github_repo = github_repo_name(args.repo, settings.github.api_url)
     if github_repo is None:
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a GitHub URL")
     return check.check(settings, check.github_config(github_repo, settings))
@@ -266,13 +266,13 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if args.issue is None and args.task is None:
         raise ConfigError("give a TASK (or --task-file PATH), or --issue N to work on an issue")
     local = Path(args.repo).expanduser()
-    github_repo = None if local.exists() else github_repo_name(args.repo, settings.github_api_url)
+    github_repo = None if local.exists() else github_repo_name(args.repo, settings.github.api_url)
     run_id = Job.new_run_id()
     if github_repo and not args.no_pr:
         return run_on_github(args, settings, github_repo, run_id, progress)
     if args.issue is not None:
         raise ConfigError("--issue needs a GitHub repository (owner/name or its URL) and GITHUB_TOKEN, without --no-pr")
-    token = settings.github_token  # for a git URL that needs it
+    token = settings.github.token  # for a git URL that needs it
     if local.exists():
         repo, token = local_repository(local), None
     elif github_repo:
@@ -331,13 +331,13 @@ def local_repository(path: Path) -> str:
 
 def github_clone_url(repo: str, settings: Settings) -> tuple[str, str | None]:
     """Where to clone GitHub's `repo` from, and the token to clone with (None: anonymous, public repositories)."""
-    if settings.github_token or settings.github_app_id:
+    if settings.github.token or settings.github.app_id:
         from bot.github.auth import credentials_from
         from bot.github.forge import GitHubForge
 
         forge = GitHubForge(credentials_from(settings))
         return forge.repository(repo).clone_url, forge.token_for(repo)
-    api = urllib.parse.urlsplit(settings.github_api_url)
+    api = urllib.parse.urlsplit(settings.github.api_url)
     if api.hostname == "api.github.com":
         return f"https://github.com/{repo}.git", None
     return f"{api.scheme}://{api.netloc}{api.path.removesuffix('/api/v3')}/{repo}.git", None  # GitHub Enterprise

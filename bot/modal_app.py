@@ -172,16 +172,16 @@ def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = 
     from bot.server import create_app
     from bot.server.context import app_context
 
-    if not settings.database_url:
+    if not settings.store.database_url:
         raise ConfigError(NO_DATABASE)
-    store = open_store(settings)
+    store = open_store(settings.store)
     app = create_app(settings, store)
 
     def report(job: JobRecord) -> None:
         exhausted_reporter(GitHubForge(credentials_from(settings)))(job)
 
     context = app_context(app)
-    runner = dispatcher(store, spawn, from_id, limit=settings.workers, record=context.metrics.record_run,
+    runner = dispatcher(store, spawn, from_id, limit=settings.pool.workers, record=context.metrics.record_run,
                         on_exhausted=report)
     context.runner = runner
     if start:

@@ -24,13 +24,13 @@ REJECTED = "ANTHROPIC_API_KEY was rejected (401 authentication_error): set a val
 
 def test_the_preflight_names_a_rejected_key_and_an_unknown_model(fake_anthropic):
     with pytest.raises(DecodeError) as wrong:
-        AnthropicModel(fake_anthropic.settings(anthropic_api_key=WRONG_KEY)).check()
+        AnthropicModel(fake_anthropic.settings(anthropic_api_key=WRONG_KEY).model).check()
     assert str(wrong.value) == REJECTED
     fake_anthropic.models = {DEFAULT_MODEL}
     with pytest.raises(DecodeError) as unknown:
-        AnthropicModel(fake_anthropic.settings(model="claude-nope-1")).check()
+        AnthropicModel(fake_anthropic.settings(model="claude-nope-1").model).check()
     assert str(unknown.value) == "DECODE_MODEL=claude-nope-1 is not a model this key can use: model: claude-nope-1"
-    AnthropicModel(fake_anthropic.settings()).check()  # a good key and model pass
+    AnthropicModel(fake_anthropic.settings().model).check()  # a good key and model pass
     assert [r.status for r in fake_anthropic.token_counts] == [401, 404, 200] and not fake_anthropic.requests
 
 

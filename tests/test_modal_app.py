@@ -145,8 +145,8 @@ def test_the_app_builds_offline_with_its_functions(modal_app):
 
 
 def test_modal_defaults_yield_to_the_secret(modal_app):
-    assert modal_app.settings_from({}).sandbox_mode == "modal"
-    assert modal_app.settings_from({"SANDBOX_MODE": "docker", "DECODE_WORKERS": "5"}).workers == 5
+    assert modal_app.settings_from({}).sandbox.mode == "modal"
+    assert modal_app.settings_from({"SANDBOX_MODE": "docker", "DECODE_WORKERS": "5"}).pool.workers == 5
 
 
 def test_without_a_database_url_the_web_app_says_what_to_set(modal_app, tmp_path):

@@ -62,7 +62,8 @@ def run_pipeline(fake_anthropic, tmp_path: Path, repo: Path, mode: str, command:
                            [{"type": "text", "text": "Checked."}]])
     settings = fake_anthropic.settings(sandbox_mode=mode, data_dir=tmp_path / "data", sandbox_image=IMAGE)
     job = Job(repo=str(repo), task="Check the toolchain", branch="decode/run-toolchain", run_id="toolchain")
-    return execute(job, settings, model=AnthropicModel(settings, sleep=lambda s: None), progress=lambda line: None)
+    return execute(job, settings, model=AnthropicModel(settings.model, sleep=lambda s: None),
+                   progress=lambda line: None)
 
 
 def events(outcome: Ran, kind: str) -> list[dict]:

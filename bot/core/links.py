@@ -20,7 +20,7 @@ KEY_FILE = "link.key"
 
 def signature(settings: Settings, run_id: str) -> str:
     """The hex HMAC-SHA256 of `run_id` under the server's link key."""
-    key = data_key(settings.data_dir, KEY_FILE)
+    key = data_key(settings.store.data_dir, KEY_FILE)
     return hmac.new(key, run_id.encode(), hashlib.sha256).hexdigest()
 
 
@@ -39,6 +39,6 @@ def run_path(settings: Settings, run_id: str) -> str:
 def run_link(settings: Settings, run_id: str) -> str | None:
     """The transcript page's full URL, or None when DECODE_PUBLIC_URL is not set (nowhere to point to) or
     the run is not a job of `decode serve`'s queue (a CLI or Action run has no page)."""
-    if not settings.public_url or job_id(run_id) is None:
+    if not settings.web.public_url or job_id(run_id) is None:
         return None
-    return settings.public_url + run_path(settings, run_id)
+    return settings.web.public_url + run_path(settings, run_id)

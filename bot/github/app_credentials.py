@@ -93,18 +93,18 @@ def load(data_dir: Path) -> StoredApp | None:
 
 def sets_app(settings: Settings) -> bool:
     """Whether any App credential is set (the environment's, or the file's once applied)."""
-    return bool(settings.github_app_id or settings.github_app_private_key or settings.github_webhook_secret)
+    return bool(settings.github.app_id or settings.github.app_private_key or settings.github.webhook_secret)
 
 
 def has_credentials(settings: Settings) -> bool:
     """Whether the settings name GitHub credentials: an App's, or a token (`decode serve` in token mode).
     Without any, the server is in setup mode."""
-    return sets_app(settings) or bool(settings.github_token)
+    return sets_app(settings) or bool(settings.github.token)
 
 
 def applied(settings: Settings, app: StoredApp) -> Settings:
     """`settings` running as `app`; an OAuth client the environment sets is kept as a pair."""
-    client = {} if settings.github_client_id or settings.github_client_secret else {
+    client = {} if settings.github.client_id or settings.github.client_secret else {
         "github_client_id": app.client_id, "github_client_secret": app.client_secret}
     return settings.replace(github_app_id=str(app.id), github_app_private_key=app.pem,
                             github_webhook_secret=app.webhook_secret, **client)
@@ -115,5 +115,5 @@ def with_stored_app(settings: Settings) -> Settings:
     credential (even partly: its own errors then say what is missing), else the App in app.json, if any."""
     if sets_app(settings):
         return settings
-    app = load(settings.data_dir)
+    app = load(settings.store.data_dir)
     return settings if app is None else applied(settings, app)

@@ -164,15 +164,15 @@ def check_app_key(pem: str, name: str = "GITHUB_APP_PRIVATE_KEY") -> None:
 
 def credentials_from(settings: Settings) -> Credentials:
     """App credentials when GITHUB_APP_ID is set, else the token; an error naming what is missing."""
-    if settings.github_app_id:
-        if not settings.github_app_private_key:
+    if settings.github.app_id:
+        if not settings.github.app_private_key:
             raise ConfigError("GITHUB_APP_PRIVATE_KEY is not set: set it to the app's PEM private key "
                               "(or GITHUB_APP_PRIVATE_KEY_PATH to its file)")
-        check_app_key(settings.github_app_private_key, "GITHUB_APP_PRIVATE_KEY" + (
-            " (or the file GITHUB_APP_PRIVATE_KEY_PATH names)" if settings.github_app_private_key_path else ""))
-        return AppCredentials(settings.github_app_id, settings.github_app_private_key, settings.github_api_url)
-    if settings.github_token:
-        return TokenCredentials(settings.github_token, settings.github_api_url)
+        check_app_key(settings.github.app_private_key, "GITHUB_APP_PRIVATE_KEY" + (
+            " (or the file GITHUB_APP_PRIVATE_KEY_PATH names)" if settings.github.app_private_key_path else ""))
+        return AppCredentials(settings.github.app_id, settings.github.app_private_key, settings.github.api_url)
+    if settings.github.token:
+        return TokenCredentials(settings.github.token, settings.github.api_url)
     raise ConfigError("GITHUB_TOKEN is not set: set it to a token with contents, issues and pull requests "
                       "write access (or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY for a GitHub App)")
 

@@ -78,13 +78,13 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         tracking = _track(ctx, page, admitted.doing) if admitted.track else None
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
-        error = _refusal(e, work, forge, ctx.settings.github_api_url) if refused else e
+        error = _refusal(e, work, forge, ctx.settings.github.api_url) if refused else e
         text = redactor.redact(str(error) or type(error).__name__)
         log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(error, DecodeError))
         return Conclusion("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
-        decided = plan(work, _facts(ctx, info, admitted.ci), run_id=run_id, sandbox_mode=ctx.settings.sandbox_mode)
+        decided = plan(work, _facts(ctx, info, admitted.ci), run_id=run_id, sandbox_mode=ctx.settings.sandbox.mode)
         conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
             _work(ctx, decided, info, tracking, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
@@ -159,7 +159,7 @@ def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
         tag = marker("refused", asked_by(work))
         if forge.find_comment(work.repo, work.number, tag) is None:
             forge.post_comment(work.repo, work.number,
-                               refusal_text(login, permission, settings.command) + "\n\n" + tag, tag)
+                               refusal_text(login, permission, settings.github.command) + "\n\n" + tag, tag)
     return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
 
 

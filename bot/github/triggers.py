@@ -41,7 +41,7 @@ class Rules:
 
     @classmethod
     def of(cls, settings: Settings) -> "Rules":
-        return cls(label=settings.trigger_label, command=settings.command)
+        return cls(label=settings.github.trigger_label, command=settings.github.command)
 
 
 # Workflow runs: whoever started one may run workflows, and the job checks permissions again; labels and

@@ -55,7 +55,7 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
         log.info("job %s: %s on %s#%s (attempt %d)", job.id, work.kind, work.repo, work.number,
                  job.attempts, extra=extra)
         if isinstance(work, Labels):
-            conclusion = add_trigger_labels(work, forge, settings.trigger_label)
+            conclusion = add_trigger_labels(work, forge, settings.github.trigger_label)
         else:
             conclusion = run_github_job(JobContext(work, settings, forge, run_id(job.id), attempt=job.attempts,
                                                    model=model, progress=lambda line: log.info(line, extra=extra)))

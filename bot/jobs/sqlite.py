@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot.config import Settings
+from bot.config import StoreSettings
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, JobRecord,
                                 JobStore, StoreError, check_final)
 
@@ -143,15 +143,15 @@ class _Delivery:
     done: bool = False
 
 
-def open_store(settings: Settings) -> JobStore:
-    """The store of `settings`, with its lease and attempts: PostgreSQL at DECODE_DATABASE_URL when set,
+def open_store(store: StoreSettings) -> JobStore:
+    """The store of these settings, with their lease and attempts: PostgreSQL at DECODE_DATABASE_URL when set,
     else the SQLite file DECODE_DATA_DIR/jobs.sqlite3. The one place a process opens its store (serve,
     worker, the webhook app's default)."""
-    if settings.database_url:
+    if store.database_url:
         from bot.jobs.postgres import PostgresStore  # psycopg is loaded only by deployments that use it
 
-        return PostgresStore(settings.database_url, lease_s=settings.lease_s, max_attempts=settings.max_attempts)
-    return Store(settings.data_dir / "jobs.sqlite3", lease_s=settings.lease_s, max_attempts=settings.max_attempts)
+        return PostgresStore(store.database_url, lease_s=store.lease_s, max_attempts=store.max_attempts)
+    return Store(store.data_dir / "jobs.sqlite3", lease_s=store.lease_s, max_attempts=store.max_attempts)
 
 
 class Store:

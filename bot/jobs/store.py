@@ -2,7 +2,7 @@
 
 `bot/jobs/sqlite.py` (SQLite, embedded, the default) and `bot/jobs/postgres.py`
 (PostgreSQL, when DECODE_DATABASE_URL is set) both match `JobStore` without
-inheriting from it; `bot.jobs.sqlite.open_store(settings)` picks one. The semantics
+inheriting from it; `bot.jobs.sqlite.open_store(settings.store)` picks one. The semantics
 (deduplication, leases, at most one running job per key) are written down once,
 in bot/jobs/sqlite.py's docstring, and checked against both by one conformance suite
 (tests/jobs/test_store.py).

@@ -11,27 +11,27 @@ is imported only when a model is made: it takes over a second to load, and
 
 from __future__ import annotations
 
-from bot.config import Settings
+from bot.config import ModelSettings
 from bot.model.protocol import Model, Reply, Usage
 from bot.model.scripted import ScriptedModel
 
 __all__ = ["Model", "Reply", "Usage", "make_model", "shared_model"]
 
 
-def make_model(settings: Settings) -> Model:
-    """The model named by `settings.model` (`DECODE_MODEL`)."""
-    if settings.model.startswith("scripted:"):
-        return ScriptedModel.load(settings.model.removeprefix("scripted:"))
+def make_model(model: ModelSettings) -> Model:
+    """The model named by `model.name` (`DECODE_MODEL`)."""
+    if model.name.startswith("scripted:"):
+        return ScriptedModel.load(model.name.removeprefix("scripted:"))
     from bot.model.anthropic import AnthropicModel
 
-    return AnthropicModel(settings)
+    return AnthropicModel(model)
 
 
-def shared_model(settings: Settings) -> Model | None:
+def shared_model(model: ModelSettings) -> Model | None:
     """The model a long-running process (`decode serve`, `decode worker`) builds once and gives every run:
     the Anthropic client, with its connection pool. None for a scripted session, which each run replays
     from its start, and without an API key: each run then makes its own and fails with the error that says
     what to set, on the issue, as a server without a key always has (`make_model` per run)."""
-    if settings.model.startswith("scripted:") or not settings.anthropic_api_key:
+    if model.name.startswith("scripted:") or not model.api_key:
         return None
-    return make_model(settings)
+    return make_model(model)

@@ -21,7 +21,7 @@ import anthropic
 import httpx2
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from bot.config import Settings
+from bot.config import ModelSettings
 from bot.core.errors import ConfigError, DecodeError
 from bot.model.protocol import Reply, Usage
 
@@ -36,7 +36,7 @@ class AnthropicModel:
 
     def __init__(
         self,
-        settings: Settings,
+        model: ModelSettings,
         *,
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 6,
@@ -44,21 +44,21 @@ class AnthropicModel:
         timeout_s: float = 600.0,
     ) -> None:
         """`sleep` waits between attempts (tests pass a recorder); waits never exceed `max_wait_s`."""
-        if not settings.anthropic_api_key:
+        if not model.api_key:
             raise ConfigError(
                 "ANTHROPIC_API_KEY is not set: set it to an Anthropic API key "
                 "(or DECODE_MODEL=scripted:FILE to replay a recorded session)"
             )
-        self.name = settings.model
-        self.base_url = settings.anthropic_base_url or DEFAULT_BASE_URL
+        self.name = model.name
+        self.base_url = model.base_url or DEFAULT_BASE_URL
         self.max_attempts = max_attempts
         self.max_wait_s = max_wait_s
-        self._secret = settings.anthropic_api_key
+        self._secret = model.api_key
         self._sleep = sleep
         self._backoff = wait_exponential_jitter(initial=1, max=max_wait_s, jitter=1)
         # base_url is always passed, so the SDK never falls back to reading the environment.
         self._client = anthropic.Anthropic(
-            api_key=settings.anthropic_api_key,
+            api_key=model.api_key,
             base_url=self.base_url,
             max_retries=0,
             timeout=httpx2.Timeout(timeout_s, connect=10.0),

@@ -63,10 +63,10 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
     model_line(settings, say)
     config = found.config
     say(f"repository: {found.where}; {PATH}: {'valid' if found.present else 'none, so the defaults'}")
-    mode = settings.sandbox_mode
+    mode = settings.sandbox.mode
     offers = capabilities(mode)
     if offers.image:
-        image = config.image or settings.sandbox_image
+        image = config.image or settings.sandbox.image
         say(f"sandbox: {mode}, image {image} ({'image: in ' + PATH if config.image else 'DECODE_SANDBOX_IMAGE'})")
     else:
         ignored = f"; {PATH}'s image {config.image} is ignored" if config.image else ""
@@ -89,7 +89,7 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
                                 else "left out of the commit and named in the PR"))
     extras = [f"review_trigger: {config.review_trigger}"] if config.review_trigger else []
     extras += [f"ci_fix: up to {config.ci_fix_rounds} fix runs"] if config.ci_fix_rounds else []
-    say(f"triggers: label {settings.trigger_label!r}, command {settings.command!r}"
+    say(f"triggers: label {settings.github.trigger_label!r}, command {settings.github.command!r}"
         + "".join(f"; {e}" for e in extras))
     say("ok: a run would start with these settings")
     return 0
@@ -97,17 +97,17 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
 
 def model_line(settings: Settings, say: Callable[[str], None]) -> None:
     """The model a run would call; a missing API key (which would end every run) is the error."""
-    if settings.model.startswith("scripted:"):
-        session = Path(settings.model.removeprefix("scripted:"))
+    if settings.model.name.startswith("scripted:"):
+        session = Path(settings.model.name.removeprefix("scripted:"))
         if not session.is_file():
-            raise ConfigError(f"DECODE_MODEL={settings.model}: no file {session}: name a session JSON or a "
+            raise ConfigError(f"DECODE_MODEL={settings.model.name}: no file {session}: name a session JSON or a "
                               "transcript.jsonl to replay")
         say(f"model: replaying {session} (no API key needed)")
         return
-    if not settings.anthropic_api_key:
+    if not settings.model.api_key:
         raise ConfigError("ANTHROPIC_API_KEY is not set: set it to an Anthropic API key "
                           "(or DECODE_MODEL=scripted:FILE to replay a recorded session)")
-    say(f"model: {settings.model} at {settings.anthropic_base_url or 'the Anthropic API'} "
+    say(f"model: {settings.model.name} at {settings.model.base_url or 'the Anthropic API'} "
         "(the key is checked by the first request of a run)")
 
 
@@ -132,9 +132,9 @@ def cache_state(settings: Settings, config: RepoConfig, offered: bool) -> str:
     if config.setup_cache_key is None:
         return "off (no setup_cache_key)"
     if not offered:
-        return f"off: SANDBOX_MODE={settings.sandbox_mode} does not cache (only {', '.join(offering('setup_cache'))})"
-    if settings.setup_cache_mb == 0:
+        return f"off: SANDBOX_MODE={settings.sandbox.mode} does not cache (only {', '.join(offering('setup_cache'))})"
+    if settings.sandbox.setup_cache_mb == 0:
         return "off: DECODE_SETUP_CACHE_MB=0"
     keyed = ", ".join(config.setup_cache_key) or "the image and setup commands alone"
-    return (f"on, keyed on {keyed}; entries in {settings.data_dir / 'setup-cache'}, "
-            f"up to {settings.setup_cache_mb} MB (DECODE_SETUP_CACHE_MB)")
+    return (f"on, keyed on {keyed}; entries in {settings.store.data_dir / 'setup-cache'}, "
+            f"up to {settings.sandbox.setup_cache_mb} MB (DECODE_SETUP_CACHE_MB)")

@@ -36,6 +36,7 @@ from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.workspace.clone import Workspace, prepare
 from bot.workspace.run_dirs import drop_clones, fresh_dir, prune, write_record
+from bot.sandbox import sandbox_spec
 
 Progress = Callable[[str], None]
 MB = 1024 * 1024
@@ -118,8 +119,8 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     setup, agent, verifying): the live tracking comment follows the run through it. record.json gets the
     run's `RunResult` however the run ends."""
     started = time.monotonic()
-    prune(settings.data_dir / "runs", settings.keep_days)
-    run_dir = fresh_dir(settings.data_dir / "runs", attempt_dir(job.run_id, job.attempt))
+    prune(settings.store.data_dir / "runs", settings.store.keep_days)
+    run_dir = fresh_dir(settings.store.data_dir / "runs", attempt_dir(job.run_id, job.attempt))
     redactor = settings.redactor.plus(job.token)
     ctx = _Context(job, settings, run_dir, Transcript(run_dir, redactor, watch), progress, redactor, started)
     repo: _Repo | None = None
@@ -143,7 +144,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
 
 def check_model(ctx: _Context, model: Model | None) -> Model:
     """The run's model, asked once: a rejected key or unknown model id ends the run here, before any clone."""
-    model = model or make_model(ctx.settings)
+    model = model or make_model(ctx.settings.model)
     ctx.progress(f"checking the model {model.name}")
     model.check()
     return model
@@ -159,7 +160,7 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
     config = load_repo_config(ws.git, config_sha)
     transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
-                      config_sha=config_sha, model=model.name, sandbox=ctx.settings.sandbox_mode,
+                      config_sha=config_sha, model=model.name, sandbox=ctx.settings.sandbox.mode,
                       budget=vars(ctx.settings.budget))
     instructions = load_instructions(ws.git, config_sha)
     if instructions.parts or instructions.notes:
@@ -171,7 +172,7 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
 
 def note_unoffered(ctx: _Context, config: RepoConfig) -> None:
     """Say so when decode.yml asks for what this sandbox does not offer (a GPU, an image): the run goes on."""
-    mode = ctx.settings.sandbox_mode
+    mode = ctx.settings.sandbox.mode
     offers = capabilities(mode)
     if config.gpu and not offers.gpu:
         _note(ctx, f".github/decode.yml asks for a GPU, which only SANDBOX_MODE={' and '.join(offering('gpu'))} "
@@ -198,7 +199,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> tuple[AgentResu
         if agent.stop_reason == "interrupted":
             ctx.progress("interrupted: keeping the work so far (interrupt again to stop without it)")
             sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
-        max_file = ctx.settings.max_file_mb * MB
+        max_file = ctx.settings.sandbox.max_file_mb * MB
         hand = sandbox.hand_back(repo.ws.base_sha, max_file_bytes=max_file, max_bytes=max_file * PATCH_CAP_FILES)
         return agent, verification, blocked, hand
     finally:
@@ -210,8 +211,8 @@ def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> 
     it), started from the setup cache's image on a hit; with setup to run, under setup's network policy."""
     settings, config, ws = ctx.settings, repo.config, repo.ws
     ctx.transcript.record("phase", name="sandbox")
-    ctx.progress(f"starting the {settings.sandbox_mode} sandbox")
-    spec = settings.sandbox_spec(ws.path, image=config.image or settings.sandbox_image,
+    ctx.progress(f"starting the {settings.sandbox.mode} sandbox")
+    spec = sandbox_spec(settings.sandbox, ws.path, image=config.image or settings.sandbox.image,
                                  name=f"decode-{ctx.job.run_id}", gpu=config.gpu)
     cache = plan_setup_cache(settings, spec, config, ws, repo.config_sha, ctx.redactor.redact(ctx.job.repo),
                              ctx.transcript)
@@ -220,9 +221,9 @@ def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> 
     runs_setup = bool(config.setup) and (cache is None or cache.hit is None)
     setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
     # Without setup to run, agentd starts under the agent's policy: no restart, and a warm agentd is kept.
-    sandbox = open_sandbox(settings.sandbox_mode, spec, network=setup_policy if runs_setup else agent_policy)
+    sandbox = open_sandbox(settings.sandbox.mode, spec, network=setup_policy if runs_setup else agent_policy)
     if sandbox.acquired_from == "pool":  # docker and modal with DECODE_POOL_SIZE
-        ctx.transcript.record("note", text=f"the {settings.sandbox_mode} sandbox came from the warm pool")
+        ctx.transcript.record("note", text=f"the {settings.sandbox.mode} sandbox came from the warm pool")
     return sandbox, cache
 
 
@@ -252,12 +253,12 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Sandbox, model: Model) ->
     network = network_rule(internet=config.network, allow_domains=config.allow_domains,
                            allow_cidrs=config.allow_cidrs)
     verifier = Verifier(sandbox, config, ctx.transcript, ctx.progress, redact, ctx.deadline)
-    max_file = settings.max_file_mb * MB
+    max_file = settings.sandbox.max_file_mb * MB
     agent = run_agent(
         model=model, sandbox=sandbox,
         system=system_prompt(root=sandbox.root, network=network, instructions=repo.instructions.parts),
         task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
-        recorder=ctx.transcript, prices=dict(settings.prices), progress=ctx.progress, redact=redact,
+        recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
         started=ctx.started,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript),
                                   verifier),
@@ -268,7 +269,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Sandbox, model: Model) ->
 def commit_work(ctx: _Context, repo: _Repo, agent: AgentResult, verification: Verification,
                 blocked: dict[str, int], hand: HandBack) -> Ran:
     """Apply the hand-back to the clean clone and commit it there; the run's result."""
-    max_file = ctx.settings.max_file_mb * MB
+    max_file = ctx.settings.sandbox.max_file_mb * MB
     applied = repo.ws.apply_patch(hand.patch, keep_workflows=repo.config.allow_workflow_changes,
                                   max_file_bytes=max_file)
     left_out = {**hand.left_out, **applied.left_out}
@@ -337,12 +338,12 @@ def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, 
                      repo: str, transcript: Transcript) -> RunCache | None:
     """The run's setup cache (bot/run/setup_cache.py), after pruning old entries; None without one. A run may fill
     the cache only when its workspace is the commit decode.yml and the key files were read from."""
-    if not capabilities(settings.sandbox_mode).setup_cache:
+    if not capabilities(settings.sandbox.mode).setup_cache:
         return None
-    cache = SetupCache(settings.data_dir / "setup-cache")
-    cap = settings.setup_cache_mb * MB
-    cache.prune(settings.keep_days, cap)
-    run = RunCache.plan(cache, mode=settings.sandbox_mode, spec=spec, repo=repo, setup=config.setup,
+    cache = SetupCache(settings.store.data_dir / "setup-cache")
+    cap = settings.sandbox.setup_cache_mb * MB
+    cache.prune(settings.store.keep_days, cap)
+    run = RunCache.plan(cache, mode=settings.sandbox.mode, spec=spec, repo=repo, setup=config.setup,
                         key_paths=config.setup_cache_key, git=ws.git, commit=config_sha,
                         may_save=ws.base_sha == config_sha, cap_bytes=cap)
     if run is not None and run.refused:

@@ -14,6 +14,10 @@ imports the backends, so the two never import each other.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from bot.config import SandboxSettings
 from bot.core.errors import ConfigError
 from bot.sandbox.bwrap import BwrapLauncher
 from bot.sandbox.client import AgentdSandbox, close_all
@@ -35,6 +39,7 @@ from bot.sandbox.protocol import (
 __all__ = [
     "BACKENDS", "ISOLATING", "Capabilities", "CommandResult", "EgressPolicy", "HandBack", "Launcher", "Refused",
     "Sandbox", "SandboxSpec", "Transport", "capabilities", "close_all", "offering", "open_sandbox", "prepare_host",
+    "sandbox_spec",
 ]
 
 BACKENDS: dict[str, type[Launcher]] = {
@@ -64,6 +69,15 @@ def offering(feature: str) -> tuple[str, ...]:
 # The backends whose commands cannot reach the host's processes, files or secrets: the only ones
 # that may run untrusted code such as a fork's (`local` is for trusted input only).
 ISOLATING = offering("isolating")
+
+
+def sandbox_spec(sandbox: SandboxSettings, workspace: Path, **fields: Any) -> SandboxSpec:
+    """The sandbox of a run on `workspace` under `sandbox` settings (`fields` add the run's own: image, name,
+    gpu). The server fills its warm pool from the same spec, so a run's sandbox matches the pool's."""
+    base: dict[str, Any] = {"image": sandbox.image, "hide": sandbox.hide, "path": sandbox.path,
+                            "cgroup_parent": sandbox.cgroup_parent, "disk_mb": sandbox.max_disk_mb,
+                            "pool_size": sandbox.pool_size, "pool_dir": sandbox.pool_dir}
+    return SandboxSpec(workspace=workspace, **{**base, **fields})
 
 
 def prepare_host(mode: str, spec: SandboxSpec) -> None:

@@ -27,15 +27,15 @@ home.after_request(secure)
 def index() -> str:
     ctx = app_context()
     settings = ctx.settings
-    if not configured(settings):
-        return render_template("setup_signin.html", user=None, callback=callback_url(settings))
+    if not configured(settings.github):
+        return render_template("setup_signin.html", user=None, callback=callback_url(settings.web))
     user = current_user()
     if user is None:
         return render_template("signin.html", user=None)
     repo = (request.args.get("repo") or "").strip().lower() or None
     state = request.args.get("state") if request.args.get("state") in STATES else None
     repos = user.repos if repo is None else user.repos & {repo}
-    rows = [row_of(job, settings.data_dir) for job in ctx.store.runs(LIMIT, repos=repos, state=state)]
+    rows = [row_of(job, settings.store.data_dir) for job in ctx.store.runs(LIMIT, repos=repos, state=state)]
     return render_template("dashboard.html", user=user, csrf=session.get("csrf", ""), rows=rows,
                            totals=daily_totals(rows), repo=repo, state=state, states=STATES,
                            repos=sorted(user.repos), links={row.run_id: _links(row) for row in rows})
@@ -43,6 +43,6 @@ def index() -> str:
 
 def _links(row: RunRow) -> dict[str, str | None]:
     settings = app_context().settings
-    issue = f"{settings.github_web_url}/{row.repo}/issues/{row.number}" if row.number is not None else None
+    issue = f"{settings.github.web_url}/{row.repo}/issues/{row.number}" if row.number is not None else None
     pr = row.pr_url if row.pr_url and re.match(r"https?://", row.pr_url) else None
     return {"transcript": run_path(settings, row.run_id), "issue": issue, "pr": pr}

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import requests
 
-from bot.config import Settings
+from bot.config import GitHubSettings
 from bot.core.errors import DecodeError
 
 TIMEOUT_S = 15
@@ -28,19 +28,19 @@ class SignInError(DecodeError):
     """Signing in failed; the message says why and what to do, and holds no secret."""
 
 
-def authorize_url(settings: Settings, redirect_uri: str, state: str) -> str:
+def authorize_url(github: GitHubSettings, redirect_uri: str, state: str) -> str:
     """Where to send the browser to ask GitHub who the user is."""
-    query = urlencode({"client_id": settings.github_client_id, "redirect_uri": redirect_uri, "state": state})
-    return f"{settings.github_web_url}/login/oauth/authorize?{query}"
+    query = urlencode({"client_id": github.client_id, "redirect_uri": redirect_uri, "state": state})
+    return f"{github.web_url}/login/oauth/authorize?{query}"
 
 
-def exchange_code(settings: Settings, code: str, redirect_uri: str) -> str:
+def exchange_code(github: GitHubSettings, code: str, redirect_uri: str) -> str:
     """The user access token for the `code` GitHub sent back."""
     try:
-        response = requests.post(f"{settings.github_web_url}/login/oauth/access_token", timeout=TIMEOUT_S,
+        response = requests.post(f"{github.web_url}/login/oauth/access_token", timeout=TIMEOUT_S,
                                  headers={"Accept": "application/json"},
-                                 data={"client_id": settings.github_client_id,
-                                       "client_secret": settings.github_client_secret,
+                                 data={"client_id": github.client_id,
+                                       "client_secret": github.client_secret,
                                        "code": code, "redirect_uri": redirect_uri})
         answer = response.json()
     except (requests.RequestException, ValueError) as e:
@@ -54,33 +54,33 @@ def exchange_code(settings: Settings, code: str, redirect_uri: str) -> str:
     return str(answer["access_token"])
 
 
-def login_of(settings: Settings, token: str) -> str:
+def login_of(github: GitHubSettings, token: str) -> str:
     """The login of the token's user."""
-    return str(_get(settings, token, "/user")["login"])
+    return str(_get(github, token, "/user")["login"])
 
 
-def readable_repos(settings: Settings, token: str) -> set[str]:
+def readable_repos(github: GitHubSettings, token: str) -> set[str]:
     """Every repository ("owner/name", lower case) of the App's installations the user may read."""
     repos: set[str] = set()
-    for installation in _pages(settings, token, "/user/installations", "installations"):
+    for installation in _pages(github, token, "/user/installations", "installations"):
         path = f"/user/installations/{int(installation['id'])}/repositories"
-        repos |= {str(r["full_name"]).lower() for r in _pages(settings, token, path, "repositories")}
+        repos |= {str(r["full_name"]).lower() for r in _pages(github, token, path, "repositories")}
     return repos
 
 
-def _pages(settings: Settings, token: str, path: str, key: str) -> list[dict]:
+def _pages(github: GitHubSettings, token: str, path: str, key: str) -> list[dict]:
     items: list[dict] = []
     for page in range(1, MAX_PAGES + 1):
-        batch = _get(settings, token, f"{path}?per_page={PER_PAGE}&page={page}").get(key) or []
+        batch = _get(github, token, f"{path}?per_page={PER_PAGE}&page={page}").get(key) or []
         items += batch
         if len(batch) < PER_PAGE:
             break
     return items
 
 
-def _get(settings: Settings, token: str, path: str) -> dict:
+def _get(github: GitHubSettings, token: str, path: str) -> dict:
     try:
-        response = requests.get(settings.github_api_url + path, timeout=TIMEOUT_S,
+        response = requests.get(github.api_url + path, timeout=TIMEOUT_S,
                                 headers={**API_HEADERS, "Authorization": f"Bearer {token}"})
     except requests.RequestException as e:
         raise SignInError(f"GitHub did not answer GET {path.split('?')[0]} ({type(e).__name__}): try again") from None

@@ -66,7 +66,7 @@ def healthz():  # type: ignore[no-untyped-def]
 def metrics() -> Response:
     ctx = app_context()
     proxied = "X-Forwarded-For" in request.headers or "Forwarded" in request.headers
-    refusal = metrics_refusal(ctx.settings.metrics_token, request.headers.get("Authorization", ""),
+    refusal = metrics_refusal(ctx.settings.web.metrics_token, request.headers.get("Authorization", ""),
                               request.remote_addr, proxied)
     if refusal is not None:
         status, text = refusal

@@ -62,7 +62,7 @@ def permissions() -> dict[str, str]:
 def manifest(settings: Settings) -> dict[str, object] | None:
     """The manifest for this server, None without DECODE_PUBLIC_URL (GitHub needs somewhere to send
     deliveries and people back to)."""
-    base = settings.public_url
+    base = settings.web.public_url
     if not base:
         return None
     return {
@@ -81,19 +81,19 @@ def manifest(settings: Settings) -> dict[str, object] | None:
 def new_app_url(settings: Settings, state: str, org: str = "") -> str:
     """Where the form POSTs the manifest: the personal account's new-App page, or `org`'s."""
     owner = f"/organizations/{org}" if org else ""
-    return f"{settings.github_web_url}{owner}/settings/apps/new?state={state}"
+    return f"{settings.github.web_url}{owner}/settings/apps/new?state={state}"
 
 
 def convert(settings: Settings, code: str) -> StoredApp:
     """The App GitHub created, from the code it redirected back with; a SetupError saying what went wrong."""
     if not CODE.fullmatch(code):
         raise SetupError("GitHub's code is missing or malformed: start again at /setup")
-    url = f"{settings.github_api_url}/app-manifests/{code}/conversions"
+    url = f"{settings.github.api_url}/app-manifests/{code}/conversions"
     try:
         answer = requests.post(url, timeout=30, headers={"Accept": "application/vnd.github+json",
                                                          "X-GitHub-Api-Version": "2022-11-28"})
     except requests.RequestException as e:
-        raise SetupError(f"cannot reach GitHub at {settings.github_api_url} ({type(e).__name__}): check "
+        raise SetupError(f"cannot reach GitHub at {settings.github.api_url} ({type(e).__name__}): check "
                          "GITHUB_API_URL and the network, then start again at /setup") from None
     if answer.status_code != 201:
         raise SetupError(f"GitHub did not hand the new App over (POST /app-manifests/{{code}}/conversions "

@@ -16,7 +16,7 @@ import secrets
 from flask import Blueprint, redirect, render_template, request, session
 from werkzeug.wrappers import Response
 
-from bot.config import Settings
+from bot.config import GitHubSettings, WebSettings
 from bot.server.context import app_context
 from bot.server.github_user import SignInError, authorize_url, exchange_code, login_of, readable_repos
 from bot.server.sessions import Sessions, User
@@ -27,19 +27,19 @@ auth = Blueprint("auth", __name__)
 auth.after_request(secure)
 
 
-def configured(settings: Settings) -> bool:
+def configured(github: GitHubSettings) -> bool:
     """Whether the App's OAuth client is set, so people can sign in."""
-    return bool(settings.github_client_id and settings.github_client_secret)
+    return bool(github.client_id and github.client_secret)
 
 
 def current_user() -> User | None:
     """The signed-in user of this request, or None."""
-    return Sessions(app_context().settings.data_dir).user(session.get("sid"))
+    return Sessions(app_context().settings.store.data_dir).user(session.get("sid"))
 
 
-def callback_url(settings: Settings) -> str:
+def callback_url(web: WebSettings) -> str:
     """Where GitHub sends the browser back: DECODE_PUBLIC_URL/login/callback (the App's Callback URL)."""
-    return (settings.public_url or request.host_url.rstrip("/")) + "/login/callback"
+    return (web.public_url or request.host_url.rstrip("/")) + "/login/callback"
 
 
 def _same(expected: str, given: str) -> bool:
@@ -53,30 +53,30 @@ def _problem(title: str, text: str, status: int) -> tuple[str, int]:
 @auth.get("/login")
 def login() -> Response:
     settings = app_context().settings
-    if not configured(settings):
+    if not configured(settings.github):
         return redirect("/")
     state = secrets.token_urlsafe(32)
     session["oauth_state"] = state
-    return redirect(authorize_url(settings, callback_url(settings), state))
+    return redirect(authorize_url(settings.github, callback_url(settings.web), state))
 
 
 @auth.get("/login/callback")
 def callback():  # type: ignore[no-untyped-def]
     settings = app_context().settings
     expected, got = session.pop("oauth_state", None), request.args.get("state", "")
-    if not configured(settings) or not expected or not _same(str(expected), got):
+    if not configured(settings.github) or not expected or not _same(str(expected), got):
         return _problem("Sign-in not recognised", "This sign-in was not started from this page, or it expired: "
                         "sign in again.", 400)
     if request.args.get("error") or not request.args.get("code"):
         return _problem("Not signed in", "GitHub did not sign you in "
                         f"({request.args.get('error', 'no code')}): sign in again.", 400)
     try:
-        token = exchange_code(settings, request.args["code"], callback_url(settings))
-        login, repos = login_of(settings, token), readable_repos(settings, token)
+        token = exchange_code(settings.github, request.args["code"], callback_url(settings.web))
+        login, repos = login_of(settings.github, token), readable_repos(settings.github, token)
     except SignInError as e:
         log.warning("sign-in failed: %s", e)
         return _problem("Sign-in failed", str(e), 502)
-    sid = Sessions(settings.data_dir).create(login, repos, SESSION_HOURS * 3600)
+    sid = Sessions(settings.store.data_dir).create(login, repos, SESSION_HOURS * 3600)
     session.clear()
     session.permanent = True
     session.update(sid=sid, csrf=secrets.token_urlsafe(32))
@@ -88,6 +88,6 @@ def callback():  # type: ignore[no-untyped-def]
 def logout() -> Response:
     if not _same(str(session.get("csrf", "")), request.form.get("csrf", "")):
         return redirect("/")  # a cross-site or stale form: nothing to do
-    Sessions(app_context().settings.data_dir).delete(session.get("sid"))
+    Sessions(app_context().settings.store.data_dir).delete(session.get("sid"))
     session.clear()
     return redirect("/")

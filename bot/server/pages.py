@@ -42,7 +42,7 @@ def _run(run_id: str) -> RunState:
     ctx = app_context()
     if not valid(ctx.settings, run_id, request.args.get("sig")):
         abort(404)
-    directory, job = run_dir(ctx.settings.data_dir, run_id), job_of(ctx.store, run_id)
+    directory, job = run_dir(ctx.settings.store.data_dir, run_id), job_of(ctx.store, run_id)
     if directory is None and job is None:
         abort(404)
     record = read_record(directory)

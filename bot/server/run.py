@@ -38,6 +38,7 @@ from bot.server.shutdown import on_shutdown, stop_runner
 from bot.jobs.sqlite import open_store
 from bot.jobs.store import JobStore
 from bot.jobs.worker import ThreadExecutor
+from bot.sandbox import sandbox_spec
 
 log = logging.getLogger("decode.worker")
 
@@ -73,8 +74,8 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
                credentials: Credentials) -> LeaseRunner:
     """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`."""
     forge = GitHubForge(credentials)
-    prepare_host(settings.sandbox_mode, settings.sandbox_spec(settings.data_dir))
-    handle = job_handler(settings, forge, metrics.record_run, model=shared_model(settings))
+    prepare_host(settings.sandbox.mode, sandbox_spec(settings.sandbox, settings.store.data_dir))
+    handle = job_handler(settings, forge, metrics.record_run, model=shared_model(settings.model))
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge))
     pool.start()
     store.watch(pool.wake)  # a job another process queued (PostgreSQL) starts at once, not at the next poll
@@ -103,8 +104,9 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     check_port(port)
     configure_logging(settings.redactor)
-    check = CredentialCheck(credentials_from(settings), settings.health_recheck_s) if has_credentials(settings) else None
-    store = open_store(settings)
+    check = (CredentialCheck(credentials_from(settings), settings.web.health_recheck_s)
+             if has_credentials(settings) else None)
+    store = open_store(settings.store)
     pool = Pool(store)
     try:
         app = create_app(settings, store, check, on_configured=lambda new: pool.configure(app, new))
@@ -122,17 +124,17 @@ def serve(settings: Settings, host: str, port: int) -> int:
         remove_sandboxes(released)
         close_server(server)
 
-    on_shutdown(lambda name: pool.shutdown(name, settings.shutdown_grace_s, stopped))
+    on_shutdown(lambda name: pool.shutdown(name, settings.pool.shutdown_grace_s, stopped))
     if check is not None:
-        log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.workers)
+        log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.pool.workers)
     else:
-        base = settings.public_url or f"http://{host}:{server.effective_port}"
+        base = settings.web.public_url or f"http://{host}:{server.effective_port}"
         log.warning("serving on http://%s:%s in setup mode: no GitHub App yet, /webhook answers 503; open "
                     "%s/setup?key=%s to create it", host, server.effective_port, base, flow_of(app).key)
     try:
         server.run()
     finally:
-        pool.stop_unless_stopping(settings.shutdown_grace_s)
+        pool.stop_unless_stopping(settings.pool.shutdown_grace_s)
         server.task_dispatcher.shutdown()
         store.close()
     return 0
@@ -155,17 +157,17 @@ class Pool:
         with self._lock:
             if self.closed:
                 raise ConfigError("decode serve is shutting down: the App is saved; start it again to run as it")
-            if self.runner is None and settings.workers == 0:
+            if self.runner is None and settings.pool.workers == 0:
                 log.info("intake only (DECODE_WORKERS=0): the jobs are run by decode worker processes on this store")
             elif self.runner is None:
-                self.runner = start_pool(settings, self.store, self.context.metrics, settings.workers, credentials)
+                self.runner = start_pool(settings, self.store, self.context.metrics, settings.pool.workers, credentials)
                 self.context.runner = self.runner  # the intake wakes it for each job it queues
 
     def configure(self, app: Any, settings: Settings) -> None:
         """Run as the App /setup created: its secrets redacted, GitHub asked once, /healthz checking it,
         the workers started."""
         configure_logging(settings.redactor)
-        check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)
+        check = CredentialCheck(credentials_from(settings), settings.web.health_recheck_s)
         ask_github(check)
         app_context(app).credentials = check
         self.start(settings, check.credentials)
@@ -210,23 +212,23 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
         raise ConfigError("no GitHub App yet: finish setup at /setup of `decode serve` (it keeps the App in "
                           "DECODE_DATA_DIR/app.json, which decode worker reads too), or set GITHUB_APP_ID and "
                           "GITHUB_APP_PRIVATE_KEY")
-    if settings.workers == 0:
+    if settings.pool.workers == 0:
         raise ConfigError("DECODE_WORKERS=0 leaves decode worker nothing to do: set it to how many jobs it runs "
                           "at once (0 is for an intake-only decode serve)")
-    check = CredentialCheck(credentials_from(settings), settings.health_recheck_s)
+    check = CredentialCheck(credentials_from(settings), settings.web.health_recheck_s)
     ask_github(check)
-    store = open_store(settings)
+    store = open_store(settings.store)
     metrics = Metrics(store.counts)
     if port is not None:
         try:
-            scrape = listen(guarded_app(metrics.registry, settings.metrics_token), host, port)
+            scrape = listen(guarded_app(metrics.registry, settings.web.metrics_token), host, port)
         except ConfigError:
             store.close()
             raise
         threading.Thread(target=scrape.run, name="metrics", daemon=True).start()
-    pool = start_pool(settings, store, metrics, settings.workers, check.credentials)
-    on_shutdown(lambda name: stop_runner(pool, settings.shutdown_grace_s, name, remove_sandboxes))
-    log.info("worker running with %d workers", settings.workers)
+    pool = start_pool(settings, store, metrics, settings.pool.workers, check.credentials)
+    on_shutdown(lambda name: stop_runner(pool, settings.pool.shutdown_grace_s, name, remove_sandboxes))
+    log.info("worker running with %d workers", settings.pool.workers)
     pool.wait_stopped()
     store.close()
     return 0

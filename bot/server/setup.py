@@ -84,8 +84,8 @@ def flow_of(app: Flask | None = None) -> SetupFlow:
 def show() -> Response | tuple[Response, int]:
     settings, flow = app_context().settings, flow_of()
     if has_credentials(settings):
-        return page("configured", app=stored_app(settings), app_id=settings.github_app_id)
-    if not settings.public_url:
+        return page("configured", app=stored_app(settings), app_id=settings.github.app_id)
+    if not settings.web.public_url:
         return page("no_public_url")
     key = request.args.get("key", "")
     if not flow.admits(key):
@@ -102,7 +102,7 @@ def callback() -> Response | tuple[Response, int]:
     ctx, flow = app_context(), flow_of()
     with flow.lock:  # one conversion at a time: a second callback finds the server configured
         if has_credentials(ctx.settings):
-            return page("configured", app=stored_app(ctx.settings), app_id=ctx.settings.github_app_id), 409
+            return page("configured", app=stored_app(ctx.settings), app_id=ctx.settings.github.app_id), 409
         if not flow.take(request.args.get("state", "")):
             return page("error", error="this link did not come from this server's setup page, or it expired: "
                                        "start again at /setup"), 400
@@ -110,8 +110,8 @@ def callback() -> Response | tuple[Response, int]:
             app = convert(ctx.settings, request.args.get("code", ""))
         except SetupError as e:
             return page("error", error=str(e)), 502
-        save(ctx.settings.data_dir, app)
-        log.info("GitHub App %s (id %d) created and saved in %s", app.slug, app.id, ctx.settings.data_dir)
+        save(ctx.settings.store.data_dir, app)
+        log.info("GitHub App %s (id %d) created and saved in %s", app.slug, app.id, ctx.settings.store.data_dir)
         configured = applied(ctx.settings, app)
         try:
             if flow.on_configured is not None:
@@ -127,10 +127,10 @@ def callback() -> Response | tuple[Response, int]:
 def stored_app(settings: Settings) -> StoredApp | None:
     """The App in app.json when it is the one the server runs as (not the environment's)."""
     try:
-        app = load(settings.data_dir)
+        app = load(settings.store.data_dir)
     except DecodeError:
         return None
-    return app if app is not None and str(app.id) == settings.github_app_id else None
+    return app if app is not None and str(app.id) == settings.github.app_id else None
 
 
 def page(view: str, **values: object) -> Response:
@@ -138,7 +138,7 @@ def page(view: str, **values: object) -> Response:
     settings = app_context().settings
     nonce = secrets.token_urlsafe(16)
     html = render_template_string(PAGE, view=view, nonce=nonce, settings=settings, **values)
-    targets = " ".join(dict.fromkeys(u for u in ("'self'", settings.github_web_url, settings.public_url) if u))
+    targets = " ".join(dict.fromkeys(u for u in ("'self'", settings.github.web_url, settings.web.public_url) if u))
     response = Response(html, mimetype="text/html")
     response.headers["Content-Security-Policy"] = (
         f"default-src 'none'; style-src 'nonce-{nonce}'; img-src data:; form-action {targets}; "

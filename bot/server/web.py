@@ -30,9 +30,9 @@ web = Blueprint("web", __name__, static_folder="static", static_url_path="/asset
 def _configure(state: BlueprintSetupState) -> None:
     app = state.app
     settings = app_context(app).settings
-    app.secret_key = data_key(settings.data_dir, SESSION_KEY_FILE)
+    app.secret_key = data_key(settings.store.data_dir, SESSION_KEY_FILE)
     app.config.update(SESSION_COOKIE_NAME="decode_session", SESSION_COOKIE_HTTPONLY=True,
-                      SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_SECURE=_https(settings.public_url),
+                      SESSION_COOKIE_SAMESITE="Lax", SESSION_COOKIE_SECURE=_https(settings.web.public_url),
                       PERMANENT_SESSION_LIFETIME=timedelta(hours=SESSION_HOURS))
 
 
@@ -50,7 +50,7 @@ def secure(response: Response) -> Response:
     headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
     headers.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
     headers.setdefault("Cache-Control", "no-store")
-    if _https(app_context().settings.public_url):
+    if _https(app_context().settings.web.public_url):
         headers.setdefault("Strict-Transport-Security", "max-age=31536000")
     return response
 

@@ -26,7 +26,7 @@ webhooks = Blueprint("webhooks", __name__)
 @webhooks.post("/webhook")
 def receive():  # type: ignore[no-untyped-def]
     ctx = app_context()
-    if not ctx.settings.github_webhook_secret:
+    if not ctx.settings.github.webhook_secret:
         ctx.metrics.deliveries.labels("unconfigured").inc()
         return jsonify(outcome="unconfigured", error="this server has no GitHub App yet: finish setup at /setup "
                        "(or set GITHUB_APP_ID, GITHUB_APP_PRIVATE_KEY and GITHUB_WEBHOOK_SECRET)"), 503
@@ -36,7 +36,7 @@ def receive():  # type: ignore[no-untyped-def]
     except RequestEntityTooLarge:
         ctx.metrics.deliveries.labels("too_large").inc()
         return jsonify(error="the body is larger than GitHub's 25 MB limit"), 413
-    verdict = triage(request.headers, body, ctx.settings.github_webhook_secret or "", ctx.router)
+    verdict = triage(request.headers, body, ctx.settings.github.webhook_secret or "", ctx.router)
     outcome, status, message, job_id = verdict.outcome, verdict.status, verdict.message, None
     if verdict.job is not None:
         try:

@@ -25,7 +25,7 @@ def test_a_30_turn_session_reads_at_least_85_percent_of_its_input_from_the_cache
     sandbox = open_sandbox("local", SandboxSpec(workspace=repo))
     try:
         with Transcript(tmp_path / "run", Redactor()) as transcript:
-            result = run_agent(model=AnthropicModel(fake_anthropic.settings()), sandbox=sandbox,
+            result = run_agent(model=AnthropicModel(fake_anthropic.settings().model), sandbox=sandbox,
                                system="You are a careful engineer. " * 50, task="Read the code.",
                                budget=Budget(), recorder=transcript)
     finally:

@@ -47,9 +47,9 @@ def test_without_a_file_the_settings_stay_as_they_are(tmp_path):
 def test_the_file_fills_every_app_credential_when_the_environment_sets_none(tmp_path):
     save(tmp_path, APP)
     settings = with_stored_app(Settings(data_dir=tmp_path, github_token="ghp_token"))
-    assert (settings.github_app_id, settings.github_app_private_key, settings.github_webhook_secret) == (
+    assert (settings.github.app_id, settings.github.app_private_key, settings.github.webhook_secret) == (
         "31337", APP.pem, APP.webhook_secret)
-    assert (settings.github_client_id, settings.github_client_secret) == (APP.client_id, APP.client_secret)
+    assert (settings.github.client_id, settings.github.client_secret) == (APP.client_id, APP.client_secret)
     assert APP.webhook_secret in settings.secrets() and APP.client_secret in settings.secrets()
 
 
@@ -67,8 +67,8 @@ def test_the_environment_wins_and_is_never_mixed_with_the_file(tmp_path, env):
 def test_an_oauth_client_from_the_environment_is_kept_as_a_pair(tmp_path):
     save(tmp_path, APP)
     settings = with_stored_app(Settings(data_dir=tmp_path, github_client_id="Iv23env"))
-    assert settings.github_app_id == "31337"
-    assert (settings.github_client_id, settings.github_client_secret) == ("Iv23env", None)
+    assert settings.github.app_id == "31337"
+    assert (settings.github.client_id, settings.github.client_secret) == ("Iv23env", None)
 
 
 @pytest.mark.parametrize("text", ["{not json", "[]", json.dumps({**APP.__dict__, "pem": ""}),

@@ -151,7 +151,7 @@ def test_a_transcript_over_65k_is_held_by_body_plus_comments(world):
     assert len(parts) >= 2 and all(len(p) <= 65_536 for p in parts)
     # without a public URL, body and comments hold the pull request's copy of the transcript whole: every
     # turn, each tool output capped (the full outputs stay in the run's transcript files)
-    events = load_events(next(Path(world[2].data_dir).rglob("transcript.jsonl")))
+    events = load_events(next(Path(world[2].store.data_dir).rglob("transcript.jsonl")))
     copy = render_markdown(events, max_block_chars=OUTPUT_CAP, brief=True)
     assert "## Turn 41" in copy and "characters not shown" in copy
     combined = "\n".join(parts).splitlines()
@@ -168,7 +168,7 @@ def test_app_mode_mints_one_repository_scoped_token(world):
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
     trigger = Router(Rules.of(settings)).decide("issues", payload)
     conclusion = run_github_job(JobContext(trigger, settings.replace(github_token=None), forge, run_id="app",
-                                           model=AnthropicModel(settings)))
+                                           model=AnthropicModel(settings.model)))
     assert conclusion.state == "success", conclusion.message
     assert len(fake.minted) == 1 and fake.minted[0]["repositories"] == [REPO]
     assert fake.pulls(OWNER, NAME)[0]["user"]["login"] == "decode-bot[bot]"
@@ -253,5 +253,5 @@ def test_the_base_branchs_agent_instructions_reach_the_system_prompt_and_a_pr_he
     system = json.dumps(anthropic.requests[0].body["system"])
     assert "Run `make check` before you finish." in system and system.count("make check") == 1  # the copy once
     assert '<repository-instructions file=\\"AGENTS.md\\">' in system and "push to main" not in system
-    transcript = next(Path(world[2].data_dir).rglob("transcript.md")).read_text()
+    transcript = next(Path(world[2].store.data_dir).rglob("transcript.md")).read_text()
     assert "**repository instructions:** `AGENTS.md`" in transcript and "CLAUDE.md has the same text" in transcript

@@ -37,7 +37,7 @@ def test_a_token_refused_while_checking_permission_is_a_setting_to_fix():
     forge = MemoryForge().refuse("permission", 401)
     conclusion = run_github_job(JobContext(labeled(), SETTINGS, forge, run_id="r1"))
     assert (conclusion.state, conclusion.exit_code) == ("failed", 2)
-    assert "the GitHub token was rejected" in conclusion.message and SETTINGS.github_token not in conclusion.message
+    assert "the GitHub token was rejected" in conclusion.message and SETTINGS.github.token not in conclusion.message
 
 
 def test_an_issue_that_is_not_there_is_named_by_its_number():

@@ -113,7 +113,7 @@ def test_without_verify_the_pull_request_says_nothing_was_verified(world, tmp_pa
 
 def test_a_secret_printed_by_the_repositorys_test_is_redacted_in_the_feedback_and_the_transcript(world):
     fake, anthropic, settings, *_ = world
-    key = settings.anthropic_api_key
+    key = settings.model.api_key
     leak = f"import sys\nprint('the key is', {key[:5]!r} + {key[5:]!r})\nsys.exit(1)\n"  # no key in the file
     anthropic.script([NOTE, answer("Done."), answer("Done again.")])
     conclusion, _ = labeled_issue(world, "verify: [python3 leak.py]\nverify_rounds: 1\n", {"leak.py": leak})

@@ -30,11 +30,11 @@ def python(code: str, *args: str) -> subprocess.Popen:
 def test_the_setting_selects_postgres_and_is_a_secret(tmp_path: Path) -> None:
     url = "postgresql://decode:s3cret-pass@db.internal:5432/decode"
     settings = Settings.from_env({"DECODE_DATABASE_URL": url, "DECODE_DATA_DIR": str(tmp_path)})
-    assert settings.database_url == url
+    assert settings.store.database_url == url
     assert url in settings.secrets() and "s3cret-pass" in settings.secrets()
     assert "s3cret-pass" not in settings.redactor.redact(f"cannot connect to {url}: password s3cret-pass refused")
-    assert Settings.from_env({"DECODE_DATABASE_URL": "postgres://h/db"}).database_url == "postgres://h/db"
-    assert Settings.from_env({}).database_url is None
+    assert Settings.from_env({"DECODE_DATABASE_URL": "postgres://h/db"}).store.database_url == "postgres://h/db"
+    assert Settings.from_env({}).store.database_url is None
     with pytest.raises(ConfigError, match="DECODE_DATABASE_URL") as raised:
         Settings.from_env({"DECODE_DATABASE_URL": "mysql://root:hunter22@db/x"})
     assert "hunter22" not in str(raised.value)
@@ -42,13 +42,13 @@ def test_the_setting_selects_postgres_and_is_a_secret(tmp_path: Path) -> None:
 
 def test_open_store_picks_postgres_when_the_url_is_set(postgres_factory: StoreFactory, tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, database_url=postgres_factory.location, lease_s=7.0, max_attempts=5)
-    store = open_store(settings)
+    store = open_store(settings.store)
     try:
         assert isinstance(store, PostgresStore) and (store.lease_s, store.max_attempts) == (7.0, 5)
         assert ":decode@" not in store.path and store.path.startswith("postgresql://decode@")
     finally:
         store.close()
-    sqlite = open_store(Settings(data_dir=tmp_path))
+    sqlite = open_store(Settings(data_dir=tmp_path).store)
     assert isinstance(sqlite, Store) and sqlite.path == tmp_path / "jobs.sqlite3"
     sqlite.close()
 

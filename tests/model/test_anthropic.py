@@ -31,7 +31,7 @@ def sleeps() -> list[float]:
 
 @pytest.fixture
 def model(fake_anthropic: FakeAnthropic, sleeps: list[float]) -> AnthropicModel:
-    return AnthropicModel(fake_anthropic.settings(), sleep=sleeps.append)
+    return AnthropicModel(fake_anthropic.settings().model, sleep=sleeps.append)
 
 
 def ask(model: AnthropicModel, messages: list[dict[str, Any]] | None = None, tools: list | None = None) -> Any:
@@ -131,7 +131,7 @@ def test_server_errors_and_dropped_connections_are_retried(fake_anthropic, model
 
 def test_waits_are_capped(fake_anthropic, sleeps):
     fake_anthropic.script(["done"]).inject(429, retry_after=3600).inject(502, times=4)
-    model = AnthropicModel(fake_anthropic.settings(), sleep=sleeps.append, max_wait_s=2.5)
+    model = AnthropicModel(fake_anthropic.settings().model, sleep=sleeps.append, max_wait_s=2.5)
     assert ask(model).text == "done"
     assert sleeps[0] == 2.5 and all(0 < s <= 2.5 for s in sleeps) and len(sleeps) == 5
 
@@ -150,7 +150,7 @@ def test_a_bad_request_is_not_retried_and_says_why(fake_anthropic, model, sleeps
 
 def test_giving_up_after_the_last_attempt(fake_anthropic, sleeps):
     fake_anthropic.script(["never"]).inject(529, times=10)
-    model = AnthropicModel(fake_anthropic.settings(), sleep=sleeps.append, max_attempts=3)
+    model = AnthropicModel(fake_anthropic.settings().model, sleep=sleeps.append, max_attempts=3)
     with pytest.raises(DecodeError) as caught:
         ask(model)
     message = str(caught.value)
@@ -161,7 +161,7 @@ def test_giving_up_after_the_last_attempt(fake_anthropic, sleeps):
 
 
 def test_a_wrong_key_is_refused_once_and_never_shown(fake_anthropic, sleeps):
-    model = AnthropicModel(fake_anthropic.settings(anthropic_api_key="sk-ant-wrong-secret"), sleep=sleeps.append)
+    model = AnthropicModel(fake_anthropic.settings(anthropic_api_key="sk-ant-wrong-secret").model, sleep=sleeps.append)
     with pytest.raises(DecodeError) as caught:
         ask(model)
     assert caught.value.status == 401 and "check ANTHROPIC_API_KEY" in str(caught.value)
@@ -183,7 +183,7 @@ def test_an_unreachable_endpoint_names_the_url(sleeps):
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     settings = Settings(anthropic_api_key="sk-ant-x", anthropic_base_url=url)
-    model = AnthropicModel(settings, sleep=sleeps.append, max_attempts=2)
+    model = AnthropicModel(settings.model, sleep=sleeps.append, max_attempts=2)
     with pytest.raises(DecodeError) as caught:
         ask(model)
     assert f"cannot reach the Anthropic API at {url} after 2 attempts" in str(caught.value)
@@ -195,7 +195,7 @@ def test_the_endpoint_and_model_come_from_the_environment(fake_anthropic, monkey
     env = {"ANTHROPIC_API_KEY": fake_anthropic.api_key, "ANTHROPIC_BASE_URL": fake_anthropic.url,
            "DECODE_MODEL": "claude-compatible-1"}
     fake_anthropic.script(["hi from the fake"])
-    model = make_model(Settings.from_env(env))
+    model = make_model(Settings.from_env(env).model)
     assert isinstance(model, AnthropicModel) and model.name == "claude-compatible-1"
     assert ask(model).text == "hi from the fake"
     assert fake_anthropic.requests[0].body["model"] == "claude-compatible-1"
@@ -203,4 +203,4 @@ def test_the_endpoint_and_model_come_from_the_environment(fake_anthropic, monkey
 
 def test_a_missing_key_is_a_config_error():
     with pytest.raises(ConfigError, match="^ANTHROPIC_API_KEY is not set: "):
-        AnthropicModel(Settings(anthropic_api_key=None))
+        AnthropicModel(Settings(anthropic_api_key=None).model)

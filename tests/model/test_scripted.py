@@ -90,14 +90,14 @@ def test_a_script_of_the_wrong_shape_is_a_config_error_naming_the_file(tmp_path,
 
 def test_make_model_picks_the_scripted_model(tmp_path):
     path = write(tmp_path, "demo.json", ["hello"])
-    model = make_model(Settings(model=f"scripted:{path}"))
+    model = make_model(Settings(model=f"scripted:{path}").model)
     assert isinstance(model, ScriptedModel) and model.complete(**ARGS).text == "hello"
 
 
 def test_a_process_shares_one_anthropic_client_but_never_a_scripted_session(tmp_path):
     session = tmp_path / "s.json"
     session.write_text(json.dumps({"turns": [[{"type": "text", "text": "done"}]]}))
-    assert shared_model(Settings(model=f"scripted:{session}")) is None  # each run replays it from the start
-    assert shared_model(Settings(model="claude-x")) is None  # no key: each run says what to set, on the issue
-    model = shared_model(Settings(model="claude-x", anthropic_api_key="sk-ant-test-0123456789abcdef"))
+    assert shared_model(Settings(model=f"scripted:{session}").model) is None  # each run replays it from the start
+    assert shared_model(Settings(model="claude-x").model) is None  # no key: each run says what to set, on the issue
+    model = shared_model(Settings(model="claude-x", anthropic_api_key="sk-ant-test-0123456789abcdef").model)
     assert isinstance(model, AnthropicModel) and model.name == "claude-x"

@@ -39,8 +39,8 @@ def test_setup_cache_key_is_a_list_of_repository_paths():
 
 
 def test_the_size_setting_says_what_to_write():
-    assert Settings.from_env({}).setup_cache_mb == 10240
-    assert Settings.from_env({"DECODE_SETUP_CACHE_MB": "0"}).setup_cache_mb == 0
+    assert Settings.from_env({}).sandbox.setup_cache_mb == 10240
+    assert Settings.from_env({"DECODE_SETUP_CACHE_MB": "0"}).sandbox.setup_cache_mb == 0
     with pytest.raises(ConfigError, match="DECODE_SETUP_CACHE_MB must be a whole number of megabytes"):
         Settings.from_env({"DECODE_SETUP_CACHE_MB": "10G"})
 

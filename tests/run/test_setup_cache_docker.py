@@ -25,6 +25,7 @@ from tests.support.setup_cache import (assert_gone_image_refused, assert_new_loc
 from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import IMAGE, require
 from tests.support.cli import DECODE
+from bot.sandbox import sandbox_spec
 
 pytestmark = pytest.mark.docker
 SETUP = ("sleep 2 && echo from-image > /run/lock/decode-marker && mkdir -p build $HOME/.local && "
@@ -135,7 +136,7 @@ def test_a_cache_hit_from_the_warm_pool_skips_setup_and_container_start(fake_ant
         second, _ = run(fake_anthropic, data, repo, "two", settings=pooled)
         assert [e["result"] for e in events(second, "setup_cache")] == ["hit"]
         [entry] = SetupCache(data / "setup-cache").entries()
-        spec = fake_anthropic.settings(sandbox_mode="docker", data_dir=data, pool_size=1).sandbox_spec(
+        spec = sandbox_spec(fake_anthropic.settings(sandbox_mode="docker", data_dir=data, pool_size=1).sandbox,
             data, image=entry.tag)
         assert DockerLauncher.pool(spec).wait_full(120)
         third, _ = run(fake_anthropic, data, repo, "three", settings=pooled)

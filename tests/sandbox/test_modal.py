@@ -235,7 +235,8 @@ def test_client_and_pool_size_settings(monkeypatch: pytest.MonkeyPatch) -> None:
             load_client()
     finally:
         use_client(modal_double)
-    assert Settings.from_env({"DECODE_POOL_SIZE": "3"}).pool_size == 3 and Settings.from_env({}).pool_size == 0
+    assert Settings.from_env({"DECODE_POOL_SIZE": "3"}).sandbox.pool_size == 3
+    assert Settings.from_env({}).sandbox.pool_size == 0
     with pytest.raises(ConfigError, match="DECODE_POOL_SIZE"):
         Settings.from_env({"DECODE_POOL_SIZE": "many"})
 

@@ -66,7 +66,7 @@ def base_branches_holding(fake, commit: str) -> list[str]:
 
 
 def setup_commands(world) -> list[str]:
-    events = [json.loads(line) for p in Path(world[2].data_dir).rglob("transcript.jsonl")
+    events = [json.loads(line) for p in Path(world[2].store.data_dir).rglob("transcript.jsonl")
               for line in p.read_text().splitlines()]
     return [e["command"] for e in events if e["type"] == "setup"]
 

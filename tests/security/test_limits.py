@@ -41,7 +41,7 @@ def test_three_processes_together_stay_under_the_memory_cap(mode: str, workspace
 def test_bwrap_without_a_usable_cgroup_refuses_with_what_to_do(workspace: Path, tmp_path: Path) -> None:
     require("bwrap")
     settings = Settings.from_env({"DECODE_CGROUP_PARENT": str(tmp_path / "not-a-cgroup")})
-    spec = SandboxSpec(workspace=workspace, cgroup_parent=settings.cgroup_parent, name="limits")
+    spec = SandboxSpec(workspace=workspace, cgroup_parent=settings.sandbox.cgroup_parent, name="limits")
     with pytest.raises(ConfigError) as refused:
         open_sandbox("bwrap", spec)
     message = str(refused.value)
@@ -96,7 +96,7 @@ def test_the_app_key_outside_the_data_dir_is_hidden_from_bwrap(workspace: Path, 
     sibling.write_text("VISIBLEBYTES\n")
     try:
         settings = Settings.from_env({"GITHUB_APP_PRIVATE_KEY_PATH": str(key), "DECODE_DATA_DIR": str(tmp_path / "d")})
-        with open_sandbox("bwrap", SandboxSpec(workspace=workspace, hide=settings.secret_paths(), name="k")) as box:
+        with open_sandbox("bwrap", SandboxSpec(workspace=workspace, hide=settings.sandbox.hide, name="k")) as box:
             assert box.run(f"cat {sibling}").output.strip() == "VISIBLEBYTES"
             assert "SECRETKEYBYTES" not in box.run(f"cat {key}").output
     finally:

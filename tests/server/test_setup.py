@@ -98,7 +98,7 @@ def test_the_form_posts_the_manifest_to_the_account_or_the_organization_with_a_f
     key = flow_of(app).key
     res = client.get("/setup", query_string={"key": key})
     action, sent = form(res.get_data(as_text=True))
-    web = settings.github_web_url
+    web = settings.github.web_url
     assert action.startswith(f"{web}/settings/apps/new?state=") and sent == manifest(settings)
     policy = res.headers["Content-Security-Policy"]
     assert "default-src 'none'" in policy and "script-src" not in policy and f"form-action 'self' {web}" in policy
@@ -126,13 +126,13 @@ def test_the_callback_stores_the_app_and_the_same_app_then_takes_signed_deliveri
     made, answer = created(fake_github, client, flow_of(app).key, org="acme")
     assert answer.status_code == 303 and answer.headers["location"].endswith("/setup")
     assert fake_github.manifests[-1]["owner"] == "acme"
-    saved = load(settings.data_dir)
-    path = settings.data_dir / "app.json"
+    saved = load(settings.store.data_dir)
+    path = settings.store.data_dir / "app.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert (saved.id, saved.slug, saved.pem) == (made["id"], made["slug"], fake_github.app.private_key_pem)
     assert saved.html_url == f"{fake_github.web_url}/apps/{made['slug']}" and saved.client_id.startswith("Iv23")
     [now] = configured  # the hook saw the App's settings before the webhook took them
-    assert now.github_app_id == str(saved.id) and now.github_webhook_secret == saved.webhook_secret
+    assert now.github.app_id == str(saved.id) and now.github.webhook_secret == saved.webhook_secret
     body, headers = delivery("issues", labeled(), secret=saved.webhook_secret)
     assert client.post("/webhook", data=body, headers=headers).status_code == 202
     body, headers = delivery("issues", labeled(), secret=SECRET)
@@ -145,9 +145,9 @@ def test_the_callback_stores_the_app_and_the_same_app_then_takes_signed_deliveri
 def test_a_second_callback_finds_the_server_configured_and_converts_nothing(settings, store, fake_github):
     app, client = app_for(settings, store)
     created(fake_github, client, flow_of(app).key)
-    before = load(settings.data_dir)
+    before = load(settings.store.data_dir)
     again = client.get(f"/setup/callback?code=abc&state={flow_of(app).issue()}")
-    assert again.status_code == 409 and load(settings.data_dir) == before
+    assert again.status_code == 409 and load(settings.store.data_dir) == before
     assert len(fake_github.calls("POST", "^/app-manifests/")) == 1
 
 
@@ -156,7 +156,7 @@ def test_a_state_this_server_did_not_hand_out_is_refused_and_nothing_is_stored(s
     _, client = app_for(settings, store)
     res = client.get(f"/setup/callback?{query}")
     assert res.status_code == 400 and "start again at /setup" in res.get_data(as_text=True)
-    assert load(settings.data_dir) is None and not fake_github.calls("POST", "^/app-manifests/")
+    assert load(settings.store.data_dir) is None and not fake_github.calls("POST", "^/app-manifests/")
 
 
 def test_a_failed_conversion_says_so_stores_nothing_and_spends_the_state(settings, store, fake_github):
@@ -165,7 +165,7 @@ def test_a_failed_conversion_says_so_stores_nothing_and_spends_the_state(setting
     res = client.get(f"/setup/callback?code=0123456789abcdef&state={state}")
     page = res.get_data(as_text=True)
     assert res.status_code == 502 and "answered 404" in page and "start again at /setup" in page, page
-    assert load(settings.data_dir) is None and not (settings.data_dir / "app.json").exists()
+    assert load(settings.store.data_dir) is None and not (settings.store.data_dir / "app.json").exists()
     assert client.get(f"/setup/callback?code=0123456789abcdef&state={state}").status_code == 400
     body, headers = delivery("issues", labeled())
     assert client.post("/webhook", data=body, headers=headers).status_code == 503
@@ -186,8 +186,8 @@ def test_when_the_server_cannot_run_as_the_new_app_the_page_says_so_and_deliveri
     _, answer = created(fake_github, client, flow_of(app).key)
     page = answer.get_data(as_text=True)
     assert answer.status_code == 500 and "is saved" in page and "restart decode serve" in page
-    assert load(settings.data_dir) is not None
-    body, headers = delivery("issues", labeled(), secret=load(settings.data_dir).webhook_secret)
+    assert load(settings.store.data_dir) is not None
+    body, headers = delivery("issues", labeled(), secret=load(settings.store.data_dir).webhook_secret)
     assert client.post("/webhook", data=body, headers=headers).status_code == 503
 
 
@@ -199,4 +199,4 @@ def test_a_server_configured_by_its_environment_never_offers_the_form(settings, 
     assert f"GitHub App id {fake_github.app_id}" in page and "<form" not in page and "manifest" not in page
     res = client.get(f"/setup/callback?code=abc&state={flow_of(app).issue()}")
     assert res.status_code == 409 and not fake_github.calls("POST", "^/app-manifests/")
-    assert not (settings.data_dir / "app.json").exists()
+    assert not (settings.store.data_dir / "app.json").exists()

@@ -62,6 +62,6 @@ def run(world, event: str, payload: dict, run_id: str = "r1", **kw):
     fake, anthropic, settings, forge, _ = world
     trigger = Router(Rules.of(settings)).decide(event, as_sent(fake, payload))
     assert not isinstance(trigger, Ignore), trigger
-    model = AnthropicModel(settings, sleep=lambda s: None)
+    model = AnthropicModel(settings.model, sleep=lambda s: None)
     return run_github_job(JobContext(trigger, settings.replace(**kw), forge, run_id=run_id, model=model,
                                      run_url="https://ci.example/run/1"))

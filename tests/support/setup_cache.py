@@ -23,7 +23,7 @@ def run(fake_anthropic: Any, data: Path, repo: Path, run_id: str, *, mode: str, 
     config = fake_anthropic.settings(sandbox_mode=mode, data_dir=data, **(settings or {}))
     started = time.monotonic()
     outcome = execute(Job(repo=str(repo), task="Check the setup", branch=f"decode/run-{run_id}", run_id=run_id, **job),
-                      config, model=AnthropicModel(config, sleep=lambda s: None), progress=lambda line: None)
+                      config, model=AnthropicModel(config.model, sleep=lambda s: None), progress=lambda line: None)
     return outcome, time.monotonic() - started
 
 

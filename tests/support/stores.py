@@ -48,7 +48,7 @@ def open_at(location: str, *, lease_s: float = 0.5, max_attempts: int = 3) -> Jo
     postgres = location.startswith(("postgresql://", "postgres://"))
     settings = Settings(data_dir=Path(location) if not postgres else Path("/nonexistent"),
                         database_url=location if postgres else None, lease_s=lease_s, max_attempts=max_attempts)
-    return open_store(settings)
+    return open_store(settings.store)
 
 
 @dataclass

@@ -1,0 +1,299 @@
+"""The settings table: one row per setting, its default written once.
+
+A row names the environment variable, the parser that turns the variable into
+a value (and says what to fix when it cannot), the default (as the variable
+would spell it, so the documentation shows what a user would set), the help
+text, and where the value lands in `Settings` (`group.field`). `Settings`,
+`Settings.from_env` and docs/settings.md are all built from `ROWS`; the
+variables the bot reads that are not settings (the Action's `GITHUB_*`, the
+docker client's, the sandbox's own) are listed in `OTHER_VARIABLES`, so the
+documentation names every variable the code reads.
+
+Hand-written rather than pydantic-settings: every malformed value must be a
+one-line `ConfigError` naming the variable and the fix, worded per setting,
+and the table must stay importable without the sandbox package.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.core.errors import ConfigError
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
+SANDBOX_MODES = ("local", "bwrap", "docker", "modal")  # equal to bot.sandbox.BACKENDS' keys (a test checks)
+
+Parser = Callable[[Mapping[str, str], "Row"], Any]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One setting: `key` is its keyword in `Settings(...)`, `from_env(...)` and `replace(...)`; `var` the
+    environment variable (None: set by the program, never by the environment); `lands` where the value
+    sits (`group.field`); `default` as the variable would spell it (what an unset variable means)."""
+
+    key: str
+    var: str | None
+    lands: str
+    default: Any
+    parse: Parser
+    help: str
+    secret: bool = False
+
+    def read(self, env: Mapping[str, str]) -> Any:
+        """This row's value in `env`; a ConfigError naming the variable when it is malformed."""
+        return self.parse(env, self)
+
+
+def text(env: Mapping[str, str], row: Row) -> Any:
+    """The variable as written, else the default (an empty variable counts as unset)."""
+    return env.get(row.var or "") or row.default
+
+
+def url(env: Mapping[str, str], row: Row) -> str | None:
+    """A base URL without its trailing slash; None when unset and without a default."""
+    return (env.get(row.var or "") or row.default or "").rstrip("/") or None
+
+
+def path(env: Mapping[str, str], row: Row) -> Path | None:
+    """A host path, None when unset."""
+    raw = env.get(row.var or "")
+    return Path(raw) if raw else None
+
+
+def fixed(env: Mapping[str, str], row: Row) -> Any:
+    """A setting the program sets (no variable): always the default until overridden."""
+    return row.default
+
+
+def data_dir(env: Mapping[str, str], row: Row) -> Path:
+    """DECODE_DATA_DIR made absolute (a relative one is taken from the current directory)."""
+    raw = env.get(row.var or "")
+    return Path(raw).expanduser().resolve() if raw else Path(row.default).expanduser()
+
+
+def choice(allowed: tuple[str, ...]) -> Parser:
+    """A parser that accepts one of `allowed`."""
+    def parse(env: Mapping[str, str], row: Row) -> str:
+        value = env.get(row.var or "") or row.default
+        if value not in allowed:
+            raise ConfigError(f"{row.var}={value!r} is not valid: set it to one of {', '.join(allowed)}")
+        return value
+    return parse
+
+
+def positive(kind: type, scale: float = 1) -> Parser:
+    """A parser for a positive `kind` (int or float), multiplied by `scale` (minutes to seconds)."""
+    def parse(env: Mapping[str, str], row: Row) -> float:
+        raw = env.get(row.var or "")
+        if not raw:
+            return row.default * scale
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ConfigError(f"{row.var}={raw!r} is not valid: set it to a positive {kind.__name__}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"{row.var}={raw!r} is not valid: set it to a positive {kind.__name__}")
+        return value * scale
+    return parse
+
+
+def count(fix: str) -> Parser:
+    """A parser for a whole number, 0 included; `fix` is the error (with `{raw}` and `{default}`)."""
+    def parse(env: Mapping[str, str], row: Row) -> int:
+        raw = (env.get(row.var or "") or "").strip() or str(row.default)
+        if not raw.isdigit():
+            raise ConfigError(fix.format(raw=raw, default=row.default))
+        return int(raw)
+    return parse
+
+
+def private_key(env: Mapping[str, str], row: Row) -> str | None:
+    """GITHUB_APP_PRIVATE_KEY, else the file at GITHUB_APP_PRIVATE_KEY_PATH; it must be PEM text."""
+    key = env.get("GITHUB_APP_PRIVATE_KEY")
+    key_path = env.get("GITHUB_APP_PRIVATE_KEY_PATH")
+    if not key and key_path:
+        try:
+            key = Path(key_path).read_text()
+        except OSError as e:
+            raise ConfigError(f"GITHUB_APP_PRIVATE_KEY_PATH={key_path}: cannot read it ({e.strerror})") from None
+    if key and "PRIVATE KEY" not in key:
+        raise ConfigError("GITHUB_APP_PRIVATE_KEY is not valid: set it to the app's PEM private key text")
+    return key or None
+
+
+def database_url(env: Mapping[str, str], row: Row) -> str | None:
+    """A PostgreSQL URL when set. The error never shows the value (it may carry a password)."""
+    value = (env.get(row.var or "") or "").strip()
+    if not value:
+        return None
+    if not value.startswith(("postgresql://", "postgres://")):
+        scheme = value.split("://", 1)[0] if "://" in value else "no scheme"
+        raise ConfigError(f"DECODE_DATABASE_URL is not valid ({scheme}): set it to a PostgreSQL URL, "
+                          "postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or unset it for the embedded SQLite store")
+    return value
+
+
+def prices(env: Mapping[str, str], row: Row) -> dict[str, dict[str, float]]:
+    """DECODE_PRICES: JSON, model id -> USD per million tokens of each kind."""
+    raw = env.get(row.var or "")
+    if not raw:
+        return {}
+    try:
+        table = json.loads(raw)
+        parsed = {m: {k: float(v) for k, v in p.items()} for m, p in table.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise ConfigError(
+            'DECODE_PRICES is not valid: set it to JSON like '
+            '{"model-id": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}} (USD per million tokens)'
+        ) from None
+    for model, price_row in parsed.items():
+        for key in ("input", "output"):
+            if key not in price_row:
+                raise ConfigError(f"DECODE_PRICES: the row for {model!r} has no {key!r}: give input and output "
+                                  "(optionally cache_write, cache_read) in USD per million tokens")
+        for key, value in price_row.items():
+            if key not in PRICE_KEYS or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"DECODE_PRICES: the row for {model!r} has {key}={value!r}: the keys are "
+                                  f"{', '.join(PRICE_KEYS)}, each a non-negative number (USD per million tokens)")
+    return parsed
+
+
+ROWS: tuple[Row, ...] = (
+    # model
+    Row("model", "DECODE_MODEL", "model.name", DEFAULT_MODEL, text,
+        "the model id; `scripted:FILE` replays a session JSON or a `transcript.jsonl` instead"),
+    Row("anthropic_api_key", "ANTHROPIC_API_KEY", "model.api_key", None, text,
+        "the model API's key (the SDK's own name)", secret=True),
+    Row("anthropic_base_url", "ANTHROPIC_BASE_URL", "model.base_url", None, text,
+        "the model API's base URL: any Anthropic-compatible endpoint"),
+    Row("prices", "DECODE_PRICES", "model.prices", None, prices,
+        'JSON `{"model-id": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}}`, USD per '
+        'million tokens; unset: the built-in prices'),
+    # GitHub
+    Row("github_token", "GITHUB_TOKEN", "github.token", None, text,
+        "token mode (the Action, the CLI): clone, push, pull requests and comments", secret=True),
+    Row("github_app_id", "GITHUB_APP_ID", "github.app_id", None, text, "GitHub App mode: the App's id"),
+    Row("github_app_private_key", "GITHUB_APP_PRIVATE_KEY", "github.app_private_key", None, private_key,
+        "GitHub App mode: the App's PEM private key text", secret=True),
+    Row("github_app_private_key_path", "GITHUB_APP_PRIVATE_KEY_PATH", "github.app_private_key_path", None, path,
+        "GitHub App mode: a file holding the private key (read when GITHUB_APP_PRIVATE_KEY is unset; "
+        "hidden from every sandbox)"),
+    Row("github_webhook_secret", "GITHUB_WEBHOOK_SECRET", "github.webhook_secret", None, text,
+        "the App's webhook secret, required by `decode serve`: every delivery's signature is checked with it",
+        secret=True),
+    Row("github_api_url", "GITHUB_API_URL", "github.api_url", "https://api.github.com", url,
+        "the REST API's base (GitHub Enterprise: `https://HOST/api/v3`)"),
+    Row("trigger_label", "DECODE_TRIGGER_LABEL", "github.trigger_label", "agent", text,
+        "the issue label that starts a run"),
+    Row("command", "DECODE_COMMAND", "github.command", "/decode", text,
+        "the comment command that starts a run"),
+    Row("github_client_id", "GITHUB_CLIENT_ID", "github.client_id", None, text,
+        "the App's OAuth client id, for the dashboard's GitHub sign-in"),
+    Row("github_client_secret", "GITHUB_CLIENT_SECRET", "github.client_secret", None, text,
+        "the App's OAuth client secret", secret=True),
+    # sandbox
+    Row("sandbox_mode", "SANDBOX_MODE", "sandbox.mode", "docker", choice(SANDBOX_MODES),
+        f"where the agent's commands run: {', '.join(SANDBOX_MODES)}"),
+    Row("sandbox_image", "DECODE_SANDBOX_IMAGE", "sandbox.image", "decode-sandbox:latest", text,
+        "the image of `docker` and `modal` sandboxes (a registry image for modal); it needs `python3` "
+        "(git is added on modal)"),
+    Row("sandbox_hide", None, "sandbox.hide", (), fixed,
+        "more host paths no sandbox may see, besides the data dir and the App key file (the Action: the "
+        "checkout, RUNNER_TEMP, HOME)"),
+    Row("sandbox_path", None, "sandbox.path", (), fixed,
+        "host PATH entries the sandbox puts first when it can see them (bwrap; the Action: the step's PATH)"),
+    Row("cgroup_parent", "DECODE_CGROUP_PARENT", "sandbox.cgroup_parent", None, path,
+        "`bwrap` as non-root: a cgroup v2 directory delegated to the bot's user, where each sandbox gets its "
+        "cgroup (without it, or root, bwrap refuses to start)"),
+    Row("max_disk_mb", "DECODE_MAX_DISK_MB", "sandbox.max_disk_mb", 10240, positive(int),
+        "what one run's agent may write (workspace and temp), in MB; past it the run stops"),
+    Row("max_file_mb", "DECODE_MAX_FILE_MB", "sandbox.max_file_mb", 50, positive(int),
+        "the largest file carried back from the sandbox, in MB"),
+    Row("setup_cache_mb", "DECODE_SETUP_CACHE_MB", "sandbox.setup_cache_mb", 10240,
+        count("DECODE_SETUP_CACHE_MB must be a whole number of megabytes for the setup cache "
+              "(default {default}; 0 turns it off), not {raw!r}"),
+        "docker, bwrap and modal: the setup cache's total size in MB (`setup_cache_key` in decode.yml); "
+        "0 turns it off"),
+    Row("pool_size", "DECODE_POOL_SIZE", "sandbox.pool_size", 0,
+        count("DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)"),
+        "`docker` and `modal`: warm sandboxes kept ready per process and image by `decode serve`, "
+        "`decode worker` and the Modal app; `decode run` and the Action keep none"),
+    # the job workers
+    Row("workers", "DECODE_WORKERS", "pool.workers", 4,
+        count("DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "
+              "(0: decode serve only takes deliveries, and decode worker processes run them)"),
+        "how many jobs a process runs at once; 0: `decode serve` only takes deliveries"),
+    Row("shutdown_grace_s", "DECODE_SHUTDOWN_GRACE_SECONDS", "pool.shutdown_grace_s", 30.0, positive(float),
+        "on SIGTERM, how long running jobs get to finish before they are interrupted, in seconds"),
+    # store
+    Row("data_dir", "DECODE_DATA_DIR", "store.data_dir", "~/.decode", data_dir,
+        "where the job store, workspaces, transcripts and caches live (hidden from every sandbox)"),
+    Row("database_url", "DECODE_DATABASE_URL", "store.database_url", None, database_url,
+        "`postgresql://USER:PASSWORD@HOST:PORT/DATABASE`: the job store in PostgreSQL, shared by every "
+        "`decode serve` and `decode worker`; unset: the embedded SQLite `DECODE_DATA_DIR/jobs.sqlite3`", secret=True),
+    Row("lease_s", "DECODE_LEASE_SECONDS", "store.lease_s", 120.0, positive(float),
+        "how long a worker holds a job without renewing its lease before another may take it, in seconds"),
+    Row("max_attempts", "DECODE_MAX_ATTEMPTS", "store.max_attempts", 3, positive(int),
+        "how many times a job is started before it is given up"),
+    Row("keep_days", "DECODE_KEEP_DAYS", "store.keep_days", 30.0, positive(float),
+        "days a run's transcripts and record (and an unpublished clone) are kept after its last write"),
+    # web
+    Row("public_url", "DECODE_PUBLIC_URL", "web.public_url", None, url,
+        "this server's base URL, for links in comments and check runs"),
+    Row("metrics_token", "DECODE_METRICS_TOKEN", "web.metrics_token", None, text,
+        "the bearer token /metrics asks for, unless it is bound privately", secret=True),
+    Row("health_recheck_s", "DECODE_HEALTH_RECHECK_SECONDS", "web.health_recheck_s", 60.0, positive(float),
+        "/healthz asks GitHub about the credentials at most this often, in seconds"),
+    # budget
+    Row("max_turns", "DECODE_MAX_TURNS", "budget.max_turns", 60, positive(int),
+        "the agent's turns per run"),
+    Row("max_tokens", "DECODE_MAX_TOKENS", "budget.max_tokens", 5_000_000, positive(int),
+        "the tokens per run (input including cache, and output)"),
+    Row("max_cost_usd", "DECODE_MAX_COST_USD", "budget.max_cost_usd", 10.0, positive(float),
+        "the cost per run, in USD"),
+    Row("max_wall_s", "DECODE_TIMEOUT_MINUTES", "budget.max_wall_s", 60.0, positive(float, scale=60),
+        "the wall-clock cap of the whole run, setup included, in minutes"),
+)
+
+OTHER_VARIABLES: tuple[tuple[str, str], ...] = (
+    ("GITHUB_EVENT_NAME", "`decode action`: the event that started the workflow"),
+    ("GITHUB_EVENT_PATH", "`decode action`: the event's payload file"),
+    ("GITHUB_REPOSITORY", "`decode action`: OWNER/NAME of the repository"),
+    ("GITHUB_RUN_ID", "`decode action`: the workflow run, for its link"),
+    ("GITHUB_RUN_ATTEMPT", "`decode action`: the run's attempt"),
+    ("GITHUB_SERVER_URL", "`decode action`: where the run's link points (default https://github.com)"),
+    ("GITHUB_OUTPUT", "`decode action`: the file the step's outputs are written to"),
+    ("GITHUB_STEP_SUMMARY", "`decode action`: the file the job summary is written to"),
+    ("GITHUB_WORKSPACE", "`decode action`: the checkout, hidden from the sandbox"),
+    ("RUNNER_TEMP", "`decode action`: the runner's temp dir, hidden from the sandbox"),
+    ("DECODE_PROMPT", "`decode action`: the action's `prompt` input, for `schedule` and `workflow_dispatch`"),
+    ("HOME", "the Action hides it from the sandbox; the docker CLI and the setup cache read it"),
+    ("PATH", "where the docker CLI and the host tools are found; the Action's sandbox puts its entries first"),
+    ("DOCKER_HOST", "the docker sandbox: passed to the docker CLI, as are DOCKER_CONTEXT, DOCKER_CONFIG, "
+                    "DOCKER_CERT_PATH, DOCKER_TLS_VERIFY, DOCKER_API_VERSION and XDG_RUNTIME_DIR"),
+    ("DOCKER_CONTEXT", "see DOCKER_HOST"),
+    ("DOCKER_CONFIG", "see DOCKER_HOST"),
+    ("DOCKER_CERT_PATH", "see DOCKER_HOST"),
+    ("DOCKER_TLS_VERIFY", "see DOCKER_HOST"),
+    ("DOCKER_API_VERSION", "see DOCKER_HOST"),
+    ("XDG_RUNTIME_DIR", "see DOCKER_HOST"),
+    ("HTTPS_PROXY", "git (clone, fetch, push) on the host: passed to git, as are HTTP_PROXY, NO_PROXY (and the "
+                    "lowercase https_proxy, http_proxy, no_proxy), "
+                    "SSL_CERT_FILE, SSL_CERT_DIR, GIT_SSL_CAINFO, GIT_SSH_COMMAND, SSH_AUTH_SOCK and TMPDIR"),
+    ("HTTP_PROXY", "see HTTPS_PROXY"),
+    ("NO_PROXY", "see HTTPS_PROXY"),
+    ("SSL_CERT_FILE", "see HTTPS_PROXY"),
+    ("SSL_CERT_DIR", "see HTTPS_PROXY"),
+    ("GIT_SSL_CAINFO", "see HTTPS_PROXY"),
+    ("GIT_SSH_COMMAND", "see HTTPS_PROXY"),
+    ("SSH_AUTH_SOCK", "see HTTPS_PROXY"),
+    ("TMPDIR", "see HTTPS_PROXY"),
+    ("DECODE_EGRESS_SOCKET", "set by the bot inside the sandbox: where agentd reaches the egress proxy"),
+)
