@@ -4,7 +4,7 @@
 (https://docs.github.com/en/rest/checks/runs#list-check-runs-for-a-git-reference, newest run of each
 name) and keeps the failing ones with their output; for a GitHub Actions run it adds the tail of the
 job's log. `CommitIdentity` is a commit's author and committer as GitHub lists them. The task made of
-the failures is bot/run/task_text.py's `ci_task_text`; the rules over commit identities are the plan's
+the failures is bot/github/task_text.py's `ci_task_text`; the rules over commit identities are the plan's
 (bot/github/plan.py). This module is the GitHub edge's: it imports nothing of the run layer.
 
 Which conclusions fail (`bot.github.triggers.FAILED_SUITES`, the same rule as for a suite): `failure`,

@@ -21,18 +21,19 @@ from github import GithubException
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.core.links import run_link
+from bot.core.text import one_line
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem
 from bot.github.info import IssueInfo, PullInfo, RepoInfo
 from bot.github.plan import CiRound, Facts, OptIn, Plan, Skip, admit, plan, unasked
 from bot.github.publish import answer_threads, publish
+from bot.github.task_text import ci_task_text
 from bot.github.tracking import Tracker
 from bot.github.triggers import may_trigger, refusal_text
 from bot.github.work import CheckSuite, Dispatch, Labels, Review, Work, asked_by, reaction_target
 from bot.model import Model
 from bot.run.pipeline import Job, execute
 from bot.run.repo_config import PATH
-from bot.run.task_text import ci_task_text, one_line
 from bot.workspace.run_dirs import drop_clones
 
 log = logging.getLogger(__name__)

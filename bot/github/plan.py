@@ -23,9 +23,9 @@ from typing import TypeGuard
 from bot.github.checks import CommitIdentity
 from bot.github.conclusion import marker
 from bot.github.info import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
+from bot.github.task_text import build_task
 from bot.core.names import is_decode_branch, issue_branch, run_branch
 from bot.run.repo_config import PATH, RepoConfig, config_of
-from bot.run.task_text import build_task
 from bot.sandbox import ISOLATING
 from bot.workspace.clone import BOT_IDENTITY
 from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Labels, Review, ReviewComment, Work
@@ -108,7 +108,7 @@ class Facts:
 @dataclass(frozen=True)
 class CiRound:
     """Round `round` of `rounds` of fixing a pull request's failed checks; `task` is the agent's task, made from
-    the checks' output and logs (bot/run/task_text.py::ci_task_text), redacted and fenced."""
+    the checks' output and logs (bot/github/task_text.py::ci_task_text), redacted and fenced."""
 
     round: int
     rounds: int

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from bot.agent.loop import STOP_MESSAGES
 from bot.core.errors import DecodeError
+from bot.core.text import one_line
 from bot.github.body import BODY_LIMIT, Report, verification_section
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge
@@ -19,7 +20,6 @@ from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
 from bot.run.pipeline import Ran
-from bot.run.task_text import one_line
 from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
 
 OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request's copy of the transcript

@@ -3,13 +3,13 @@
 Each kind carries exactly the fields it has, so no code reads a field that means
 nothing for its kind (a dispatch has no issue number, only a review comment has
 a file and line). Code that differs by kind matches on the type, in three
-places: the task text (bot/run/task_text.py), the plan (bot/github/plan.py) and the
+places: the task text (bot/github/task_text.py), the plan (bot/github/plan.py) and the
 comment the job reacts to (`reaction_target`). Every kind has `repo`,
 `number` (None for a workflow run and for labels), `sender_login`, `sender_type` and `kind`,
 the name logs, the store and the dashboard show. A `Review` holds no comments: the job fetches them.
 
 `instructions`, titles, bodies, paths and hunks are raw user text: clean and
-fence them before use (bot/run/task_text.py).
+fence them before use (bot/core/text.py cleans, bot/github/task_text.py fences).
 """
 
 from __future__ import annotations

@@ -23,12 +23,12 @@ from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
+from bot.core.text import one_line
 from bot.model import Model, make_model
 from bot.run.instructions import Instructions, load_instructions
 from bot.run.repo_config import RepoConfig, load_repo_config
 from bot.run.result import RunResult, state_of
 from bot.run.setup_cache import RunCache, SetupCache
-from bot.run.task_text import one_line
 from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript, safe_commit_text
 from bot.run.verify import Verification, Verifier, finish_gate
 from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox

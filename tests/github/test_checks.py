@@ -12,7 +12,7 @@ from bot.github.auth import TokenCredentials, client
 from bot.github.checks import CheckFailure, CommitIdentity, FailedChecks, failed_checks
 from bot.github.plan import human_pushed
 from bot.core.redact import Redactor
-from bot.run.task_text import ci_task_text
+from bot.github.task_text import ci_task_text
 from bot.workspace.clone import BOT_IDENTITY
 from tests.fakes.github_checks import LOG_HOST, add_check_run, checks_of
 from tests.fakes.webhook_examples import example

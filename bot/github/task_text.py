@@ -1,78 +1,25 @@
 """The task text for the agent, built from untrusted GitHub text.
 
 Everything a GitHub user wrote (titles, bodies, comments, instructions) is
-cleaned of what a human reader of the rendered page would not see (HTML
-comments, invisible and bidi control characters, hidden markup), then fenced
-as data with `bot.agent.prompt.fence_untrusted`. The task of a CI-fix run (`ci_task_text`) is made the
-same way from the failed checks the GitHub edge read (bot/github/checks.py).
+cleaned of what a human reader of the rendered page would not see
+(`bot.core.text.clean`), then fenced as data with `bot.agent.prompt.fence_untrusted`.
+The task of a CI-fix run (`ci_task_text`) is made the same way from the failed
+checks the GitHub edge read (bot/github/checks.py).
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 
 from bot.agent.prompt import fence_untrusted
+from bot.core.text import clean, one_line, visible
 from bot.github.checks import LOG_CHARS, LOG_LINES, CheckFailure, FailedChecks, tail
 from bot.github.info import ReviewCommentInfo
-from bot.core.utf8 import utf8_safe
 from bot.github.work import Dispatch, Issue, Review, ReviewComment, Work
 
 CI_TASK_CHARS = 60_000
 CI_OUTPUT_CHARS = 6_000  # of a check run's title, summary and text together, in a CI-fix task
-
-# Every Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt,
-# https://www.unicode.org/Public/UCD/latest/ucd/DerivedCoreProperties.txt): zero-width and
-# bidi controls, variation selectors, fillers, tags... Format (Cf) characters and control
-# characters other than tab and newline go too (`_visible`), so no text hides in what renders as nothing.
-_IGNORABLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
-)
-# An HTML comment, including the abrupt `<!-->` / `<!--->` forms and one left open at the end.
-_HTML_COMMENT = re.compile(r"<!--(?:-?>|.*?(?:--!?>|\Z))", re.DOTALL)
-# A Markdown link reference definition, which renders as nothing: `[label]: url "title"`, with the
-# destination in <> or bare, the title in "", '' or (), each may be on the next line
-# (https://spec.commonmark.org/0.31.2/#link-reference-definitions). Also `[//]: # (comment)`.
-_LINK_DEFINITION = re.compile(
-    r"""^ {0,3}\[(?:[^\]\\]|\\.){1,999}\]:[ \t]*\n?[ \t]*(?:<[^<>\n]*>|\S+)"""
-    r"""(?:(?:[ \t]+|[ \t]*\n[ \t]*)(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\((?:[^()\\]|\\.)*\)))?[ \t]*$""",
-    re.MULTILINE,
-)
-_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>")
-_HIDING_ATTR = re.compile(
-    r"""(?:^|\s)hidden(?:\s|=|/|$)"""
-    r"""|style\s*=\s*["']?[^"'>]*(?:display\s*:\s*none|visibility\s*:\s*hidden)"""
-    r"""|type\s*=\s*["']?hidden""",
-    re.IGNORECASE,
-)
-_NEVER_RENDERED = frozenset({"script", "style", "template", "noscript", "iframe", "object"})
-_VOID = frozenset({"area", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"})
-
-
-def clean(text: str | None) -> str:
-    """`text` as a human sees it rendered: no HTML comments, invisible characters or hidden markup."""
-    if not text:
-        return ""
-    text = utf8_safe(text).replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
-    text = _visible(text)
-    text = _HTML_COMMENT.sub("", text)
-    text = _LINK_DEFINITION.sub("", text)
-    text = _strip_hidden_elements(text)
-    lines = [line.rstrip() for line in text.split("\n")]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
-
-
-def one_line(text: str | None) -> str:
-    """`clean(text)` on one line, whitespace runs collapsed: for names (files, branches, commit subjects)."""
-    return " ".join(clean(text).split())
-
-
-def _visible(text: str) -> str:
-    text = _IGNORABLE.sub("", text)
-    return "".join(c for c in text if c in "\t\n" or unicodedata.category(c) not in ("Cf", "Cc"))
 
 
 def build_task(
@@ -138,7 +85,7 @@ def _where(path: str | None, line: int | None, diff_hunk: str | None, what: str)
     where = "the file named below" + (f", line {line}" if line is not None else "")
     text = f"{where}.\nFile:\n" + fence_untrusted(one_line(path) or "(unknown)", f"{what} file path")
     if diff_hunk:
-        hunk = _visible(diff_hunk.replace("\r\n", "\n")).rstrip()
+        hunk = visible(diff_hunk.replace("\r\n", "\n")).rstrip()
         ticks = "`" * max(3, _longest_backtick_run(hunk) + 1)
         text += "\nDiff hunk it refers to:\n" + fence_untrusted(f"{ticks}diff\n{hunk}\n{ticks}",
                                                                  f"{what} diff hunk")
@@ -155,36 +102,6 @@ def _login(login: str) -> str:
 
 def _longest_backtick_run(text: str) -> int:
     return max((len(m) for m in re.findall(r"`+", text)), default=0)
-
-
-def _strip_hidden_elements(text: str) -> str:
-    """Remove elements (with their content) that a rendered page never shows."""
-    out: list[str] = []
-    pos = 0
-    for tag in _TAG.finditer(text):
-        if tag.start() < pos:
-            continue
-        closing, name, attrs = tag.group(1), tag.group(2).lower(), tag.group(3)
-        if closing or not (name in _NEVER_RENDERED or _HIDING_ATTR.search(attrs)):
-            continue
-        out.append(text[pos:tag.start()])
-        if name in _VOID or attrs.rstrip().endswith("/"):
-            pos = tag.end()
-        else:
-            pos = _matching_close(text, name, tag.end())
-    out.append(text[pos:])
-    return "".join(out)
-
-
-def _matching_close(text: str, name: str, start: int) -> int:
-    """Index just past the `</name>` closing the element opened before `start`; end of text if none."""
-    depth = 1
-    pattern = re.compile(rf"<(/?){re.escape(name)}\b[^>]*>", re.IGNORECASE)
-    for m in pattern.finditer(text, start):
-        depth += -1 if m.group(1) else 1
-        if depth == 0:
-            return m.end()
-    return len(text)
 
 
 def ci_task_text(failures: FailedChecks | Sequence[CheckFailure], *, redact: Callable[[str], str], pr_number: int,
