@@ -12,11 +12,13 @@ the budget. Nothing is cloned, started or sent to the model; any problem is a
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.cli.repo import github_repo_name, local_repository
 from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.run.repo_config import PATH, RepoConfig, config_of, load_repo_config
@@ -32,8 +34,19 @@ class Found:
     present: bool
 
 
+def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
+    """`decode check --repo R`: find R's decode.yml (a local repository's HEAD, else GitHub's) and `check` it."""
+    local = Path(args.repo).expanduser()
+    if local.exists():
+        return check(settings, local_config(local_repository(local)))
+    github_repo = github_repo_name(args.repo, settings.github.api_url)
+    if github_repo is None:
+        raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a GitHub URL")
+    return check(settings, github_config(github_repo, settings))
+
+
 def local_config(top: str) -> Found:
-    """decode.yml at HEAD of the local repository whose top level is `top` (see cli.local_repository)."""
+    """decode.yml at HEAD of the local repository whose top level is `top` (see bot/cli/repo.py's local_repository)."""
 
     def git(*argv: str, what: str = "") -> bytes:
         done = subprocess.run(["git", "-C", top, *argv], capture_output=True)

@@ -1,4 +1,4 @@
-"""`decode check` (bot/run/check.py) through the real console script: the settings and the repository's
+"""`decode check` (bot/cli/check.py) through the real console script: the settings and the repository's
 committed `.github/decode.yml` are valid (exit 0, one line per topic of what a run would do) or one line
 names the fix (exit 2). Nothing is cloned, started or sent to a model."""
 

@@ -1,0 +1,194 @@
+"""The `decode` command line: the parser, and the dispatch to one module per command.
+
+`decode run` (bot/cli/run.py) is the headless run; progress goes to stderr, the
+results (branch, commit, transcript paths) to stdout. `decode check` (check.py),
+`decode runs` (runs.py) and `decode cache` (cache.py) read the settings, a
+repository and the data directory; `decode serve`, `decode worker`
+(bot/server/run.py) and `decode action` (bot/action.py) start the other doors.
+Exit status: 0 when the agent finished, 3 when it stopped at a budget cap (the
+partial work is still handed back), 1 for an error, 2 for bad usage or
+configuration, 130 when interrupted (Ctrl-C or SIGTERM: the work so far is
+committed on the run branch, the sandbox removed and the transcript written; the
+last lines say where). Errors are one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import signal
+import sys
+import threading
+
+from bot.cli.cache import cmd_cache
+from bot.cli.run import cmd_run
+from bot.config import Settings
+from bot.core.errors import ConfigError, DecodeError, Interrupted
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line like every other error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def version() -> str:
+    """The installed distribution's version."""
+    try:
+        return importlib.metadata.version("decode-bot")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+EXIT_STATUS = """exit status: 0 done or nothing to change, 1 failed, 2 a bad setting or input (one line
+naming the fix), 3 stopped by a budget cap (partial work committed), 130 interrupted."""
+
+SETTINGS = """settings (environment; every one in docs/settings.md): ANTHROPIC_API_KEY,
+ANTHROPIC_BASE_URL, DECODE_MODEL (scripted:FILE replays a session), SANDBOX_MODE
+(local, bwrap, docker, modal), DECODE_SANDBOX_IMAGE, GITHUB_TOKEN or GITHUB_APP_ID
+with GITHUB_APP_PRIVATE_KEY[_PATH], GITHUB_API_URL, DECODE_DATA_DIR, budgets
+DECODE_MAX_TURNS, DECODE_MAX_TOKENS, DECODE_MAX_COST_USD, DECODE_TIMEOUT_MINUTES."""
+
+RUN_HELP = """reads: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, DECODE_MODEL, SANDBOX_MODE,
+DECODE_SANDBOX_IMAGE, DECODE_DATA_DIR, GITHUB_TOKEN (a GitHub repository: branch and
+pull request), GITHUB_API_URL, the budgets DECODE_MAX_TURNS, DECODE_MAX_TOKENS,
+DECODE_MAX_COST_USD, DECODE_TIMEOUT_MINUTES (the flags override them), DECODE_MAX_DISK_MB,
+DECODE_KEEP_DAYS; the repository's .github/decode.yml (docs/decode-yml.md).
+
+""" + EXIT_STATUS
+
+SERVE_HELP = """reads: GITHUB_APP_ID with GITHUB_APP_PRIVATE_KEY or GITHUB_APP_PRIVATE_KEY_PATH (or
+GITHUB_TOKEN), GITHUB_WEBHOOK_SECRET, ANTHROPIC_API_KEY, DECODE_MODEL, SANDBOX_MODE,
+DECODE_SANDBOX_IMAGE, DECODE_POOL_SIZE, DECODE_DATA_DIR, DECODE_DATABASE_URL (default: SQLite
+in the data dir), DECODE_WORKERS, DECODE_LEASE_SECONDS, DECODE_MAX_ATTEMPTS,
+DECODE_SHUTDOWN_GRACE_SECONDS, DECODE_PUBLIC_URL (links to live transcript pages),
+GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (dashboard sign-in), DECODE_METRICS_TOKEN,
+DECODE_TRIGGER_LABEL, DECODE_COMMAND, GITHUB_API_URL.
+
+setup mode: with neither App credentials nor GITHUB_TOKEN (nor an App that /setup stored in
+the data dir), the server starts in setup mode: /webhook answers 503 and the log names the
+/setup URL that creates the GitHub App in one click (docs/setup.md).
+
+exit status: 0 stopped, 1 GitHub unreachable, 2 a bad setting (one line naming the fix) or a
+port in use."""
+
+CHECK_HELP = """Validates the settings and the repository's .github/decode.yml (as committed on the
+branch a run starts from) and says what a run would do there: model, sandbox and image,
+setup commands, network, verify, setup cache, budget. Nothing is started or sent.
+exit status: 0 valid, 2 a setting or decode.yml to fix (one line naming it)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="decode", description="A sandboxed coding agent that turns tasks into branches and pull "
+                     "requests.", epilog=f"{SETTINGS}\n\n{EXIT_STATUS}", formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the agent on a repository, headless", epilog=RUN_HELP,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("task", nargs="?", help="what the agent should do (with --issue: extra instructions)")
+    run.add_argument("--task-file", metavar="PATH", help="read the task from PATH (- for standard input)")
+    run.add_argument("--repo", default=".", help="owner/name, a repository URL, or a local path (default: .)")
+    run.add_argument("--issue", type=int, help="work on this GitHub issue (or pull request) and open a PR")
+    run.add_argument("--base", help="branch to start from (default: the repository's default branch)")
+    run.add_argument("--no-pr", action="store_true", help="leave a local branch and the transcript, open no pull request")
+    run.add_argument("--max-turns", type=int, help="turn cap (DECODE_MAX_TURNS)")
+    run.add_argument("--max-cost", type=float, help="cost cap in USD (DECODE_MAX_COST_USD)")
+    run.add_argument("--timeout-minutes", type=float, help="wall-clock cap (DECODE_TIMEOUT_MINUTES)")
+    serve = sub.add_parser("serve", help="the GitHub App webhook server with an embedded worker pool",
+                           epilog=SERVE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080)")
+    serve.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4; 0: intake only)")
+    sub.add_parser("action", help="the GitHub Actions entry point (reads the GITHUB_* variables)")
+    worker = sub.add_parser("worker", help="run queued jobs only, against the server's store")
+    worker.add_argument("--workers", type=int, help="worker threads (DECODE_WORKERS, default 4)")
+    worker.add_argument("--host", default="127.0.0.1", help="address of --port (default 127.0.0.1)")
+    worker.add_argument("--port", type=int, help="serve GET /metrics on this port (default: none)")
+    check = sub.add_parser("check", help="validate the settings and .github/decode.yml; say what a run would do",
+                           description=CHECK_HELP)
+    check.add_argument("--repo", default=".", help="a local path or owner/name on GitHub (default: .)")
+    cache = sub.add_parser("cache", help="the setup cache (docker, bwrap, modal): list or clear its entries")
+    cache_sub = cache.add_subparsers(dest="cache_command", required=True)
+    cache_sub.add_parser("list", help="one line per entry: key, repository, age, size, last used")
+    clear = cache_sub.add_parser("clear", help="remove one entry (KEY or a prefix of it) or --all")
+    clear.add_argument("key", nargs="?", help="the entry's key, or its first characters as `decode cache list` shows")
+    clear.add_argument("--all", action="store_true", help="remove every entry")
+    runs = sub.add_parser("runs", help="the runs DECODE_DATA_DIR holds, newest first (bot/cli/runs.py)")
+    runs.add_argument("--limit", type=int, default=20, help="show at most N runs (default 20)")
+    return parser
+
+
+INTERRUPTED = 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script `decode`: parse `argv` (default: the process's), run the command; the exit status."""
+    args = build_parser().parse_args(argv)
+    if args.command in ("run", "action"):
+        with sigterm_interrupts():
+            return _main(args)
+    return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        if args.command == "action":
+            from bot.action import run_action
+
+            return run_action()
+        settings = Settings.from_env()
+        if args.command in ("serve", "worker"):
+            from bot.github.app_credentials import with_stored_app
+            from bot.server import run as server
+
+            settings = with_stored_app(settings)  # the App /setup created, unless the environment sets one
+
+            if args.workers is not None:
+                if args.workers < 0:
+                    raise ConfigError("--workers must be 0 (decode serve: intake only) or more")
+                settings = settings.replace(workers=args.workers)
+            if args.command == "serve":
+                return server.serve(settings, args.host, args.port)
+            return server.work(settings, args.host, args.port)
+        if args.command == "cache":
+            return cmd_cache(args, settings)
+        if args.command == "check":
+            from bot.cli.check import cmd_check
+
+            return cmd_check(args, settings)
+        if args.command == "runs":
+            from bot.cli.runs import cmd_runs
+
+            return cmd_runs(args, settings.store.data_dir)
+        return cmd_run(args, settings)
+    except ConfigError as e:
+        print(f"decode: {e}", file=sys.stderr)
+        return 2
+    except Interrupted as e:
+        print(f"decode: {e}", file=sys.stderr)
+        return INTERRUPTED
+    except DecodeError as e:
+        print(f"decode: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("decode: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+class sigterm_interrupts:
+    """While active, SIGTERM interrupts like Ctrl-C, so a stopped run (a cancelled workflow, `kill`, a
+    container stop) keeps its work, removes its sandbox and writes its transcript instead of dying."""
+
+    def __enter__(self) -> None:
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, _interrupt)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

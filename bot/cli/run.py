@@ -1,0 +1,154 @@
+"""`decode run`: one task, headless, on a local path or a GitHub repository.
+
+Progress goes to stderr, the results (branch, commit, transcript paths) to stdout. A GitHub repository
+with a token runs the same job as a webhook's and ends in a pull request (`run_on_github`); a local
+path, or `--no-pr`, runs the pipeline alone and leaves a local branch (`deliver_local`) and the
+transcript files, whose paths `report` prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bot.cli.repo import github_clone_url, github_repo_name, local_repository
+from bot.config import Settings
+from bot.core.errors import ConfigError, DecodeError
+from bot.core.names import run_branch
+from bot.run.pipeline import Job, Ran, execute
+from bot.workspace.run_dirs import drop_clones
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    """`decode run`: the budget flags over the settings, then the run on GitHub or locally; the exit status."""
+    settings = settings.replace(pool_size=0)  # one run per process: a warm pool would only start containers
+    budget = settings.budget
+    caps = {  # budget field: (the flag as typed, its value, the factor to the field's unit)
+        "max_turns": ("--max-turns", args.max_turns, 1),
+        "max_cost_usd": ("--max-cost", args.max_cost, 1),
+        "max_wall_s": ("--timeout-minutes", args.timeout_minutes, 60),
+    }
+    changes = {}
+    for name, (flag, value, factor) in caps.items():
+        if value is None:
+            continue
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"{flag} {value} is not valid: give a positive number")
+        changes[name] = value * factor
+    if changes:
+        settings = settings.replace(budget=budget.__class__(**{**vars(budget), **changes}))
+    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    args.task = task_text(args)
+    if args.issue is None and args.task is None:
+        raise ConfigError("give a TASK (or --task-file PATH), or --issue N to work on an issue")
+    local = Path(args.repo).expanduser()
+    github_repo = None if local.exists() else github_repo_name(args.repo, settings.github.api_url)
+    run_id = Job.new_run_id()
+    if github_repo and not args.no_pr:
+        return run_on_github(args, settings, github_repo, run_id, progress)
+    if args.issue is not None:
+        raise ConfigError("--issue needs a GitHub repository (owner/name or its URL) and GITHUB_TOKEN, without --no-pr")
+    token = settings.github.token  # for a git URL that needs it
+    if local.exists():
+        repo, token = local_repository(local), None
+    elif github_repo:
+        repo, token = github_clone_url(github_repo, settings)
+    else:
+        repo = args.repo
+    job = Job(repo=repo, task=args.task, branch=run_branch(run_id), run_id=run_id, base=args.base, token=token)
+    ran = execute(job, settings, progress=progress)
+    delivered = deliver_local(ran) if local.exists() else None
+    if delivered:  # the branch is in the user's repository: the run's clone is not needed any more
+        drop_clones(ran.run_dir)
+    report(ran, delivered)
+    return ran.result.exit_code
+
+
+def task_text(args: argparse.Namespace) -> str | None:
+    """The task from TASK or --task-file (`-`: standard input); None when neither is given; blank is refused."""
+    task = args.task
+    if args.task_file is not None:
+        if task is not None:
+            raise ConfigError("give the task either as TASK or with --task-file, not both")
+        try:
+            task = sys.stdin.read() if args.task_file == "-" else Path(args.task_file).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"--task-file {args.task_file}: cannot read it ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"--task-file {args.task_file}: not UTF-8 text") from None
+    if task is not None and not task.strip():
+        raise ConfigError("the task is blank: say what the agent should do")
+    return task
+
+
+def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_id: str,
+                  progress: Callable[[str], None]) -> int:
+    """Token (or App) mode: the same job as a webhook's, without the permission check, ending in a PR."""
+    from bot.github.auth import credentials_from
+    from bot.github.forge import GitHubForge
+    from bot.github.job import JobContext, run_github_job
+    from bot.github.work import Dispatch, Issue
+
+    forge = GitHubForge(credentials_from(settings))
+    if args.issue is not None:
+        work: Issue | Dispatch = Issue(repo=repo, number=args.issue, sender_login="", instructions=args.task or "")
+    else:
+        work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
+    conclusion = run_github_job(JobContext(work, settings, forge, run_id, authorize=False, progress=progress))
+    if conclusion.ran is not None:
+        report(conclusion.ran, None)
+    if conclusion.pr_url:
+        print(f"pull request: {conclusion.pr_url}")
+    if conclusion.state == "failed":  # one line; the tracking comment and the PR hold the rest
+        error = ConfigError if conclusion.exit_code == 2 else DecodeError
+        raise error((conclusion.message or "failed").splitlines()[0].removeprefix("❌ "))
+    if conclusion.state == "skipped":
+        print(f"decode: did not run: {conclusion.message.splitlines()[0]}", file=sys.stderr)
+        return 1
+    return conclusion.exit_code
+
+
+def deliver_local(ran: Ran) -> str | None:
+    """Fetch the run branch into the user's local repository; returns where it went."""
+    if ran.result.commit is None or ran.workspace is None:
+        return None
+    target = ran.job.repo
+    subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", "push", "--force", "--quiet", target,
+         f"{ran.job.branch}:refs/heads/{ran.job.branch}"],
+        cwd=ran.workspace.clean, check=True, capture_output=True, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+    )
+    return target
+
+
+def report(ran: Ran, delivered_to: str | None) -> None:
+    """The last lines of `decode run`: the run's result (bot/run/result.py), its verification and transcript."""
+    result, figures = ran.result, ran.result.figures
+    print(f"result: {result.stop_reason}")
+    print(f"branch: {ran.job.branch}")
+    where = delivered_to or (ran.workspace.clean if ran.workspace else "")
+    if result.commit:
+        print(f"commit: {result.commit}")
+        print(f"changed: {', '.join(result.changed)}")
+        print(f"repository: {where}")
+    else:
+        print("commit: none (the agent made no changes)")
+    if figures is not None:
+        u = figures.usage
+        print(f"figures: {figures.turns} turns, {u.input_tokens:,} in / {u.output_tokens:,} out / "
+              f"{u.cache_read_tokens:,} cache read / {u.cache_creation_tokens:,} cache write tokens, "
+              f"${figures.cost_usd:.4f}, {figures.seconds:.1f}s")
+    print(ran.verification.line())
+    print(f"transcript: {ran.transcript_md}")
+    print(f"transcript (jsonl): {ran.transcript_jsonl}")
+    if result.stop_reason == "interrupted":
+        kept = f"the work so far is commit {result.commit[:12]} on branch {ran.job.branch} in {where}" \
+            if result.commit else "the agent had made no changes"
+        print(f"decode: interrupted: {kept}; the transcript is {ran.transcript_md}", file=sys.stderr)
+    elif result.stop_reason != "completed":
+        print(f"decode: {ran.agent.summary.splitlines()[0]}", file=sys.stderr)
