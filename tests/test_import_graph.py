@@ -4,7 +4,8 @@ Every `import` and `from ... import` naming a `bot` module counts, wherever it
 stands: at module level, inside a function, or under `if TYPE_CHECKING:`. So a
 cycle cannot be hidden by moving one of its imports into a function; the fix is
 a protocol module that both sides import (bot/sandbox/protocol.py,
-bot/model/protocol.py).
+bot/model/protocol.py). The same graph holds the layers: a module imports only
+from its own layer and the layers below it (`LAYERS`).
 """
 
 from __future__ import annotations
@@ -121,3 +122,52 @@ def test_the_github_edge_imports_nothing_of_the_run_layer() -> None:
 
 def test_closure_follows_every_hop() -> None:
     assert closure({"bot.a": {"bot.b"}, "bot.b": {"bot.c"}, "bot.d": {"bot.a"}}, "bot.a") == {"bot.a", "bot.b", "bot.c"}
+
+
+# Top to bottom: a module may import its own layer and the layers below it, never one above.
+LAYERS = (
+    ("doors", ("bot.cli", "bot.action", "bot.modal_app", "bot.server")),
+    ("jobs", ("bot.jobs",)),
+    ("github", ("bot.github",)),
+    ("run", ("bot.run", "bot.agent", "bot.workspace")),
+    ("boundaries", ("bot.sandbox", "bot.model")),
+    ("base", ("bot", "bot.core", "bot.config")),  # `bot` itself: the package, holding only its version
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in `LAYERS` of `module`'s layer (0 is the top), or None for a module no layer names."""
+    for index, (_, packages) in enumerate(LAYERS):
+        if module in packages or any(module.startswith(p + ".") for p in packages if p != "bot"):
+            return index
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of `graph` that reaches a layer above its importer's, as `importer -> imported (layer)`."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            here, there = layer_of(module), layer_of(target)
+            if here is not None and there is not None and there < here:
+                found.append(f"{module} -> {target} ({LAYERS[there][0]} is above {LAYERS[here][0]})")
+    return found
+
+
+def test_every_module_imports_only_its_own_layer_or_lower_ones() -> None:
+    graph = import_graph()
+    assert "bot.github.forge" in graph["bot.github.job"], "the graph is the real one"
+    unplaced = sorted(m for m in graph if layer_of(m) is None)
+    assert unplaced == [], "modules in no layer (add them to LAYERS): " + ", ".join(unplaced)
+    upward = upward_imports(graph)
+    assert upward == [], "imports that go up the layers:\n" + "\n".join(upward)
+
+
+def test_the_layer_rule_on_a_small_graph() -> None:
+    assert [layer_of(m) for m in ("bot.cli", "bot.server.web", "bot.workspace.clone", "bot", "bot.core")] \
+        == [0, 0, 3, 5, 5]
+    assert layer_of("bot.other") is None
+    graph = {"bot.run.a": {"bot.agent.b", "bot.core.c", "bot.github.d"}, "bot.core.c": {"bot"},
+             "bot.jobs.e": {"bot.github.d", "bot.cli"}}
+    assert upward_imports(graph) == ["bot.jobs.e -> bot.cli (doors is above jobs)",
+                                     "bot.run.a -> bot.github.d (github is above run)"]
