@@ -32,7 +32,7 @@ from bot.github.tracking import Tracker
 from bot.github.triggers import may_trigger, refusal_text
 from bot.github.work import CheckSuite, Dispatch, Labels, Review, Work, asked_by, reaction_target
 from bot.model import Model
-from bot.run.pipeline import Job, execute
+from bot.run.pipeline import Job, Ran, execute
 from bot.run.repo_config import PATH
 from bot.workspace.run_dirs import drop_clones
 
@@ -93,11 +93,12 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         if edited := (decided.note if isinstance(decided, Plan) else None):
             conclusion.message = f"{conclusion.message}\n\n{edited}"
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue and concluded
+        ran, e = (e.ran, e.cause) if isinstance(e, Unpublished) else (None, e)
         text = redactor.redact(str(e) or type(e).__name__)
         log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(e, DecodeError))
         if tracking is not None:
             tracking.finish(f"❌ decode-bot could not finish this run{_run(ctx.run_url)}:\n\n```text\n{text}\n```")
-        return Conclusion("failed", text, error=e)
+        return Conclusion("failed", text, ran=ran, error=e)
     if tracking is not None:
         tracking.finish(conclusion.message)
     return conclusion
@@ -203,8 +204,20 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
         raise
     if tracking is not None:
         tracking.move("publishing")
-    return publish(the_plan, outcome, forge, repo, run_id, settings.redactor.plus(token).redact,
-                    transcript_url=page)
+    try:
+        return publish(the_plan, outcome, forge, repo, run_id, settings.redactor.plus(token).redact,
+                       transcript_url=page)
+    except Exception as e:
+        raise Unpublished(e, outcome) from e
+
+
+class Unpublished(Exception):
+    """Publishing failed after the run: the failure is `cause`'s, and the run (its result, its committed
+    clone) is kept with it, so the job's stored result and record.json keep the run's figures."""
+
+    def __init__(self, cause: Exception, ran: Ran) -> None:
+        super().__init__(str(cause))
+        self.cause, self.ran = cause, ran
 
 
 def _run(run_url: str | None) -> str:

@@ -139,6 +139,22 @@ def test_a_502_on_pr_creation_and_a_secondary_rate_limit_still_give_one_pr(world
     assert 3.0 in sleeps  # Retry-After was honoured
 
 
+def test_a_pull_request_github_refuses_fails_the_job_and_keeps_the_runs_result(world):
+    """The run committed, then publishing failed: the job fails, and its result still holds the run's commit
+    and figures (what the store, record.json and /metrics get), not an empty failure."""
+    fake, anthropic, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Notes", "", user="alice")
+    fake.inject("POST", r"/repos/octo/calendar/pulls$", status=422, times=5)
+    anthropic.script(edit_turns("once"))
+    conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
+    assert conclusion.state == "failed" and conclusion.exit_code == 1, conclusion.message
+    assert fake.pulls(OWNER, NAME) == []
+    result = conclusion.result("r1")
+    assert result.state == "failed" and result.commit and result.figures is not None
+    assert result.figures.turns > 0 and result.changed
+    assert "could not finish" in fake.comments(OWNER, NAME, number)[0]["body"]
+
+
 def test_a_transcript_over_65k_is_held_by_body_plus_comments(world):
     fake, anthropic, *_ = world
     number = fake.add_issue(OWNER, NAME, "Big logs", "", user="alice")
