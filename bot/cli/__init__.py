@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     clear = cache_sub.add_parser("clear", help="remove one entry (KEY or a prefix of it) or --all")
     clear.add_argument("key", nargs="?", help="the entry's key, or its first characters as `decode cache list` shows")
     clear.add_argument("--all", action="store_true", help="remove every entry")
-    runs = sub.add_parser("runs", help="the runs DECODE_DATA_DIR holds, newest first (bot/cli/runs.py)")
+    runs = sub.add_parser("runs", help="the runs DECODE_DATA_DIR holds, newest first: id, repository, state, "
+                                       "PR or branch, cost, time")
     runs.add_argument("--limit", type=int, default=20, help="show at most N runs (default 20)")
     return parser
 
