@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+import os
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,8 @@ def test_run_directories_are_private(tmp_path: Path) -> None:
 
 def test_the_app_key_outside_the_data_dir_is_hidden_from_bwrap(workspace: Path, tmp_path: Path) -> None:
     require("bwrap")
-    key = Path(__file__).resolve().parents[2] / "build" / f"app-key-{tmp_path.name}.pem"
+    # A host directory bwrap shows read-only, wherever the checkout is (it replaces /tmp, HOME, /var/tmp...).
+    key = Path("/opt/decode-tests") / f"app-key-{os.getpid()}-{tmp_path.name}.pem"
     key.parent.mkdir(exist_ok=True)
     key.write_text("-----BEGIN RSA PRIVATE KEY-----\nSECRETKEYBYTES\n-----END RSA PRIVATE KEY-----\n")
     sibling = key.with_suffix(".txt")  # the same directory, not a secret: the sandbox does read it
