@@ -28,7 +28,7 @@ from bot.github.conclusion import Conclusion
 from bot.github.job import JobContext, run_github_job
 from bot.model import Model, make_model
 from bot.run.transcript import render_figures
-from bot.workspace.run_dirs import write_record
+from bot.run.result import write_record
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
 from bot.github.work import Dispatch, Work
 

@@ -20,7 +20,6 @@ from bot.config import Budget
 from bot.core.errors import DecodeError
 from bot.model import Model, Reply, Usage
 from bot.model.pricing import cost_usd
-from bot.run.result import Figures
 from bot.sandbox import Sandbox
 
 MAX_OUTPUT_TOKENS = 16_000
@@ -60,10 +59,6 @@ class AgentResult:
     def failed(self) -> bool:
         """The model or the sandbox failed (after retries): the run failed, whatever it got done."""
         return self.stop_reason == "error"
-
-    def figures(self) -> Figures:
-        """The run's totals (no file is read again)."""
-        return Figures(self.turns, self.usage, self.cost_usd, self.seconds)
 
     @property
     def exit_code(self) -> int:

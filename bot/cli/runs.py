@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.errors import ConfigError
-from bot.run.result import RunResult
-from bot.workspace.run_dirs import RECORD, read_record
+from bot.run.result import RECORD, RunResult, read_record
 
 HEAD = ("id", "repository", "state", "pr or branch", "cost", "time")
 

@@ -20,7 +20,7 @@ from github import GithubException
 
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
-from bot.core.links import run_link
+from bot.github.links import run_link
 from bot.core.text import one_line
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem

@@ -21,8 +21,7 @@ from bot.github.job import JobContext, run_github_job
 from bot.github.labels import add_trigger_labels
 from bot.jobs.lease import Outcome
 from bot.model import Model
-from bot.run.result import RunResult
-from bot.workspace.run_dirs import write_record
+from bot.run.result import RunResult, write_record
 from bot.jobs.store import JobRecord
 from bot.github.work import Labels, work_of
 

@@ -27,7 +27,7 @@ from bot.core.text import one_line
 from bot.model import Model, make_model
 from bot.run.instructions import Instructions, load_instructions
 from bot.run.repo_config import RepoConfig, load_repo_config
-from bot.run.result import RunResult, state_of
+from bot.run.result import Figures, RunResult, state_of, write_record
 from bot.run.setup_cache import RunCache, SetupCache
 from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript, safe_commit_text
 from bot.run.verify import Verification, Verifier, finish_gate
@@ -35,7 +35,7 @@ from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, 
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.workspace.clone import Workspace, prepare
-from bot.workspace.run_dirs import drop_clones, fresh_dir, prune, write_record
+from bot.workspace.run_dirs import drop_clones, fresh_dir, prune
 from bot.sandbox import sandbox_spec
 
 Progress = Callable[[str], None]
@@ -281,7 +281,7 @@ def commit_work(ctx: _Context, repo: _Repo, agent: AgentResult, verification: Ve
     result = RunResult(
         run_id=job.run_id, state=state_of(agent.stop_reason, commit), repo=ctx.redactor.redact(job.repo),
         branch=job.branch, attempt=job.attempt, commit=commit, changed=tuple(applied.changed), left_out=left_out,
-        blocked=blocked, verified=verification.verified, stop_reason=agent.stop_reason, figures=agent.figures(),
+        blocked=blocked, verified=verification.verified, stop_reason=agent.stop_reason, figures=Figures.of(agent),
         error=agent.error, exit_code=agent.exit_code)
     return Ran(job, result, agent, verification, ctx.run_dir, repo.ws)
 

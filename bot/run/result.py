@@ -15,13 +15,17 @@ default, so an old run shows what it recorded and blanks for the rest.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from bot.agent.loop import AgentResult
 from bot.model.protocol import Usage
 
+RECORD = "record.json"  # in each run directory (bot/workspace/run_dirs.py)
 STATES = ("success", "incomplete", "no_changes", "failed", "skipped")
 
 
@@ -33,6 +37,11 @@ class Figures:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     seconds: float = 0.0
+
+    @classmethod
+    def of(cls, agent: AgentResult) -> "Figures":
+        """The totals of an agent run (no file is read again)."""
+        return cls(agent.turns, agent.usage, agent.cost_usd, agent.seconds)
 
     @classmethod
     def from_json(cls, data: object) -> "Figures | None":
@@ -136,3 +145,22 @@ def _mapping(value: object, kind: type) -> dict[str, Any]:
         return {}
     return {str(k): v for k, v in value.items() if isinstance(v, kind) and not isinstance(v, bool)}
 
+
+def write_record(run_dir: Path, result: RunResult) -> Path:
+    """record.json: the run's result, in one small file (no secrets: its fields are redacted where they are
+    made)."""
+    path = run_dir / RECORD
+    path.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_record(run_dir: Path | None) -> RunResult | None:
+    """The run's record.json (written when the run ended), or None while it is on, or when it is missing or
+    unreadable; a record of an earlier shape reads as `RunResult.from_json` says."""
+    if run_dir is None:
+        return None
+    try:
+        data = json.loads((run_dir / RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return RunResult.from_json(data, run_id=run_dir.name)

@@ -12,7 +12,7 @@ import re
 from flask import Blueprint, render_template, request, session
 
 from bot.server.context import app_context
-from bot.core.links import run_path
+from bot.github.links import run_path
 from bot.server.oauth import callback_url, configured, current_user
 from bot.server.run_views import RunRow, daily_totals, row_of
 from bot.server.web import secure

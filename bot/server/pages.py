@@ -17,10 +17,10 @@ from flask import Blueprint, abort, jsonify, render_template, request
 from werkzeug.wrappers import Response
 
 from bot.server.context import app_context
-from bot.core.links import valid
+from bot.github.links import valid
 from bot.server.render import transcript_html
 from bot.server.run_views import LIVE_STATES, job_of, run_dir
-from bot.workspace.run_dirs import read_record
+from bot.run.result import read_record
 from bot.server.web import secure
 from bot.run.transcript import JSONL_NAME, load_events
 

@@ -17,9 +17,8 @@ from pathlib import Path
 from bot.core.names import attempt_of, job_id, key_parts, run_id
 from bot.github.work import work_of
 from bot.jobs.store import JobRecord, JobStore
-from bot.run.result import Figures, RunResult
+from bot.run.result import Figures, RunResult, read_record
 from bot.run.transcript import JSONL_NAME, figures, load_events
-from bot.workspace.run_dirs import read_record
 
 LIVE_STATES = ("queued", "running")
 

@@ -12,18 +12,15 @@ which are kept as long, so that no commit is lost to a failed push).
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
 from pathlib import Path
 
-from bot.run.result import RunResult
 
 log = logging.getLogger(__name__)
 
 CLONES = ("workspace", "clean")
-RECORD = "record.json"
 DAY_S = 86400.0
 
 
@@ -43,26 +40,6 @@ def drop_clones(run_dir: Path) -> None:
     """Delete the run's clones, keeping its transcripts and record."""
     for name in CLONES:
         shutil.rmtree(run_dir / name, ignore_errors=True)
-
-
-def write_record(run_dir: Path, result: RunResult) -> Path:
-    """record.json: the run's result (bot/run/result.py), in one small file (no secrets: its fields are
-    redacted where they are made)."""
-    path = run_dir / RECORD
-    path.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
-    return path
-
-
-def read_record(run_dir: Path | None) -> RunResult | None:
-    """The run's record.json (written when the run ended), or None while it is on, or when it is missing or
-    unreadable; a record of an earlier shape reads as `RunResult.from_json` says."""
-    if run_dir is None:
-        return None
-    try:
-        data = json.loads((run_dir / RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    return RunResult.from_json(data, run_id=run_dir.name)
 
 
 def prune(runs: Path, keep_days: float, *, now: float | None = None) -> list[str]:

@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 from bot.model import Usage
-from bot.run.result import Figures, RunResult
-from bot.workspace.run_dirs import RECORD, write_record
+from bot.run.result import RECORD, Figures, RunResult, write_record
 from tests.support.cli import DECODE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from bot.github.forge import GitHubForge
 from bot.github.job import JobContext, run_github_job
 from bot.github.publish import OUTPUT_CAP
 from bot.github.retry import GitHubRetry
-from bot.core.links import signature
+from bot.github.links import signature
 from bot.model.anthropic import AnthropicModel
 from bot.run.transcript import load_events, render_markdown
 from bot.github.triggers import Router, Rules

@@ -5,7 +5,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.model.scripted import ScriptedModel
 from bot.run.pipeline import Job, commit_message, execute
-from bot.workspace.run_dirs import read_record
+from bot.run.result import read_record
 
 
 def test_commit_messages_mark_incomplete_work():

@@ -7,11 +7,10 @@ import stat
 
 import pytest
 
-from bot.core.links import signature
+from bot.github.links import signature
 from bot.jobs.sqlite import Store
 from bot.model.protocol import Usage
-from bot.run.result import Figures, RunResult
-from bot.workspace.run_dirs import write_record
+from bot.run.result import Figures, RunResult, write_record
 from tests.support.runs import add_run, sign_in, turn, web_app, write_run
 
 OAUTH = {"github_client_id": "Iv23li0client", "github_client_secret": "client-secret-value-123"}

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from bot.core.links import signature
+from bot.github.links import signature
 from bot.server.render import safe_html
 from bot.jobs.sqlite import Store
 from tests.support.runs import add_run, append, turn, web_app, write_run

@@ -5,7 +5,7 @@ from __future__ import annotations
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from bot.core.links import run_path
+from bot.github.links import run_path
 from bot.jobs.sqlite import Store
 from tests.fakes.github_oauth import sign_in_as
 from tests.support.browser import browser  # noqa: F401 (fixture)

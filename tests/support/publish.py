@@ -10,7 +10,7 @@ from pathlib import Path
 from bot.agent.loop import AgentResult
 from bot.github.info import PullInfo
 from bot.run.pipeline import Job, Ran
-from bot.run.result import RunResult, state_of
+from bot.run.result import Figures, RunResult, state_of
 from bot.run.verify import Verification
 from bot.core.redact import Redactor
 from bot.run.transcript import Transcript
@@ -77,7 +77,7 @@ def finished(remote: Path, run_dir: Path, *, branch: str, base: str | None = Non
     commit = ws.commit(title, job.co_author)
     run = RunResult(run_id=job.run_id, state=state_of(stop_reason, commit), repo=job.repo, branch=branch,
                     commit=commit, changed=tuple(sorted(change or {})), stop_reason=stop_reason,
-                    figures=result.figures(), error=error, exit_code=result.exit_code)
+                    figures=Figures.of(result), error=error, exit_code=result.exit_code)
     return Ran(job, run, result, Verification(), run_dir, ws)
 
 

@@ -15,7 +15,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from bot.config import Settings
-from bot.workspace.run_dirs import RECORD
+from bot.run.result import RECORD
 from bot.server import create_app
 from bot.server.sessions import Sessions
 from bot.server.signature import sign

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from bot.config import Settings
-from bot.core.links import KEY_FILE, run_link, run_path, signature, valid
+from bot.github.links import KEY_FILE, run_link, run_path, signature, valid
 
 
 def test_the_link_key_is_made_once_private_and_kept(tmp_path):
