@@ -23,6 +23,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.run.repo_config import PATH, RepoConfig, config_of, load_repo_config
 from bot.sandbox import capabilities, offering
+from bot.sandbox.egress_policy import check_ceiling
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ def github_config(repo: str, settings: Settings) -> Found:
 
 def check(settings: Settings, found: Found, say: Callable[[str], None] = print) -> int:
     """Say what a run with `settings` would do in `found`'s repository; 0, or a ConfigError naming the fix."""
+    check_ceiling(found.config.allow_cidrs, settings.sandbox.allow_cidrs_max)
     model_line(settings, say)
     config = found.config
     say(f"repository: {found.where}; {PATH}: {'valid' if found.present else 'none, so the defaults'}")

@@ -81,6 +81,7 @@ class SandboxSettings:
     setup_cache_mb: int
     pool_size: int
     pool_dir: Path
+    allow_cidrs_max: tuple[str, ...]  # the operator's ceiling on decode.yml's allow_cidrs
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ and the table must stay importable without the sandbox package.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -112,6 +113,19 @@ def count(fix: str) -> Parser:
             raise ConfigError(fix.format(raw=raw, default=row.default))
         return int(raw)
     return parse
+
+
+def cidrs(env: Mapping[str, str], row: Row) -> tuple[str, ...]:
+    """Comma-separated CIDRs (host bits allowed, as in 10.1.2.3/8), as written; () when unset."""
+    raw = (env.get(row.var or "") or "").strip()
+    found = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for cidr in found:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise ConfigError(f"{row.var} has {cidr!r}, which is not a CIDR: set it to comma-separated ranges "
+                              "like 10.20.0.0/16,fd12:3456::/48, or unset it") from None
+    return found
 
 
 def private_key(env: Mapping[str, str], row: Row) -> str | None:
@@ -221,6 +235,11 @@ ROWS: tuple[Row, ...] = (
               "(default {default}; 0 turns it off), not {raw!r}"),
         "docker, bwrap and modal: the setup cache's total size in MB (`setup_cache_key` in decode.yml); "
         "0 turns it off"),
+    Row("allow_cidrs_max", "DECODE_ALLOW_CIDRS_MAX", "sandbox.allow_cidrs_max", (), cidrs,
+        "the most a repository's `allow_cidrs` may open: comma-separated CIDRs; a decode.yml range reaching a "
+        "non-public address outside them is an error naming this setting, before any work. Unset: public "
+        "ranges only. Loopback, the host's own addresses and cloud metadata stay closed whatever it says "
+        "(docs/security.md, Egress)"),
     Row("pool_size", "DECODE_POOL_SIZE", "sandbox.pool_size", 0,
         count("DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)"),
         "`docker` and `modal`: warm sandboxes kept ready per process and image by `decode serve`, "

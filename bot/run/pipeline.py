@@ -33,7 +33,7 @@ from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript, safe_commit_text
 from bot.run.verify import Verification, Verifier, finish_gate
 from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox
 from bot.sandbox.client import AgentdSandbox
-from bot.sandbox.egress_policy import EgressPolicy
+from bot.sandbox.egress_policy import EgressPolicy, check_ceiling
 from bot.workspace.clone import Workspace, prepare
 from bot.workspace.run_dirs import drop_clones, fresh_dir, prune
 from bot.sandbox import sandbox_spec
@@ -159,6 +159,7 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor)
     config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
     config = load_repo_config(ws.git, config_sha)
+    check_ceiling(config.allow_cidrs, ctx.settings.sandbox.allow_cidrs_max)
     transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                       config_sha=config_sha, model=model.name, sandbox=ctx.settings.sandbox.mode,
                       budget=vars(ctx.settings.budget))

@@ -11,9 +11,15 @@ Why a proxy rather than network rules: one mechanism serves bwrap and docker
 alike; it sees the name a client asks for before anything is resolved, so
 `allow_domains` can be enforced (a packet filter sees only addresses); it needs
 no iptables, no privileges and no per-engine network setup; and the host's
-network namespace is never shared with a sandbox. It resolves names on the
-host, checks every address, and connects to the address it checked, so a DNS
-answer cannot change between the check and the connection.
+network namespace is never shared with a sandbox. A name is looked up only
+when the policy lets names through (`network` on, or `allow_domains` listing
+it): anything else is a 403 before any lookup, so no data leaves in DNS labels.
+It resolves names on the host, checks every address, and connects to the
+address it checked, so a DNS answer cannot change between the check and the
+connection. A plain-HTTP request's Host header must name the destination
+checked, and a tunnel let through by name must open with a TLS ClientHello
+whose server name (SNI) is that name (peeked at, never terminated): a shared
+front end cannot be asked for another site.
 
 The limit: only clients that honour the proxy variables (curl, pip, git, npm,
 apt, Python's urllib and requests...) get out. Raw TCP or UDP, DNS lookups and
@@ -34,11 +40,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
-from bot.sandbox.egress_policy import NEVER, EgressPolicy, IPAddress, own_addresses
-from bot.sandbox.egress_wire import Reply, answer, bind_unix, cut, parse_request, relay
+from bot.sandbox.egress_policy import (METADATA, NEVER, EgressPolicy, IPAddress, own_addresses, refuse_host_header,
+                                       refuse_server_name)
+from bot.sandbox.egress_wire import (ACCESS_DENIED, TLS_HANDSHAKE, Reply, Request, answer, bind_unix, cut,
+                                     parse_request, read_client_hello, relay)
 
-__all__ = ["EgressPolicy", "EgressProxy"]
+__all__ = ["EgressPolicy", "EgressProxy", "HostUpstream", "Upstream"]
+ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
 
 
 class EgressProxy:
@@ -56,12 +66,15 @@ class EgressProxy:
     HEAD_TIMEOUT_S = 30.0
     IDLE_TIMEOUT_S = 900.0
 
-    def __init__(self, path: str | Path, policy: EgressPolicy = EgressPolicy(), *, guard_host: bool = True) -> None:
-        """Serve on the unix socket `path`. `guard_host=False` drops the refusals no policy can lift
-        (the host's own addresses, loopback, link-local): only for testing this plumbing against an
-        origin on the test machine's loopback."""
+    def __init__(self, path: str | Path, policy: EgressPolicy = EgressPolicy(), *, guard_host: bool = True,
+                 upstream: Upstream | None = None) -> None:
+        """Serve on the unix socket `path`, looking names up and connecting through `upstream` (default the
+        host's). `guard_host=False` drops the host refusals no policy can lift (the host's own addresses,
+        loopback; metadata endpoints stay refused): only for testing this plumbing against an origin on the
+        test machine's loopback."""
         self.path = Path(path)
         self._guard_host = guard_host
+        self._upstream = upstream or HostUpstream()
         self._policy = policy
         self._blocked: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -84,11 +97,11 @@ class EgressProxy:
 
     @classmethod
     def in_private_dir(cls, parent: Path | None = None, policy: EgressPolicy = EgressPolicy(), *,
-                       guard_host: bool = True) -> EgressProxy:
+                       guard_host: bool = True, upstream: Upstream | None = None) -> EgressProxy:
         """A proxy on `proxy.sock` in a fresh 0700 directory (under `parent`), removed by `close()`."""
         directory = Path(tempfile.mkdtemp(prefix=".decode-egress-", dir=parent))
         try:
-            proxy = cls(directory / "proxy.sock", policy, guard_host=guard_host)
+            proxy = cls(directory / "proxy.sock", policy, guard_host=guard_host, upstream=upstream)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -167,39 +180,26 @@ class EgressProxy:
         try:
             self._track(client)
             head, rest = self._read_head(client)
-            method, host, port, forward = parse_request(head)
-            key = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            request = parse_request(head)
             policy = self.policy
-            reason = policy.refuse_name(host)
-            addresses: list[IPAddress] = []
-            if reason is None:
-                addresses = resolve(host, port)
-                try:
-                    own = own_addresses() if self._guard_host else frozenset()
-                except OSError as e:
-                    raise Reply("502 Bad Gateway", f"cannot tell this machine's own addresses ({e})") from None
-                never = NEVER if self._guard_host else ()
-                for address in addresses:
-                    reason = reason or policy.refuse_address(address, own, never)
-            if reason is not None:
-                with self._lock:
-                    if self._policy is policy:
-                        self._blocked[key] = self._blocked.get(key, 0) + 1
-                raise Reply("403 Forbidden", f"decode-bot's egress proxy blocked {key}: {reason}")
-            upstream = connect(addresses, port, self.CONNECT_TIMEOUT_S)
+            addresses = self._decide(request, policy)
+            if request.method == "CONNECT" and policy.by_name(request.host):
+                client.sendall(ESTABLISHED)  # the ClientHello comes only after it
+                rest = self._check_server_name(client, rest, request, policy)
+                upstream = self._upstream.connect(addresses, request.port, self.CONNECT_TIMEOUT_S)
+            else:
+                upstream = self._upstream.connect(addresses, request.port, self.CONNECT_TIMEOUT_S)
+                if request.method == "CONNECT":
+                    client.sendall(ESTABLISHED)
             self._track(upstream, policy)
             client.settimeout(None)
-            if method == "CONNECT":
-                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            else:
-                upstream.sendall(forward)
-            if rest:
-                upstream.sendall(rest)
+            if rest or request.forward:
+                upstream.sendall(request.forward + rest)
             relay(client, upstream, self.IDLE_TIMEOUT_S)
         except Reply as reply:
             answer(client, reply.status, reply.body)
         except OSError:
-            pass  # a side went away
+            pass  # a side went away, or a tunnel was refused after it opened
         except Exception as e:  # noqa: BLE001 - a request we did not foresee ends its connection, not the proxy
             answer(client, "502 Bad Gateway", f"decode-bot's egress proxy failed: {type(e).__name__}: {e}")
         finally:
@@ -209,6 +209,48 @@ class EgressProxy:
                         self._open.discard(sock)
                     sock.close()
             self._slots.release()
+
+    def _decide(self, request: Request, policy: EgressPolicy) -> list[IPAddress]:
+        """The checked addresses to connect to, or a 403 Reply naming the rule: the name, the Host header and
+        the request's shape are judged before any lookup, the addresses after it."""
+        reason = policy.refuse_name(request.host) or refuse_host_header(list(request.host_headers), request.host)
+        if reason is not None:
+            raise self._refusal(policy, request, reason)
+        addresses = self._upstream.resolve(request.host, request.port)
+        try:
+            own = own_addresses() if self._guard_host else frozenset()
+        except OSError as e:
+            raise Reply("502 Bad Gateway", f"cannot tell this machine's own addresses ({e})") from None
+        never = NEVER if self._guard_host else METADATA
+        for address in addresses:
+            reason = reason or policy.refuse_address(address, own, never)
+        if reason is not None:
+            raise self._refusal(policy, request, reason)
+        return addresses
+
+    def _check_server_name(self, client: socket.socket, rest: bytes, request: Request, policy: EgressPolicy) -> bytes:
+        """The tunnel's first bytes, once its TLS ClientHello names the host checked; else the refusal is
+        counted and sent (a fatal access_denied alert to a TLS client, a 403 to anything else) and OSError ends
+        the connection."""
+        client.settimeout(self.HEAD_TIMEOUT_S)
+        data, name = read_client_hello(client, rest, self.HEAD_MAX)
+        reason = refuse_server_name(name, request.host)
+        if reason is None:
+            return data
+        refusal = self._refusal(policy, request, reason)
+        if data[:1] == bytes([TLS_HANDSHAKE]):
+            client.sendall(ACCESS_DENIED)
+        else:
+            answer(client, refusal.status, refusal.body)
+        raise OSError(refusal.body)
+
+    def _refusal(self, policy: EgressPolicy, request: Request, reason: str) -> Reply:
+        """Count a refusal under `policy` (unless it was replaced meanwhile) and word its 403."""
+        key = f"[{request.host}]:{request.port}" if ":" in request.host else f"{request.host}:{request.port}"
+        with self._lock:
+            if self._policy is policy:
+                self._blocked[key] = self._blocked.get(key, 0) + 1
+        return Reply("403 Forbidden", f"decode-bot's egress proxy blocked {key}: {reason}")
 
     def _track(self, sock: socket.socket, decided_under: EgressPolicy | None = None) -> None:
         with self._lock:
@@ -233,26 +275,42 @@ class EgressProxy:
         return head, rest
 
 
-def resolve(host: str, port: int) -> list[IPAddress]:
-    """Every address `host` resolves to on this machine (a 502 when it does not resolve)."""
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError, ValueError) as e:
-        raise Reply("502 Bad Gateway", f"could not resolve {host}: {e}") from None
-    found = dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos)
-    if not found:
-        raise Reply("502 Bad Gateway", f"{host} has no address")
-    return list(found)
+class Upstream(Protocol):
+    """Where the proxy looks names up and connects: the host's resolver and network (`HostUpstream`); the
+    tests pass a double that answers from a table and records every lookup."""
+
+    def resolve(self, host: str, port: int) -> list[IPAddress]:
+        """Every address `host` resolves to; a 502 Reply when it does not resolve."""
+        ...
+
+    def connect(self, addresses: list[IPAddress], port: int, timeout: float) -> socket.socket:
+        """A connection to the first of `addresses` that answers; a 502 Reply when none does."""
+        ...
 
 
-def connect(addresses: list[IPAddress], port: int, timeout: float) -> socket.socket:
-    """A connection to the first of the checked `addresses` that answers (a 502 when none does)."""
-    error: OSError | None = None
-    for address in addresses:
+class HostUpstream:
+    """The machine's own resolver and network."""
+
+    def resolve(self, host: str, port: int) -> list[IPAddress]:
+        """Every address `host` resolves to on this machine (a 502 when it does not resolve)."""
         try:
-            sock = socket.create_connection((str(address), port), timeout=timeout)
-            sock.settimeout(None)
-            return sock
-        except OSError as e:
-            error = e
-    raise Reply("502 Bad Gateway", f"could not connect to port {port} of {', '.join(map(str, addresses))}: {error}")
+            infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError, ValueError) as e:
+            raise Reply("502 Bad Gateway", f"could not resolve {host}: {e}") from None
+        found = dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos)
+        if not found:
+            raise Reply("502 Bad Gateway", f"{host} has no address")
+        return list(found)
+
+    def connect(self, addresses: list[IPAddress], port: int, timeout: float) -> socket.socket:
+        """A connection to the first of the checked `addresses` that answers (a 502 when none does)."""
+        error: OSError | None = None
+        for address in addresses:
+            try:
+                sock = socket.create_connection((str(address), port), timeout=timeout)
+                sock.settimeout(None)
+                return sock
+            except OSError as e:
+                error = e
+        raise Reply("502 Bad Gateway",
+                    f"could not connect to port {port} of {', '.join(map(str, addresses))}: {error}")

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from bot.core.errors import ConfigError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 CONFIG = ".github/decode.yml"
+CEILING = "DECODE_ALLOW_CIDRS_MAX"
 # Never reached unless allow_cidrs lists them. Written out rather than `is_private`, which also
 # counts the documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) as private.
 DENIED = tuple((ipaddress.ip_network(net), what) for net, what in (
@@ -23,21 +29,48 @@ DENIED = tuple((ipaddress.ip_network(net), what) for net, what in (
     ("127.0.0.0/8", "loopback"),
     ("169.254.0.0/16", "link-local (cloud metadata)"),
     ("172.16.0.0/12", "a private range"),
+    ("192.0.0.0/24", "the IETF protocol assignments range"),
     ("192.168.0.0/16", "a private range"),
+    ("198.18.0.0/15", "the benchmarking range"),
     ("224.0.0.0/4", "multicast"),
     ("240.0.0.0/4", "reserved"),
     ("::/128", "the unspecified address"),
     ("::1/128", "loopback"),
     ("::/96", "an IPv4-compatible address"),
+    ("::ffff:0:0:0/96", "an IPv4-translated address"),
+    ("64:ff9b:1::/48", "local-use NAT64"),
+    ("100::/64", "the discard-only range"),
+    ("2001::/32", "Teredo"),
+    ("2002::/16", "6to4"),
     ("fc00::/7", "a unique local range"),
     ("fe80::/10", "link-local"),
     ("fec0::/10", "site-local"),
     ("ff00::/8", "multicast"),
 ))
-# Never reached, whatever allow_cidrs says: the machine itself and its metadata endpoints.
-NEVER = tuple(ipaddress.ip_network(net) for net in ("0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "::/128",
-                                                     "::1/128", "fe80::/10"))
+# Never reached, whatever allow_cidrs says: the machine itself...
+HOST_RANGES = tuple((ipaddress.ip_network(net), what) for net, what in (
+    ("0.0.0.0/8", "'this network'"),
+    ("127.0.0.0/8", "loopback"),
+    ("::/128", "the unspecified address"),
+    ("::1/128", "loopback"),
+    ("fe80::/10", "link-local"),
+))
+# ...and every cloud's metadata and instance services, in each form they are served at.
+METADATA = tuple((ipaddress.ip_network(net), what) for net, what in (
+    ("169.254.0.0/16", "link-local (cloud metadata)"),
+    ("fd00:ec2::/64", "AWS's instance services (metadata fd00:ec2::254, DNS, time)"),
+    ("fd20:ce::254/128", "Google Cloud's metadata server over IPv6"),
+    ("100.100.100.200/32", "Alibaba Cloud's metadata server, in the carrier-grade NAT range"),
+    ("168.63.129.16/32", "Azure's wireserver"),
+    ("192.0.0.192/32", "Oracle Cloud's metadata server"),
+))
+NEVER = HOST_RANGES + METADATA
+# IPv6 forms that carry an IPv4 address: a range reaching into one needs the operator's ceiling.
+EMBEDDING = tuple(ipaddress.ip_network(net) for net in (
+    "::/96", "::ffff:0:0/96", "::ffff:0:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "2001::/32", "2002::/16"))
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 
 
 @dataclass(frozen=True)
@@ -45,11 +78,13 @@ class EgressPolicy:
     """What a sandbox may reach through the egress proxy. The default reaches nothing.
 
     `internet`: public addresses, on any port. `allow_cidrs`: these ranges, even
-    private ones, but never loopback, link-local (metadata) or the host's own
-    addresses (`NEVER`). `allow_domains` (`*.example.com` matches every subdomain, `*`
-    every name): when given, only these names (and addresses inside
-    `allow_cidrs`) are reached, whatever `internet` says. Every address a name
-    resolves to must pass: inside `allow_cidrs`, or public and not the host's own.
+    private ones, but never the host (`HOST_RANGES`, its own addresses) or a metadata
+    endpoint (`METADATA`). `allow_domains` (`*.example.com` matches every subdomain, `*`
+    every name): when given, only these names (and addresses inside `allow_cidrs`)
+    are reached, whatever `internet` says. A name is looked up only when `internet`
+    is on or `allow_domains` lists it; every address it resolves to must pass:
+    inside `allow_cidrs`, or public and not the host's own. An IPv6 address that
+    carries an IPv4 one (mapped, translated, NAT64, 6to4, Teredo) is judged as both.
     """
 
     internet: bool = False
@@ -60,7 +95,7 @@ class EgressPolicy:
         networks(self.allow_cidrs)  # a CIDR that does not parse is an error now, not in a proxy thread
 
     def refuse_name(self, host: str) -> str | None:
-        """Why `host` (a name or an address literal) may not be reached, checked before resolving; else None."""
+        """Why `host` (a name or an address literal) may not be reached, decided before any lookup; else None."""
         literal = parse_ip(host)
         if self.allow_domains:
             if literal is not None:
@@ -71,20 +106,26 @@ class EgressPolicy:
             if not any(domain_matches(pattern, host) for pattern in self.allow_domains):
                 return f"{host} is not in allow_domains: add it to allow_domains in {CONFIG}"
             return None
-        if self.internet or self.allow_cidrs:
+        if self.internet or (self.allow_cidrs and literal is not None):
             return None  # the addresses decide
+        if self.allow_cidrs:
+            return (f"network is off for the agent and {host} is a name, which is not looked up (allow_cidrs opens "
+                    f"addresses only): set network: true or allow_domains in {CONFIG}")
         return f"network is off for the agent: set network: true or allow_domains in {CONFIG}"
 
+    def by_name(self, host: str) -> bool:
+        """Whether `host` passes because allow_domains names it: then the name is the boundary, so a tunnel's
+        TLS server name must be that name too (a shared front end would otherwise serve any site)."""
+        return bool(self.allow_domains) and parse_ip(host) is None
+
     def refuse_address(self, address: IPAddress, own: frozenset[IPAddress] = frozenset(),
-                       never: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = NEVER) -> str | None:
+                       never: tuple[tuple[Network, str], ...] = NEVER) -> str | None:
         """Why `address` may not be reached (`own`: the host's addresses, `never`: ranges no policy
         opens); None when it may."""
         address = ipaddress.ip_address(address)
-        candidates = (address, *embedded_ipv4(address))
-        for candidate in candidates:
-            for network, what in DENIED:
-                if network in never and candidate.version == network.version and candidate in network:
-                    return f"{address} is {what} ({network}), which is never reachable"
+        candidates = (*embedded_ipv4(address), address)  # judged first as the IPv4 it carries
+        for candidate, network, what in matches(candidates, never):
+            return f"{named(address, candidate)} is {what} ({network}), which is never reachable"
         if any(candidate in own for candidate in candidates):
             return f"{address} is an address of the machine running the sandbox, which is never reachable"
         if in_cidrs(address, self.allow_cidrs):
@@ -92,11 +133,66 @@ class EgressPolicy:
         if not self.internet and not self.allow_domains:
             return (f"network is off for the agent and allow_cidrs does not list {address}: "
                     f"set network: true, allow_domains or allow_cidrs in {CONFIG}")
-        for candidate in candidates:
-            for network, what in DENIED:
-                if candidate.version == network.version and candidate in network:
-                    return f"{address} is {what} ({network}): list it in allow_cidrs in {CONFIG} to reach it"
+        for candidate, network, what in matches(candidates, DENIED):
+            return f"{named(address, candidate)} is {what} ({network}): list it in allow_cidrs in {CONFIG} to reach it"
         return None
+
+
+def matches(candidates: tuple[IPAddress, ...], ranges: tuple[tuple[Network, str], ...]
+            ) -> Iterator[tuple[IPAddress, Network, str]]:
+    """(candidate, range, what the range is) for each of `candidates` inside one of `ranges`, in order."""
+    for candidate in candidates:
+        for network, what in ranges:
+            if candidate.version == network.version and candidate in network:
+                yield candidate, network, what
+
+
+def named(address: IPAddress, candidate: IPAddress) -> str:
+    """`address`, saying which IPv4 address it carries when `candidate` is that one."""
+    return str(address) if candidate == address else f"{address} (carrying {candidate})"
+
+
+def refuse_host_header(values: list[str], host: str) -> str | None:
+    """Why a plain-HTTP request to `host` may not carry the Host header(s) `values`; None when it may. The
+    header must name the host checked (its port may differ): a shared front end serves the site it names."""
+    if len(values) > 1:
+        return f"the request has {len(values)} Host headers: send one, naming {host}"
+    if not values:
+        return None
+    try:
+        name = urlsplit("//" + values[0].strip()).hostname or ""
+    except ValueError:
+        name = ""
+    if name.rstrip(".") != host.lower().strip("[]").rstrip("."):
+        return f"the Host header names {values[0].strip()[:200]!r}, not {host}, the host checked"
+    return None
+
+
+def refuse_server_name(server_name: str | None, host: str) -> str | None:
+    """Why a tunnel to `host`, allowed by name, may not carry a TLS ClientHello naming `server_name`
+    (None: no ClientHello, or one without a name); None when it may."""
+    if server_name is None:
+        return (f"the tunnel to {host} does not open with a TLS ClientHello naming it (SNI), and allow_domains "
+                "lets a tunnel through by that name only")
+    if server_name.lower().rstrip(".") != host.lower().rstrip("."):
+        return f"the TLS server name (SNI) is {server_name[:200]!r}, not {host}, the name checked"
+    return None
+
+
+def check_ceiling(cidrs: tuple[str, ...], ceiling: tuple[str, ...]) -> None:
+    """Raise a ConfigError naming `CEILING` when a range of `cidrs` (decode.yml's allow_cidrs) opens more than
+    the operator's `ceiling`: each range must lie inside a ceiling range, or hold only public addresses
+    (none in `DENIED`, none in an IPv6 form carrying an IPv4 address). Unset, nothing private may be opened."""
+    limits = networks(ceiling)
+    for cidr, network in zip(cidrs, networks(cidrs)):
+        if any(network.version == limit.version and network.subnet_of(limit) for limit in limits):  # type: ignore
+            continue
+        special = [n for n, _ in DENIED if n.version == network.version and n.overlaps(network)]
+        special += [n for n in EMBEDDING if n.version == network.version and n.overlaps(network)]
+        if special:
+            allowed = ", ".join(ceiling) or "unset: public ranges only"
+            raise ConfigError(f"{CONFIG}: allow_cidrs lists {cidr}, which reaches {special[0]}: the operator's "
+                              f"{CEILING} ({allowed}) does not cover it; ask them to add it there, or remove it")
 
 
 def parse_ip(host: str) -> IPAddress | None:
@@ -122,13 +218,21 @@ def in_cidrs(address: IPAddress, cidrs: tuple[str, ...]) -> bool:
 
 
 def embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
-    """The IPv4 address an IPv6 one carries (mapped, 6to4, NAT64), which may reach that IPv4 host."""
+    """Every IPv4 address an IPv6 one carries (mapped, translated, NAT64 in both formats a local prefix
+    may use, 6to4, Teredo's server and client), each of which may be reached. The deprecated
+    IPv4-compatible form (::/96) is routed as IPv6, and denied as a whole in `DENIED`."""
     if address.version != 6:
         return []
     assert isinstance(address, ipaddress.IPv6Address)
+    value = int(address)
     found = [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
-    if address in NAT64:
-        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    if address.teredo is not None:
+        found += address.teredo
+    if address in NAT64 or address in TRANSLATED:
+        found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
+    if address in LOCAL_NAT64:  # RFC 6052: the /96 format, or the /48 one (16 bits, a reserved octet, 16 bits)
+        formats = (value & 0xFFFFFFFF, (value >> 64 & 0xFFFF) << 16 | value >> 40 & 0xFFFF)
+        found += [ipaddress.IPv4Address(carried) for carried in formats if carried]
     return found
 
 

@@ -9,11 +9,14 @@ import os
 import select
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 HALF_CLOSED_S = 30.0
 HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
+TLS_HANDSHAKE, CLIENT_HELLO, SERVER_NAME, HOST_NAME = 0x16, 0x01, 0, 0
+ACCESS_DENIED = b"\x15\x03\x03\x00\x02\x02\x31"  # a fatal TLS alert, access_denied (RFC 8446 section 6)
 
 
 class Reply(Exception):
@@ -24,8 +27,20 @@ class Reply(Exception):
         self.status, self.body = status, body
 
 
-def parse_request(head: bytes) -> tuple[str, str, int, bytes]:
-    """(method, host, port, the head to send upstream) for a CONNECT or an absolute-form HTTP request."""
+@dataclass(frozen=True)
+class Request:
+    """A proxy request: `forward` is the head to send upstream (empty for CONNECT), `host_headers` the Host
+    header values the client wrote (plain HTTP), for the policy to compare with `host`."""
+
+    method: str
+    host: str
+    port: int
+    forward: bytes = b""
+    host_headers: tuple[str, ...] = ()
+
+
+def parse_request(head: bytes) -> Request:
+    """The CONNECT or absolute-form HTTP request in `head`; a 400 Reply when it is neither."""
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
@@ -41,15 +56,79 @@ def parse_request(head: bytes) -> tuple[str, str, int, bytes]:
     if not host or not port:
         raise Reply("400 Bad Request", f"no host and port in {target[:200]!r}")
     if method == "CONNECT":
-        return method, host, port, b""
+        return Request(method, host, port)
     path = url.path or "/"
     if url.query:
         path += "?" + url.query
     headers = [h for h in lines[1:] if h and h.split(":", 1)[0].strip().lower() not in HOP_BY_HOP]
-    if not any(h.split(":", 1)[0].strip().lower() == "host" for h in headers):
+    named = tuple(h.partition(":")[2] for h in headers if h.split(":", 1)[0].strip().lower() == "host")
+    if not named:
         headers.insert(0, f"Host: {url.netloc.rpartition('@')[2]}")
     forward = "\r\n".join([f"{method} {path} {version}", *headers, "Connection: close", "", ""])
-    return method, host, port, forward.encode("latin-1")
+    return Request(method, host, port, forward.encode("latin-1"), named)
+
+
+def read_client_hello(sock: socket.socket, data: bytes, limit: int) -> tuple[bytes, str | None]:
+    """Read a TLS ClientHello from `sock` (after `data`, already read) without answering it: the bytes read,
+    to forward unchanged, and the server name (SNI) the hello carries; None when the stream is not TLS, names
+    no server, or passes `limit` bytes or the socket's timeout first. TLS is peeked at, never terminated."""
+    while True:
+        message = handshake_bytes(data)
+        if message is None:
+            return data, None
+        if len(message) >= 4 and len(message) >= 4 + int.from_bytes(message[1:4], "big"):
+            if message[0] != CLIENT_HELLO:
+                return data, None
+            return data, server_name(message[4:4 + int.from_bytes(message[1:4], "big")])
+        if len(data) >= limit:
+            return data, None
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            return data, None
+        if not chunk:
+            return data, None
+        data += chunk
+
+
+def handshake_bytes(data: bytes) -> bytes | None:
+    """The handshake bytes of the complete TLS records at the start of `data` (a message may span records);
+    None when `data` does not start as TLS handshake records do."""
+    found, at = b"", 0
+    while len(data) - at >= 1:
+        if data[at] != TLS_HANDSHAKE:
+            return None
+        if len(data) - at < 5 or len(data) - at < 5 + int.from_bytes(data[at + 3:at + 5], "big"):
+            break
+        size = int.from_bytes(data[at + 3:at + 5], "big")
+        found, at = found + data[at + 5:at + 5 + size], at + 5 + size
+    return found
+
+
+def server_name(hello: bytes) -> str | None:
+    """The host name in a ClientHello body's server_name extension (RFC 6066 section 3), else None."""
+    try:
+        at = 2 + 32  # client_version, random
+        at += 1 + hello[at]  # session_id
+        at += 2 + int.from_bytes(hello[at:at + 2], "big")  # cipher_suites
+        at += 1 + hello[at]  # compression_methods
+        end = at + 2 + int.from_bytes(hello[at:at + 2], "big")
+        at += 2
+        while at + 4 <= min(end, len(hello)):
+            kind, size = int.from_bytes(hello[at:at + 2], "big"), int.from_bytes(hello[at + 2:at + 4], "big")
+            at += 4
+            if kind == SERVER_NAME:
+                names, offset = hello[at + 2:at + size], 0
+                while offset + 3 <= len(names):
+                    length = int.from_bytes(names[offset + 1:offset + 3], "big")
+                    if names[offset] == HOST_NAME:
+                        return names[offset + 3:offset + 3 + length].decode("ascii")
+                    offset += 3 + length
+                return None
+            at += size
+    except (IndexError, UnicodeDecodeError):
+        return None
+    return None
 
 
 def relay(a: socket.socket, b: socket.socket, idle_s: float) -> None:

@@ -39,7 +39,8 @@ def lines(stdout: str) -> dict[str, str]:
 
 def test_says_what_a_run_would_do(tmp_path):
     repo = make_repo(tmp_path / "repo", {"a.py": "", ".github/decode.yml": FULL})
-    res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="docker", DECODE_MAX_TURNS="12")
+    res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="docker", DECODE_MAX_TURNS="12",
+                       DECODE_ALLOW_CIDRS_MAX="10.0.0.0/8")
     assert res.returncode == 0, res.stderr
     said = lines(res.stdout)
     assert said["repository"].startswith(f"{repo} at main ") and said["repository"].endswith("valid")
@@ -56,12 +57,22 @@ def test_says_what_a_run_would_do(tmp_path):
 
 def test_local_sandbox_ignores_the_image_and_caches_nothing(tmp_path):
     repo = make_repo(tmp_path / "repo", {"a.py": "", ".github/decode.yml": FULL})
-    res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="local")
+    res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="local", DECODE_ALLOW_CIDRS_MAX="10.0.0.0/8")
     assert res.returncode == 0, res.stderr
     said = lines(res.stdout)
     assert said["sandbox"].startswith("local, on the host's toolchain; .github/decode.yml's image acme/tools:3 is ign")
     assert said["network"] == "the host's own, in every phase (this sandbox enforces no egress policy)"
     assert said["setup cache"].startswith("off: SANDBOX_MODE=local does not cache")
+
+
+def test_allow_cidrs_beyond_the_operators_ceiling_is_one_line_and_exit_2(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": "", ".github/decode.yml": FULL})
+    for ceiling in ({}, {"DECODE_ALLOW_CIDRS_MAX": "10.20.0.0/16"}):
+        res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="bwrap", **ceiling)
+        assert res.returncode == 2 and res.stdout == "", res.stderr
+        [line] = res.stderr.strip().splitlines()
+        assert line.startswith("decode: .github/decode.yml: allow_cidrs lists 10.0.0.0/8, which reaches 10.0.0.0/8: "
+                               "the operator's DECODE_ALLOW_CIDRS_MAX (")
 
 
 def test_reads_the_committed_file_not_the_working_tree(tmp_path):

@@ -150,6 +150,15 @@ def test_an_invalid_repo_config_names_the_key(fake_anthropic, tmp_path):
     assert not fake_anthropic.requests  # nothing started
 
 
+def test_allow_cidrs_beyond_the_operators_ceiling_stops_the_run_before_any_sandbox(fake_anthropic, tmp_path):
+    repo = make_repo(tmp_path / "r", {".github/decode.yml": "setup: [ok]\nallow_cidrs: [172.17.0.0/16]\n"})
+    res = decode_run(fake_anthropic, tmp_path, repo, "anything", DECODE_ALLOW_CIDRS_MAX="10.0.0.0/8")
+    assert res.returncode == 2, res.stderr
+    assert ("allow_cidrs lists 172.17.0.0/16, which reaches 172.16.0.0/12: the operator's DECODE_ALLOW_CIDRS_MAX "
+            "(10.0.0.0/8) does not cover it") in res.stderr
+    assert "starting the local sandbox" not in res.stderr and not fake_anthropic.requests
+
+
 def test_a_failing_setup_stops_the_run_with_its_output(fake_anthropic, tmp_path):
     repo = make_repo(tmp_path / "r", {".github/decode.yml": "setup: 'echo cannot install; exit 4'\n"})
     res = decode_run(fake_anthropic, tmp_path, repo, "anything")

@@ -7,7 +7,12 @@
                             198.51.100.1:<own_port> answers "host-own"
 
 198.51.100.0/24 is a documentation range (RFC 5737): no real host has it, and the
-egress policy treats it as public. Needs root and iproute2. The ranges are
+egress policy treats it as public. Needs root and iproute2.
+
+`FakeUpstream` is the lighter double, for the proxy alone: the proxy's lookups
+answer from a table and its connections all land on one server on this
+machine's loopback, each recorded, so a test can name any address (a metadata
+endpoint, a NAT64 form) and nothing is sent off the machine. The ranges are
 machine-wide, so a lock file lets one test process at a time hold them; the
 namespace and veth names are unique, and the finalizer removes them.
 """
@@ -15,6 +20,7 @@ namespace and veth names are unique, and the finalizer removes them.
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import os
 import secrets
 import shutil
@@ -24,12 +30,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from bot.sandbox.egress_policy import IPAddress
+from bot.sandbox.egress_wire import Reply
 from tests.fakes.http import stop_server
 
 PUBLIC, PRIVATE = "198.51.100.10", "10.77.0.10"
@@ -46,6 +54,32 @@ class Internet:
     public: str = PUBLIC
     private: str = PRIVATE
     port: int = PORT
+
+
+@dataclass
+class FakeUpstream:
+    """The egress proxy's resolver and network, faked: `names` maps a name to the addresses it resolves to;
+    every connection, to whatever address, reaches 127.0.0.1:`port` instead. `looked_up` and `connected`
+    record what the proxy asked."""
+
+    port: int
+    names: dict[str, list[str]] = field(default_factory=dict)
+    looked_up: list[str] = field(default_factory=list)
+    connected: list[tuple[str, int]] = field(default_factory=list)
+
+    def resolve(self, host: str, port: int) -> list[IPAddress]:
+        self.looked_up.append(host)
+        literal = host.strip("[]")
+        if literal not in self.names:
+            try:
+                return [ipaddress.ip_address(literal)]
+            except ValueError:
+                raise Reply("502 Bad Gateway", f"could not resolve {host}: not in the fake table") from None
+        return [ipaddress.ip_address(a) for a in self.names[literal]]
+
+    def connect(self, addresses: list[IPAddress], port: int, timeout: float) -> socket.socket:
+        self.connected.append((str(addresses[0]), port))
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
 
 
 def unavailable() -> str | None:

