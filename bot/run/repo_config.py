@@ -3,8 +3,8 @@
     setup:            # commands run in the sandbox before the agent, with the public internet
       - pip install -e .[test]
     network: false    # whether the agent reaches the public internet too (default false)
-    allow_cidrs:      # private ranges setup and the agent may reach anyway (never loopback,
-      - 10.0.0.0/8    # link-local or the host's own addresses; see bot.sandbox.egress_policy)
+    allow_cidrs:      # private ranges setup and the agent may reach anyway, within DECODE_ALLOW_CIDRS_MAX
+      - 10.0.0.0/8    # (never the host or a metadata endpoint; see bot.sandbox.egress_policy)
     allow_domains:    # the agent phase may reach only these names ("*." wildcards); blocked ones
       - packages.example.com  # are listed in the pull request
       - "*.files.example.com"
