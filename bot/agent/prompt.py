@@ -59,7 +59,10 @@ def network_rule(*, internet: bool, allow_domains: tuple[str, ...] = (), allow_c
             + extra
     if internet:
         return f"The public internet is reachable {proxy}; the host, local and private addresses are not." + extra
-    return "The network is off: you cannot install packages or fetch anything; work with what is installed." + extra
+    if allow_cidrs:
+        return (f"The network is off except these private ranges, by IP address only (names are not looked up), "
+                f"{proxy}: {', '.join(allow_cidrs)}.")
+    return "The network is off: you cannot install packages or fetch anything; work with what is installed."
 
 
 INSTRUCTIONS = """
