@@ -186,7 +186,10 @@ class EgressProxy:
             if request.method == "CONNECT" and policy.by_name(request.host):
                 client.sendall(ESTABLISHED)  # the ClientHello comes only after it
                 rest = self._check_server_name(client, rest, request, policy)
-                upstream = self._upstream.connect(addresses, request.port, self.CONNECT_TIMEOUT_S)
+                try:
+                    upstream = self._upstream.connect(addresses, request.port, self.CONNECT_TIMEOUT_S)
+                except Reply as failure:  # the tunnel is open: an HTTP answer would only garble it
+                    raise OSError(failure.body) from None
             else:
                 upstream = self._upstream.connect(addresses, request.port, self.CONNECT_TIMEOUT_S)
                 if request.method == "CONNECT":
