@@ -93,10 +93,12 @@ def test_holds_package_git_and_writable_data_dir(image: str) -> None:
     assert res.stdout.split()[-1] == "decode"
 
 
-def test_healthz_answers_200_from_a_container(image: str, config: dict, container: list[str], fake_github) -> None:
+def test_healthz_answers_200_from_a_container(image: str, config: dict, container: list[str], fake_github,
+                                             fake_anthropic) -> None:
     port = free_port()
     github = {"GITHUB_TOKEN": fake_github.add_token("octocat"), "GITHUB_API_URL": fake_github.api_url}
-    res = docker("run", "-d", "--label", LABEL, "--network", "host", *env_args({**SERVE_ENV, **github}),
+    model = {"ANTHROPIC_API_KEY": fake_anthropic.api_key, "ANTHROPIC_BASE_URL": fake_anthropic.url}  # /healthz checks it
+    res = docker("run", "-d", "--label", LABEL, "--network", "host", *env_args({**SERVE_ENV, **github, **model}),
                  image, "decode", "serve", "--host", "127.0.0.1", "--port", str(port))
     assert res.returncode == 0, res.stderr
     cid = res.stdout.strip()

@@ -129,14 +129,16 @@ def action_failed_on_the_key(w: World, done: Done) -> None:
     tracking_names_the_key(w, done)
 
 
-def worker_failed_the_job(w: World, done: Done) -> None:
+def worker_held_the_job(w: World, done: Done) -> None:
+    """A worker whose key is rejected says so once and leaves the job waiting: no attempt, no comment."""
     store = Store(w.tmp / "data" / "jobs.sqlite3")
     try:
         job = store.job(w.job_id)
     finally:
         store.close()
-    assert job.state == "failed" and REJECTED in (job.error or ""), job
-    tracking_names_the_key(w, done)
+    assert (job.state, job.attempts) == ("queued", 0), job
+    assert w.github.comments(OWNER, NAME, w.issue) == []
+    assert done.stderr.count(REJECTED) == 1 and WRONG_KEY not in done.stderr
 
 
 def queue_the_issue(w: World) -> None:
@@ -150,12 +152,13 @@ def queue_the_issue(w: World) -> None:
         store.close()
 
 
-def job_ended(w: World, log: Path) -> bool:
-    store = Store(w.tmp / "data" / "jobs.sqlite3")
-    try:
-        return store.job(w.job_id).state not in ("queued", "running")
-    finally:
-        store.close()
+def held_a_while(w: World, log: Path) -> bool:
+    """The worker runs, has said why it waits, and had a few sweeps to (not) claim the job."""
+    text = log.read_text(errors="replace")
+    if REJECTED not in text or "worker running" not in text:
+        return False
+    time.sleep(2)
+    return True
 
 
 def logged(text: str) -> Callable[[World, Path], bool]:
@@ -319,7 +322,7 @@ ROWS: dict[str, Row] = {
                                   arrange=wrong_key, check=tracking_names_the_key, api=True),
     "action, wrong key": Row("action", 1, REJECTED, arrange=wrong_key, check=action_failed_on_the_key, api=True),
     "worker, wrong key": Row("worker", 0, "worker pool stopped", arrange=lambda w: (wrong_key(w), queue_the_issue(w)),
-                             until=job_ended, check=worker_failed_the_job, api=True),
+                             until=held_a_while, check=worker_held_the_job, api=True),
     # the model: unknown, or an outage that outlasts every retry (the work so far is kept)
     "run, unknown model id": Row("run", 1, "decode: DECODE_MODEL=claude-nope-1 is not a model this key can use",
                                  LOCAL, arrange=unknown_model, check=nothing_cloned, api=True),

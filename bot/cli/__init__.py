@@ -64,7 +64,11 @@ DECODE_SANDBOX_IMAGE, DECODE_POOL_SIZE, DECODE_DATA_DIR, DECODE_DATABASE_URL (de
 in the data dir), DECODE_WORKERS, DECODE_LEASE_SECONDS, DECODE_MAX_ATTEMPTS,
 DECODE_SHUTDOWN_GRACE_SECONDS, DECODE_PUBLIC_URL (links to live transcript pages),
 GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (dashboard sign-in), DECODE_METRICS_TOKEN,
-DECODE_TRIGGER_LABEL, DECODE_COMMAND, GITHUB_API_URL.
+DECODE_TRIGGER_LABEL, DECODE_COMMAND, GITHUB_API_URL, DECODE_HEALTH_RECHECK_SECONDS.
+
+the model: decode serve and decode worker check ANTHROPIC_API_KEY and DECODE_MODEL at start, as decode
+run does; a failed check does not stop them: it is logged, /healthz answers 503 naming it, and jobs wait
+in the store (none fails on its issue) until a recheck, every DECODE_HEALTH_RECHECK_SECONDS, passes.
 
 setup mode: with neither App credentials nor GITHUB_TOKEN (nor an App that /setup stored in
 the data dir), the server starts in setup mode: /webhook answers 503 and the log names the

@@ -269,7 +269,8 @@ ROWS: tuple[Row, ...] = (
     Row("metrics_token", "DECODE_METRICS_TOKEN", "web.metrics_token", None, text,
         "the bearer token /metrics asks for, unless it is bound privately", secret=True),
     Row("health_recheck_s", "DECODE_HEALTH_RECHECK_SECONDS", "web.health_recheck_s", 60.0, positive(float),
-        "/healthz asks GitHub about the credentials at most this often, in seconds"),
+        "how often, in seconds, GitHub is asked about the credentials and the model API about the key and "
+        "model (while either fails, /healthz is 503 and jobs wait)"),
     # budget
     Row("max_turns", "DECODE_MAX_TURNS", "budget.max_turns", 60, positive(int),
         "the agent's turns per run"),

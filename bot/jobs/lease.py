@@ -9,6 +9,8 @@ control app (bot/modal_app.py). A run that dies without an outcome (`RunLost`)
 keeps its lease until it expires, so the job is claimed again by any runner on
 the store. `stop` is the graceful shutdown: no new claims, running jobs get
 `grace_s` to finish, the rest are released to be claimed again by the next runner.
+While `hold()` gives a reason (the model's key is rejected, say), the runner claims nothing: the
+jobs wait in the store, unclaimed and with no attempt counted, and run once it gives none.
 
 A run may outlive its runner: a Modal function call goes on when the container
 that spawned it restarts. Such a run (`RemoteRun`) has a `call_id`, which the
@@ -101,8 +103,10 @@ class LeaseRunner:
     """Runs the jobs of `store` with `executor`, at most `limit` at a time."""
 
     def __init__(self, store: JobStore, executor: Executor, *, limit: int = 4, poll_s: float = 0.5,
-                 name: str = "worker", on_exhausted: Callable[[JobRecord], None] | None = None) -> None:
-        """`on_exhausted(job)` reports a job given up after `store.max_attempts` attempts."""
+                 name: str = "worker", on_exhausted: Callable[[JobRecord], None] | None = None,
+                 hold: Callable[[], object | None] | None = None) -> None:
+        """`on_exhausted(job)` reports a job given up after `store.max_attempts` attempts; `hold()`, asked
+        before each claim, is why no job should start now (None: claim); it must answer at once."""
         if limit < 1:
             raise ValueError(f"a lease runner needs to run at least one job at a time, not {limit}")
         self.store = store
@@ -111,6 +115,7 @@ class LeaseRunner:
         self.poll_s = poll_s
         self.name = name
         self.on_exhausted = on_exhausted
+        self.hold = hold
         self.running: dict[int, _Leased] = {}  # job id -> its lease and run
         self._lock = threading.Lock()  # one sweep at a time; stop releases between sweeps
         self._stopping = threading.Event()
@@ -131,7 +136,7 @@ class LeaseRunner:
             changed = self._collect()
             self._renew()
             changed = self._reap() or changed
-            while not self._stopping.is_set() and len(self.running) < self.limit:
+            while not self._stopping.is_set() and len(self.running) < self.limit and not self._held():
                 started = self._claim()
                 if started is None:
                     break
@@ -139,6 +144,9 @@ class LeaseRunner:
                 if not started:  # the executor could not start it: try again next sweep
                     break
         return changed
+
+    def _held(self) -> bool:
+        return self.hold is not None and self.hold() is not None
 
     def _collect(self) -> bool:
         changed = False

@@ -30,8 +30,8 @@ def make_model(model: ModelSettings) -> Model:
 def shared_model(model: ModelSettings) -> Model | None:
     """The model a long-running process (`decode serve`, `decode worker`) builds once and gives every run:
     the Anthropic client, with its connection pool. None for a scripted session, which each run replays
-    from its start, and without an API key: each run then makes its own and fails with the error that says
-    what to set, on the issue, as a server without a key always has (`make_model` per run)."""
+    from its start, and without an API key: the server's model check (bot/server/health.py) then holds
+    every job in the store, naming ANTHROPIC_API_KEY, so no run gets that far."""
     if model.name.startswith("scripted:") or not model.api_key:
         return None
     return make_model(model)

@@ -4,8 +4,8 @@ Without App credentials, `create_app(settings)` builds the app in setup mode: /w
 503 and /setup creates the App (bot/server/setup.py), then calls `on_configured`. The app
 needs a `JobStore`; the worker pool that drains it is started by `decode serve`
 (bot/server/run.py), not here, so tests and WSGI servers get a plain app.
-Given a `CredentialCheck`, /healthz also answers 503 while GitHub refuses the
-credentials.
+Given the checks of the credentials and of the model (`bot.server.health.Recheck`), /healthz
+also answers 503 while GitHub refuses the credentials or the model's check fails.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 
 
 def create_app(settings: Settings, store: JobStore | None = None, credentials: HealthCheck | None = None,
-               on_configured: Callable[[Settings], None] | None = None) -> Flask:
-    """The webhook app for `settings`; `store` defaults to the one `open_store` opens (DECODE_DATABASE_URL, else SQLite under DECODE_DATA_DIR); `credentials`,
-    when given, is part of /healthz; `on_configured` runs once /setup has created the App."""
+               on_configured: Callable[[Settings], None] | None = None, model: HealthCheck | None = None) -> Flask:
+    """The webhook app for `settings`; `store` defaults to the one `open_store` opens (DECODE_DATABASE_URL, else SQLite under DECODE_DATA_DIR); `credentials`
+    and `model`, when given, are part of /healthz; `on_configured` runs once /setup has created the App."""
     if has_credentials(settings) and not settings.github.webhook_secret:
         raise ConfigError("GITHUB_WEBHOOK_SECRET is not set: set it to the webhook secret of the GitHub App; "
                           "the server does not accept unsigned deliveries")
@@ -42,7 +42,8 @@ def create_app(settings: Settings, store: JobStore | None = None, credentials: H
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     store = store or open_store(settings.store)
     app.extensions[KEY] = AppContext(settings=settings, store=store, metrics=Metrics(store.counts),
-                                     router=Router(Rules.of(settings)), credentials=credentials)
+                                     router=Router(Rules.of(settings)), credentials=credentials,
+                                     model=model)
     app.register_blueprint(webhooks)
     app.register_blueprint(health)
     for blueprint in web_blueprints():  # the dashboard, transcript pages and sign-in: docs/web.md

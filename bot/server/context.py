@@ -22,7 +22,7 @@ KEY = "decode"
 
 
 class HealthCheck(Protocol):
-    """The credential check /healthz asks (bot.server.health.CredentialCheck)."""
+    """A check /healthz asks: the credentials' or the model's (bot.server.health.Recheck)."""
 
     def error(self) -> DecodeError | None: ...
 
@@ -34,6 +34,7 @@ class AppContext:
     metrics: Metrics
     router: Router
     credentials: HealthCheck | None = None  # when given, /healthz is 503 while GitHub refuses them
+    model: HealthCheck | None = None  # when given, /healthz is 503 while the model's check fails
     runner: LeaseRunner | None = None  # the runner of this process's jobs (serve's pool, the Modal dispatcher)
 
 

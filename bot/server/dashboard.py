@@ -2,7 +2,8 @@
 
 A user sees the runs of the repositories they can read on GitHub (as listed at sign-in), nothing
 else; `?repo=owner/name` and `?state=queued|running|done|failed` narrow the list. The totals are
-over the runs listed (the newest `LIMIT`).
+over the runs listed (the newest `LIMIT`). A server in setup mode (no App credentials, no token) says
+so here and links /setup (never its key: anyone may open /).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 
 from flask import Blueprint, render_template, request, session
 
+from bot.github.app_credentials import has_credentials
 from bot.server.context import app_context
 from bot.github.links import run_path
 from bot.server.oauth import callback_url, configured, current_user
@@ -27,6 +29,8 @@ home.after_request(secure)
 def index() -> str:
     ctx = app_context()
     settings = ctx.settings
+    if not has_credentials(settings):
+        return render_template("setup_mode.html", user=None)
     if not configured(settings.github):
         return render_template("setup_signin.html", user=None, callback=callback_url(settings.web))
     user = current_user()

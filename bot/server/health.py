@@ -1,16 +1,21 @@
-"""GET /healthz (200 when the store is writable and GitHub takes the credentials) and GET /metrics.
+"""GET /healthz (200 when the store is writable, GitHub takes the credentials and the model answers) and
+GET /metrics.
 
 /metrics is not public: with DECODE_METRICS_TOKEN it wants `Authorization: Bearer <token>` (401
 otherwise); without one it answers only requests from a loopback address (a private bind), 403 to
 anyone else (docs/web.md says how to scrape from elsewhere).
 
-The credentials are re-checked at most every `DECODE_HEALTH_RECHECK_SECONDS`
-(a `CredentialCheck`), so a load balancer polling /healthz does not become
-traffic to GitHub, and an App key revoked mid-run turns /healthz to 503.
+The credentials and the model are each a `Recheck`: asked at start, then again at most every
+`DECODE_HEALTH_RECHECK_SECONDS` on a thread of their own, so a load balancer polling /healthz neither
+becomes traffic to GitHub or Anthropic nor waits for it, and an App key revoked mid-run turns
+/healthz to 503. While the model's check fails (a rejected or missing ANTHROPIC_API_KEY, a DECODE_MODEL
+the key cannot use, the API unreachable), the worker pool claims nothing (`model_check`): jobs wait
+in the store instead of failing on their issues, and run once a recheck passes.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -18,38 +23,84 @@ from collections.abc import Callable
 from flask import Blueprint, Response, jsonify, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from bot.config import Settings
 from bot.core.errors import DecodeError
-from bot.github.auth import Credentials
+from bot.model import Model, make_model
 from bot.server.context import app_context
 from bot.server.metrics import metrics_refusal
 
 health = Blueprint("health", __name__)
+log = logging.getLogger("decode.health")
 
 
-class CredentialCheck:
-    """`credentials.check()` at most once every `every_s` seconds; its last answer in between."""
+class Recheck:
+    """`ask()` (which raises a `DecodeError` saying what to fix) at most once every `every_s` seconds;
+    its last answer in between. `on_change(error)` runs when the answer turns from good to bad or back
+    (the first answer counts as a change)."""
 
-    def __init__(self, credentials: Credentials, every_s: float,
+    def __init__(self, ask: Callable[[], object], every_s: float, *,
+                 on_change: Callable[[DecodeError | None], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.credentials = credentials
         self.every_s = every_s
+        self._ask = ask
+        self._on_change = on_change
         self._clock = clock
-        self._lock = threading.Lock()
+        self._asking = threading.Lock()  # one question at a time
+        self._lock = threading.Lock()  # guards the answer and `_checking`
         self._at: float | None = None
         self._error: DecodeError | None = None
+        self._checking = False
 
-    def error(self, *, fresh: bool = False) -> DecodeError | None:
-        """Why GitHub does not take the credentials (None when it does); `fresh` skips the cache."""
-        with self._lock:  # one caller asks GitHub; the others wait for its answer
-            now = self._clock()
-            if fresh or self._at is None or now - self._at >= self.every_s:
-                try:
-                    self.credentials.check()
-                    self._error = None
-                except DecodeError as e:
-                    self._error = e
-                self._at = now
+    def now(self) -> DecodeError | None:
+        """Ask now and wait for the answer: why it is refused, None when it is not."""
+        with self._asking:
+            try:
+                self._ask()
+                error = None
+            except DecodeError as e:
+                error = e
+            with self._lock:
+                changed = self._at is None or (error is None) != (self._error is None)
+                self._error, self._at = error, self._clock()
+            if changed and self._on_change is not None:
+                self._on_change(error)
+            return error
+
+    def error(self) -> DecodeError | None:
+        """The last answer, at once (None before the first); when it is older than `every_s`, a recheck
+        starts on a thread of its own and a later call sees its answer."""
+        with self._lock:
+            stale = self._at is None or self._clock() - self._at >= self.every_s
+            if stale and not self._checking:
+                self._checking = True
+                threading.Thread(target=self._recheck, name="recheck", daemon=True).start()
             return self._error
+
+    def _recheck(self) -> None:
+        try:
+            self.now()
+        finally:
+            with self._lock:
+                self._checking = False
+
+
+def model_check(settings: Settings, model: Model | None) -> Recheck | None:
+    """The check of the process's shared `model` (`bot.model.shared_model`; None without an API key,
+    whose check then fails naming ANTHROPIC_API_KEY), as `decode run` does it before each run; None for
+    a scripted session, which needs no key. Each change of its answer is logged."""
+    if settings.model.name.startswith("scripted:"):
+        return None
+    every_s = settings.web.health_recheck_s
+
+    def changed(error: DecodeError | None) -> None:
+        if error is None:
+            log.info("the model %s answers: queued jobs run", settings.model.name)
+        else:
+            log.error("%s; jobs wait in the store until the model answers (asked again every %g s, "
+                      "DECODE_HEALTH_RECHECK_SECONDS)", error, every_s)
+
+    return Recheck(model.check if model is not None else lambda: make_model(settings.model), every_s,
+                   on_change=changed)
 
 
 @health.get("/healthz")
@@ -57,8 +108,9 @@ def healthz():  # type: ignore[no-untyped-def]
     ctx = app_context()
     if not ctx.store.writable():
         return jsonify(status="unavailable", reason="the job store is not writable: check DECODE_DATA_DIR"), 503
-    if ctx.credentials is not None and (error := ctx.credentials.error()) is not None:
-        return jsonify(status="unavailable", reason=str(error)), 503
+    for check in (ctx.credentials, ctx.model):
+        if check is not None and (error := check.error()) is not None:
+            return jsonify(status="unavailable", reason=str(error)), 503
     return jsonify(status="ok")
 
 

@@ -1,4 +1,8 @@
-"""Structured log lines: one JSON object per line, keyed by delivery and job id, redacted."""
+"""Structured log lines: one JSON object per line, keyed by delivery and job id, redacted.
+
+A record logged with `extra={PLAIN: True}` is one plain, redacted line instead (`<level>: <message>`):
+the setup link an operator copies from the log must not come wrapped in JSON.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from bot.core.errors import DecodeError
 from bot.core.redact import Redactor
 
 FIELDS = ("delivery_id", "job_id")
+PLAIN = "plain"
 
 
 class JsonFormatter(logging.Formatter):
@@ -22,6 +27,8 @@ class JsonFormatter(logging.Formatter):
         self._redactor = redactor
 
     def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, PLAIN, False):
+            return self._redactor.redact(f"{record.levelname.lower()}: {record.getMessage()}")
         out = {
             "at": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),

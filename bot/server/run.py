@@ -11,6 +11,13 @@ Both run as the App in DECODE_DATA_DIR/app.json when the environment sets no App
 Both check before taking work, and exit at once with the reason in one line:
 the App key loads and GitHub takes it (`GET /app`), the port can be listened on
 (exit 2: a setting to fix), GitHub answers at all (exit 1).
+
+Both also check the model at start, as `decode run` does (`bot.server.health.model_check`), but a
+failed model check does not stop them: the key may be fixed where it is kept (a secret store, the
+API's console) without a restart, and the intake keeps storing deliveries meanwhile. Until the check
+passes the log says why, /healthz answers 503 naming ANTHROPIC_API_KEY or DECODE_MODEL, and the
+jobs wait in the store instead of failing on their issues; it is asked again every
+`DECODE_HEALTH_RECHECK_SECONDS`.
 """
 
 from __future__ import annotations
@@ -27,11 +34,11 @@ from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
 from bot.jobs.handler import exhausted_reporter, job_handler
 from bot.jobs.lease import LeaseRunner
-from bot.model import shared_model
+from bot.model import Model, shared_model
 from bot.sandbox import close_all, prepare_host
 from bot.server.context import AppContext, app_context
-from bot.server.health import CredentialCheck
-from bot.server.logs import configure_logging
+from bot.server.health import Recheck, model_check
+from bot.server.logs import PLAIN, configure_logging
 from bot.server.metrics import Metrics, guarded_app
 from bot.server.setup import flow_of
 from bot.server.shutdown import on_shutdown, stop_runner
@@ -43,10 +50,23 @@ from bot.sandbox import sandbox_spec
 log = logging.getLogger("decode.worker")
 
 
-def ask_github(check: CredentialCheck) -> None:
-    """Raise the error saying what to fix unless GitHub takes the credentials now."""
-    if (error := check.error(fresh=True)) is not None:
+def ask_github(credentials: Credentials, settings: Settings) -> Recheck:
+    """The check /healthz asks of `credentials`; it raises the error saying what to fix unless GitHub
+    takes them now."""
+    check = Recheck(credentials.check, settings.web.health_recheck_s)
+    if (error := check.now()) is not None:
         raise error
+    return check
+
+
+class ModelGate:
+    """The process's shared model and its check (None for a scripted session), asked once at start."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.model: Model | None = shared_model(settings.model)
+        self.check = model_check(settings, self.model)
+        if self.check is not None:
+            self.check.now()  # its answer is logged; a failure holds the jobs, it does not stop the server
 
 
 def listen(app: Any, host: str, port: int) -> Any:
@@ -71,12 +91,14 @@ def cannot_listen(host: str, port: int, e: OSError) -> ConfigError:
 
 
 def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
-               credentials: Credentials) -> LeaseRunner:
-    """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`."""
+               credentials: Credentials, gate: ModelGate) -> LeaseRunner:
+    """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`;
+    it claims nothing while the model's check fails."""
     forge = GitHubForge(credentials)
     prepare_host(settings.sandbox.mode, sandbox_spec(settings.sandbox, settings.store.data_dir))
-    handle = job_handler(settings, forge, metrics.record_run, model=shared_model(settings.model))
-    pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge))
+    handle = job_handler(settings, forge, metrics.record_run, model=gate.model)
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge),
+                       hold=gate.check.error if gate.check is not None else None)
     pool.start()
     store.watch(pool.wake)  # a job another process queued (PostgreSQL) starts at once, not at the next poll
     return pool
@@ -104,33 +126,35 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     check_port(port)
     configure_logging(settings.redactor)
-    check = (CredentialCheck(credentials_from(settings), settings.web.health_recheck_s)
-             if has_credentials(settings) else None)
+    credentials = credentials_from(settings) if has_credentials(settings) else None
     store = open_store(settings.store)
     pool = Pool(store)
     try:
-        app = create_app(settings, store, check, on_configured=lambda new: pool.configure(app, new))
+        app = create_app(settings, store, on_configured=lambda new: pool.configure(app, new))
         pool.context = app_context(app)
-        if check is not None:
-            ask_github(check)  # only once the settings are complete, GitHub takes the credentials
+        if credentials is not None:  # only once the settings are complete, GitHub takes the credentials
+            pool.context.credentials = ask_github(credentials, settings)
         server = listen(app, host, port)
+        pool.gate = ModelGate(settings)  # after the port: a busy port is told at once
+        pool.context.model = pool.gate.check
     except BaseException:
         store.close()
         raise
-    if check is not None:
-        pool.start(settings, check.credentials)
+    if credentials is not None:
+        pool.start(settings, credentials)
 
     def stopped(released: list[int]) -> None:
         remove_sandboxes(released)
         close_server(server)
 
     on_shutdown(lambda name: pool.shutdown(name, settings.pool.shutdown_grace_s, stopped))
-    if check is not None:
+    if credentials is not None:
         log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.pool.workers)
     else:
         base = settings.web.public_url or f"http://{host}:{server.effective_port}"
         log.warning("serving on http://%s:%s in setup mode: no GitHub App yet, /webhook answers 503; open "
-                    "%s/setup?key=%s to create it", host, server.effective_port, base, flow_of(app).key)
+                    "%s/setup?key=%s to create it", host, server.effective_port, base, flow_of(app).key,
+                    extra={PLAIN: True})  # a link to copy: a plain line, not JSON
     try:
         server.run()
     finally:
@@ -147,30 +171,31 @@ class Pool:
     def __init__(self, store: JobStore) -> None:
         self.store = store
         self.context: AppContext | None = None  # the webhook app's: its metrics, and where the runner is set
+        self.gate: ModelGate | None = None  # the model and its check, made before the server listens
         self.runner: LeaseRunner | None = None
         self.closed = False
         self._lock = threading.Lock()  # a start and a shutdown never cross: a shutdown sees the runner or none
 
     def start(self, settings: Settings, credentials: Credentials) -> None:
         """Start the lease runner (once); a ConfigError when the server is already shutting down."""
-        assert self.context is not None
+        assert self.context is not None and self.gate is not None
         with self._lock:
             if self.closed:
                 raise ConfigError("decode serve is shutting down: the App is saved; start it again to run as it")
             if self.runner is None and settings.pool.workers == 0:
                 log.info("intake only (DECODE_WORKERS=0): the jobs are run by decode worker processes on this store")
             elif self.runner is None:
-                self.runner = start_pool(settings, self.store, self.context.metrics, settings.pool.workers, credentials)
+                self.runner = start_pool(settings, self.store, self.context.metrics, settings.pool.workers,
+                                         credentials, self.gate)
                 self.context.runner = self.runner  # the intake wakes it for each job it queues
 
     def configure(self, app: Any, settings: Settings) -> None:
         """Run as the App /setup created: its secrets redacted, GitHub asked once, /healthz checking it,
         the workers started."""
         configure_logging(settings.redactor)
-        check = CredentialCheck(credentials_from(settings), settings.web.health_recheck_s)
-        ask_github(check)
-        app_context(app).credentials = check
-        self.start(settings, check.credentials)
+        credentials = credentials_from(settings)
+        app_context(app).credentials = ask_github(credentials, settings)
+        self.start(settings, credentials)
 
     def shutdown(self, name: str, grace_s: float, on_stopped: Callable[[list[int]], None]) -> None:
         """The stop for signal `name` (bot/server/shutdown.py): the runner's graceful stop, or, before /setup
@@ -215,8 +240,9 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
     if settings.pool.workers == 0:
         raise ConfigError("DECODE_WORKERS=0 leaves decode worker nothing to do: set it to how many jobs it runs "
                           "at once (0 is for an intake-only decode serve)")
-    check = CredentialCheck(credentials_from(settings), settings.web.health_recheck_s)
-    ask_github(check)
+    credentials = credentials_from(settings)
+    ask_github(credentials, settings)
+    gate = ModelGate(settings)
     store = open_store(settings.store)
     metrics = Metrics(store.counts)
     if port is not None:
@@ -226,7 +252,7 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
             store.close()
             raise
         threading.Thread(target=scrape.run, name="metrics", daemon=True).start()
-    pool = start_pool(settings, store, metrics, settings.pool.workers, check.credentials)
+    pool = start_pool(settings, store, metrics, settings.pool.workers, credentials, gate)
     on_shutdown(lambda name: stop_runner(pool, settings.pool.shutdown_grace_s, name, remove_sandboxes))
     log.info("worker running with %d workers", settings.pool.workers)
     pool.wait_stopped()

@@ -7,10 +7,15 @@ single-use `state`, converts the code, keeps the App in app.json (0600) and swit
 the running server over: `AppContext.settings` is replaced and `on_configured` (the
 worker pool of `decode serve`) runs, without a restart. A configured server never
 offers the form again, and never shows a secret.
+
+The setup key is kept in DECODE_DATA_DIR/setup.key (owner-only, like the server's other keys,
+bot/core/keys.py), so a restart on the same data dir (to set DECODE_PUBLIC_URL, say) keeps the
+logged link good; it is deleted once the App is saved.
 """
 
 from __future__ import annotations
 
+import base64
 import hmac
 import json
 import logging
@@ -19,12 +24,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, redirect, render_template_string, request
 
 from bot.github.app_credentials import StoredApp, applied, has_credentials, load, save
 from bot.config import Settings
 from bot.core.errors import DecodeError
+from bot.core.keys import data_key
 from bot.server.context import app_context
 from bot.server.manifest import ORG, SetupError, convert, manifest, new_app_url
 
@@ -33,6 +40,7 @@ setup = Blueprint("setup", __name__)
 KEY = "decode.setup"
 STATE_TTL_S = 3600.0  # GitHub's code lives an hour; a state need not outlive it
 MAX_STATES = 64
+KEY_FILE = "setup.key"
 
 
 @dataclass
@@ -40,13 +48,13 @@ class SetupFlow:
     """The setup mode of one app: its key, the states it handed out, and what runs once configured."""
 
     on_configured: Callable[[Settings], None] | None = None
-    key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    key: str = ""  # "" (a configured server) admits no one
     lock: threading.Lock = field(default_factory=threading.Lock)
     states: dict[str, float] = field(default_factory=dict)  # state -> when it expires (monotonic)
 
     def admits(self, key: str | None) -> bool:
         """Whether `key` is this server's setup key."""
-        return bool(key) and hmac.compare_digest(key.encode(), self.key.encode())
+        return bool(key and self.key) and hmac.compare_digest(key.encode(), self.key.encode())
 
     def issue(self) -> str:
         """A new single-use state, good for an hour; the oldest are dropped past MAX_STATES."""
@@ -68,10 +76,16 @@ class SetupFlow:
 def init_setup(app: Flask, on_configured: Callable[[Settings], None] | None = None) -> SetupFlow:
     """Register /setup on `app`; `on_configured(settings)` runs once the App exists (before /webhook
     accepts deliveries), e.g. to start the worker pool; an error it raises is shown on the page."""
-    flow = SetupFlow(on_configured)
+    settings = app_context(app).settings
+    flow = SetupFlow(on_configured, "" if has_credentials(settings) else setup_key(settings.store.data_dir))
     app.extensions[KEY] = flow
     app.register_blueprint(setup)
     return flow
+
+
+def setup_key(data_dir: Path) -> str:
+    """The setup key of `data_dir`, made on first use and kept in `data_dir/setup.key` (0600)."""
+    return base64.urlsafe_b64encode(data_key(data_dir, KEY_FILE)).decode().rstrip("=")
 
 
 def flow_of(app: Flask | None = None) -> SetupFlow:
@@ -111,6 +125,8 @@ def callback() -> Response | tuple[Response, int]:
         except SetupError as e:
             return page("error", error=str(e)), 502
         save(ctx.settings.store.data_dir, app)
+        (ctx.settings.store.data_dir / KEY_FILE).unlink(missing_ok=True)  # its work is done
+        flow.key = ""
         log.info("GitHub App %s (id %d) created and saved in %s", app.slug, app.id, ctx.settings.store.data_dir)
         configured = applied(ctx.settings, app)
         try:

@@ -287,3 +287,18 @@ def test_a_woken_runner_claims_at_once_not_at_its_next_poll(store: JobStore) -> 
         assert time.monotonic() - queued < 2
     finally:
         pool.stop(1)
+
+
+def test_a_held_runner_claims_nothing_until_its_hold_lifts(store: JobStore) -> None:
+    job_id = enqueue(store, "octo/hello#1")
+    reason: list[str | None] = ["ANTHROPIC_API_KEY was rejected"]
+    pool = LeaseRunner(store, ThreadExecutor(lambda job: Outcome(result={})), poll_s=0.02, hold=lambda: reason[0])
+    for _ in range(3):
+        assert not pool.sweep()
+    job = store.job(job_id)
+    assert job is not None and (job.state, job.attempts) == ("queued", 0)  # waiting: no attempt spent
+    reason[0] = None
+    pool.start()
+    assert pool.wait_idle(10)
+    pool.stop(1)
+    assert store.job(job_id).state == "done"

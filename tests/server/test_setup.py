@@ -7,6 +7,8 @@ import html
 import json
 import re
 import stat
+import urllib.error
+import urllib.request
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -19,6 +21,7 @@ from bot.server import create_app
 from bot.server.manifest import manifest
 from bot.server.setup import flow_of
 from tests.server.conftest import SECRET, delivery
+from tests.support.server import Server, env, setup_link  # noqa: F401 (fixture)
 from tests.support.webhooks import labeled
 
 PUBLIC = "https://decode.example.com"
@@ -200,3 +203,41 @@ def test_a_server_configured_by_its_environment_never_offers_the_form(settings, 
     res = client.get(f"/setup/callback?code=abc&state={flow_of(app).issue()}")
     assert res.status_code == 409 and not fake_github.calls("POST", "^/app-manifests/")
     assert not (settings.store.data_dir / "app.json").exists()
+
+
+def test_the_setup_key_is_kept_owner_only_in_the_data_dir_until_the_app_is_saved(settings, store, fake_github):
+    app, client = app_for(settings, store)
+    key, path = flow_of(app).key, settings.store.data_dir / "setup.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert flow_of(app_for(settings, store)[0]).key == key  # the same data dir: the same key
+    created(fake_github, client, key)
+    assert not path.exists() and not flow_of(app).admits(key)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_a_server_in_setup_mode_says_so_at_the_root_and_its_logged_link_outlives_a_restart(env, tmp_path):
+    setup_env = {k: v for k, v in env.items() if not k.startswith("GITHUB_APP_") and k != "GITHUB_WEBHOOK_SECRET"}
+    setup_env["DECODE_PUBLIC_URL"] = PUBLIC
+    links = []
+    for name in ("first", "second"):
+        log = tmp_path / f"{name}.log"
+        server = Server(setup_env, log)
+        try:
+            status, page = get(server.url + "/")
+            assert status == 200 and "setup mode" in page and 'href="/setup"' in page, page
+            link = setup_link(log.read_text())  # a plain line: the link is copied as it stands
+            assert link.startswith(f"{PUBLIC}/setup?key=") and "\\" not in link
+            status, form_page = get(server.url + link.removeprefix(PUBLIC))
+            assert status == 200 and 'id="create"' in form_page, form_page
+            links.append(link)
+        finally:
+            assert server.stop() == 0
+    assert links[0] == links[1]
+    assert stat.S_IMODE((tmp_path / "data" / "setup.key").stat().st_mode) == 0o600

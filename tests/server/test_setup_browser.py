@@ -14,19 +14,11 @@ from selenium.webdriver.common.by import By
 
 from tests.fakes.webhook_examples import example
 from tests.support.browser import browser  # noqa: F401 (fixture)
-from tests.support.server import NAME, OWNER, Server, env, free_port, wait_for  # noqa: F401 (fixture)
+from tests.support.server import NAME, OWNER, Server, env, free_port, setup_link, wait_for  # noqa: F401 (fixture)
 
 NOTES = [[{"type": "tool_use", "name": "bash", "input": {"command": "echo noted >> NOTES.md"}}],
          [{"type": "text", "text": "Wrote the notes."}]]
 APP_VARIABLES = ("GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY", "GITHUB_WEBHOOK_SECRET")
-
-
-def setup_link(log: str) -> str:
-    """The /setup?key=... link `decode serve` logged in setup mode."""
-    for line in log.splitlines():
-        if line.startswith("{") and "/setup?key=" in (msg := json.loads(line)["msg"]):
-            return msg.split(" to create it")[0].rsplit("open ", 1)[1]
-    raise AssertionError(f"no setup link in the log: {log}")
 
 
 def webhook(server: Server) -> tuple[int, dict]:

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.support.cli import DECODE
-from tests.support.server import Server, env, free_port, wait_for  # noqa: F401 (fixture)
+from tests.support.server import Server, env, free_port, healthz, wait_for  # noqa: F401 (fixture)
 
 
 def other_key() -> str:
@@ -42,16 +40,6 @@ def test_a_key_github_refuses_stops_start_up_naming_get_app(env, command, fake_g
     code, line = refused({**env, "GITHUB_APP_PRIVATE_KEY": other_key()}, *command)
     assert code == 2 and "GET /app answered 401" in line and "GITHUB_APP_PRIVATE_KEY" in line, line
     assert [c.status for c in fake_github.calls("GET", "^/app$")] == [401]
-
-
-def healthz(server: Server) -> tuple[int, dict]:
-    import json
-
-    try:
-        with urllib.request.urlopen(server.url + "/healthz", timeout=10) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def test_healthz_is_503_when_the_store_directory_cannot_be_written(env, fake_github, tmp_path):

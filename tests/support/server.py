@@ -41,6 +41,8 @@ class Server:
             try:
                 urllib.request.urlopen(self.url + "/healthz", timeout=1)
                 return
+            except urllib.error.HTTPError:  # up, and /healthz says why it cannot work (a test may want that)
+                return
             except OSError:
                 assert self.proc.poll() is None, log.read_text()
                 time.sleep(0.1)
@@ -74,6 +76,7 @@ def env(fake_github, fake_anthropic, tmp_path):
     fake_github.set_permission(OWNER, NAME, "alice", "write")
     return {
         "PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(EXAMPLE.parents[1]),  # the server runs this checkout's code, as `decode_run` does
         "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_APP_ID": str(fake_github.app_id),
         "GITHUB_APP_PRIVATE_KEY": fake_github.private_key_pem, "GITHUB_API_URL": fake_github.api_url,
         "ANTHROPIC_API_KEY": fake_anthropic.api_key, "ANTHROPIC_BASE_URL": fake_anthropic.url,
@@ -81,6 +84,24 @@ def env(fake_github, fake_anthropic, tmp_path):
         "DECODE_LEASE_SECONDS": "2", "DECODE_WORKERS": "2",
     }
 
+
+def healthz(server: Server) -> tuple[int, dict]:
+    """GET /healthz: its status and JSON body."""
+    import json
+
+    try:
+        with urllib.request.urlopen(server.url + "/healthz", timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def setup_link(log: str) -> str:
+    """The /setup?key=... link `decode serve` logged in setup mode, on a plain line (not JSON) to copy."""
+    for line in log.splitlines():
+        if not line.startswith("{") and "/setup?key=" in line:
+            return line.split(" to create it")[0].rsplit("open ", 1)[1]
+    raise AssertionError(f"no setup link in the log: {log}")
 
 
 def wait_for(condition, timeout: float = 90.0, what: str = "condition"):
