@@ -243,7 +243,8 @@ ROWS: tuple[Row, ...] = (
     Row("max_attempts", "DECODE_MAX_ATTEMPTS", "store.max_attempts", 3, positive(int),
         "how many times a job is started before it is given up"),
     Row("keep_days", "DECODE_KEEP_DAYS", "store.keep_days", 30.0, positive(float),
-        "days a run's transcripts and record (and an unpublished clone) are kept after its last write"),
+        "days a run's transcripts and record (and an unpublished clone) are kept after its last write, and a "
+        "transcript link lives after it is made"),
     # web
     Row("public_url", "DECODE_PUBLIC_URL", "web.public_url", None, url,
         "this server's base URL, for links in comments and check runs"),
