@@ -35,6 +35,7 @@ class AppContext:
     router: Router
     credentials: HealthCheck | None = None  # when given, /healthz is 503 while GitHub refuses them
     runner: LeaseRunner | None = None  # the runner of this process's jobs (serve's pool, the Modal dispatcher)
+    bind: str | None = None  # the host `decode serve` listens on; /metrics needs its token unless it is loopback
 
 
 def app_context(app: Flask | None = None) -> AppContext:

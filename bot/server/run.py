@@ -111,6 +111,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     try:
         app = create_app(settings, store, check, on_configured=lambda new: pool.configure(app, new))
         pool.context = app_context(app)
+        app_context(app).bind = host  # /metrics answers without its token only on a loopback bind
         if check is not None:
             ask_github(check)  # only once the settings are complete, GitHub takes the credentials
         server = listen(app, host, port)
@@ -221,7 +222,7 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
     metrics = Metrics(store.counts)
     if port is not None:
         try:
-            scrape = listen(guarded_app(metrics.registry, settings.web.metrics_token), host, port)
+            scrape = listen(guarded_app(metrics.registry, settings.web.metrics_token, host), host, port)
         except ConfigError:
             store.close()
             raise

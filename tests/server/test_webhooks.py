@@ -5,6 +5,7 @@ import pytest
 from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.server import create_app
+from bot.server.context import app_context
 from tests.fakes.webhook_examples import all_examples, example
 from tests.server.conftest import delivery
 from tests.support.webhooks import labeled
@@ -102,6 +103,7 @@ def test_healthz_and_metrics(client):
     assert client.get("/healthz").status_code == 200
     post(client, "issues", labeled())
     post(client, "issues", labeled("bug"))
+    app_context(client.application).bind = "127.0.0.1"  # decode serve's default --host
     text = client.get("/metrics").get_data(as_text=True)
     assert 'decode_deliveries_total{outcome="queued"} 1.0' in text
     assert 'decode_deliveries_total{outcome="ignored"} 1.0' in text
