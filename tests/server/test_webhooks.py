@@ -1,5 +1,7 @@
 """POST /webhook through the Flask app with a real SQLite store, fed GitHub's own example payloads."""
 
+import time
+
 import pytest
 
 from bot.config import Settings
@@ -60,6 +62,25 @@ def test_a_replayed_body_under_a_new_delivery_id_does_not_make_a_second_job(clie
     relabeled = example("issues", "labeled", sender_type="User", label__name="agent",
                         issue__updated_at="2030-01-01T00:00:00Z")  # removed and added again: a new body
     assert post(client, "issues", relabeled, delivery_id="d-3").status_code == 202
+
+
+@pytest.mark.parametrize("event,action,text", [
+    ("issues", "labeled", None), ("issue_comment", "created", "comment"), ("pull_request_review", "submitted", "review"),
+])
+def test_a_signed_body_older_than_the_digest_window_is_refused_as_a_replay(client, store, event, action, text):
+    """Its digest may have been pruned after BODY_RETENTION_S (90 days): its own times give it away."""
+    def dated(days_ago: int) -> dict:
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days_ago * 86400))
+        payload = example(event, action, sender_type="User", at=at)
+        if text is None:
+            payload["label"]["name"] = "agent"
+        else:  # the command in a comment or a review, by someone who may run it
+            payload[text].update(body="/decode do it", author_association="OWNER")
+        return payload
+    old = post(client, event, dated(91))
+    assert old.status_code == 400 and old.get_json()["outcome"] == "stale", old.get_json()
+    assert "refused as a replay" in old.get_json()["message"] and store.counts().get("queued", 0) == 0
+    assert post(client, event, dated(80)).status_code == 202  # still inside the window: the digest catches it
 
 
 def test_json_nested_too_deeply_is_400_not_500(client, store):
