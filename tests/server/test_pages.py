@@ -167,6 +167,18 @@ def test_the_sanitizer_is_the_last_wall_even_for_raw_html(hostile):
     assert active(safe_html(hostile)) == []
 
 
+@pytest.mark.parametrize("code,kept", [
+    ('<code class="badge failed">x</code>', "<code>x</code>"),
+    ('<code class="language-python badge">x</code>', '<code class="language-python">x</code>'),
+    ('<code class="run-head language-c++ language-js">x</code>', '<code class="language-c++ language-js">x</code>'),
+    ('<code class="language-">x</code>', "<code>x</code>"),
+])
+def test_code_keeps_only_language_classes(code, kept):
+    """The page escapes raw HTML before markdown (the hostile test above), so the sanitizer is the last wall:
+    a class of the page's own (a `badge failed`) never reaches it."""
+    assert safe_html(f"<p>{code}</p>") == f"<p>{kept}</p>"
+
+
 def test_links_and_code_survive_sanitizing():
     html = safe_html('<p><a href="https://github.com/o/r/pull/1">PR</a> <code class="language-python">x</code></p>')
     assert 'href="https://github.com/o/r/pull/1"' in html and 'rel="noopener noreferrer nofollow"' in html
