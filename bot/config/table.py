@@ -67,6 +67,17 @@ def path(env: Mapping[str, str], row: Row) -> Path | None:
     return Path(raw) if raw else None
 
 
+def paths(env: Mapping[str, str], row: Row) -> tuple[Path, ...]:
+    """Absolute host paths separated by `:` (empty entries skipped); the default when unset."""
+    raw = env.get(row.var or "") or ""
+    found = tuple(Path(entry) for entry in raw.split(":") if entry.strip())
+    for entry in found:
+        if not entry.is_absolute():
+            raise ConfigError(f"{row.var}: {str(entry)!r} is not an absolute path: give absolute host paths "
+                              "separated by ':'")
+    return found or row.default
+
+
 def fixed(env: Mapping[str, str], row: Row) -> Any:
     """A setting the program sets (no variable): always the default until overridden."""
     return row.default
@@ -204,9 +215,12 @@ ROWS: tuple[Row, ...] = (
     Row("sandbox_image", "DECODE_SANDBOX_IMAGE", "sandbox.image", "decode-sandbox:latest", text,
         "the image of `docker` and `modal` sandboxes (a registry image for modal); it needs `python3` "
         "(git is added on modal)"),
+    Row("hide_paths", "DECODE_HIDE_PATHS", "sandbox.hide_paths", (), paths,
+        "more host paths no sandbox may see (`:`-separated, absolute): the host's other secret files, such as a "
+        "credentials directory; hidden like the data dir (bwrap masks them; docker and modal never show the host)"),
     Row("sandbox_hide", None, "sandbox.hide", (), fixed,
-        "more host paths no sandbox may see, besides the data dir and the App key file (the Action: the "
-        "checkout, RUNNER_TEMP, HOME)"),
+        "more host paths no sandbox may see, besides the data dir, DECODE_HIDE_PATHS and the App key file (the "
+        "Action: the checkout, RUNNER_TEMP, HOME)"),
     Row("sandbox_path", None, "sandbox.path", (), fixed,
         "host PATH entries the sandbox puts first when it can see them (bwrap; the Action: the step's PATH)"),
     Row("cgroup_parent", "DECODE_CGROUP_PARENT", "sandbox.cgroup_parent", None, path,
