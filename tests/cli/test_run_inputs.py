@@ -46,6 +46,10 @@ CASES = {
     "a folder outside git": Case(["--repo", "{repo}", TASK], 2, "is not in a git repository", repo="plain"),
     "a repository without commits": Case(["--repo", "{repo}", TASK], 2, "has no commits yet", repo="empty"),
     "uncommitted changes are named": Case(["--repo", "{repo}", TASK], 0, "uncommitted changes", repo="dirty"),
+    "a missing path": Case(["--repo", "{tmp}/nope", TASK], 2, "--repo {tmp}/nope: no such path"),
+    "a relative missing path": Case(["--repo", "./nope", TASK], 2, "--repo ./nope: no such path"),
+    "an unknown --base": Case(["--repo", "{repo}", "--base", "nope", TASK], 2, "--base nope: no branch, tag or"),
+    "--base a branch": Case(["--repo", "{repo}", "--base", "main", TASK], 0),
     # the task
     "a blank task": Case(["--repo", "{repo}", " \n\t "], 2, "the task is blank"),
     "--task-file PATH": Case(["--repo", "{repo}", "--task-file", "{tmp}/task.md"], 0),
@@ -121,6 +125,7 @@ def test_decode_run_inputs(fake_anthropic, tmp_path, case: Case):
         [line] = res.stderr.strip().splitlines()
         assert line.startswith("decode") and fill(case.says) in line, line
         assert not fake_anthropic.requests  # refused before any work
+        assert not list((tmp_path / "data").glob("runs/*"))  # and before a run directory
         return
     assert fill(case.says) in res.stderr
     assert TASK in str(fake_anthropic.requests[0].body)
