@@ -135,7 +135,10 @@ def private_key(env: Mapping[str, str], row: Row) -> str | None:
         except OSError as e:
             raise ConfigError(f"GITHUB_APP_PRIVATE_KEY_PATH={key_path}: cannot read it ({e.strerror})") from None
     if key and "PRIVATE KEY" not in key:
-        raise ConfigError("GITHUB_APP_PRIVATE_KEY is not valid: set it to the app's PEM private key text")
+        if env.get("GITHUB_APP_PRIVATE_KEY"):
+            raise ConfigError("GITHUB_APP_PRIVATE_KEY is not valid: set it to the app's PEM private key text")
+        raise ConfigError(f"GITHUB_APP_PRIVATE_KEY_PATH={key_path} is not a PEM private key: point it at the "
+                          "App's .pem file (GitHub App settings > Private keys)")
     return key or None
 
 

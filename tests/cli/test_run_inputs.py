@@ -74,6 +74,9 @@ CASES = {
                                     env={"DECODE_MAX_COST_USD": "nan"}),
     "DECODE_MAX_COST_USD=inf": Case(["--repo", "{repo}", TASK], 2, "DECODE_MAX_COST_USD='inf' is not valid",
                                     env={"DECODE_MAX_COST_USD": "inf"}),
+    "a key file that is no key": Case(["--repo", "{repo}", TASK], 2,
+                                      "GITHUB_APP_PRIVATE_KEY_PATH={tmp}/task.md is not a PEM private key",
+                                      env={"GITHUB_APP_PRIVATE_KEY_PATH": "{tmp}/task.md"}),
     "DECODE_TIMEOUT_MINUTES=inf": Case(["--repo", "{repo}", TASK], 2, "DECODE_TIMEOUT_MINUTES='inf' is not valid",
                                        env={"DECODE_TIMEOUT_MINUTES": "inf"}),
 }
@@ -118,7 +121,7 @@ def test_decode_run_inputs(fake_anthropic, tmp_path, case: Case):
         return text.replace("{repo}", str(repo)).replace("{tmp}", str(tmp_path))
 
     res = run_decode(["run", *map(fill, case.argv)], fake_anthropic, tmp_path, cwd=Path(fill(case.cwd)),
-                     stdin=case.stdin, **case.env)
+                     stdin=case.stdin, **{name: fill(value) for name, value in case.env.items()})
     assert "Traceback" not in res.stderr
     assert res.returncode == case.code, res.stderr
     if case.code == 2:
