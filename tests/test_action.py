@@ -11,8 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.action import runner_sandbox
+from bot.github.triggers import APP_ROUTES
 from tests.support.action import EXAMPLE, NAME, OWNER, REPO, ROOT, rewritten, runner, runner_temp  # noqa: F401 (fixture)
 
 SESSION = json.loads((EXAMPLE / "session.json").read_text())
@@ -122,6 +124,23 @@ def test_the_workflow_files_are_valid(action_validator):
     broken.parent.mkdir(exist_ok=True)
     broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    stepz: []\n")
     assert subprocess.run([*action_validator, str(broken)], capture_output=True).returncode != 0
+
+
+def test_the_example_workflow_subscribes_to_every_kind_of_request_and_says_what_to_set_up():
+    """Each event by which a person asks for work reaches the action: a trigger the workflow does not list
+    (review batches, before) can never run."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "decode.yml").read_text())
+    on, job = workflow[True], workflow["jobs"]["decode"]  # YAML 1.1 reads the key `on` as True
+    for event, action in (("issues", "labeled"), ("issue_comment", "created"),
+                          ("pull_request_review_comment", "created"), ("pull_request_review", "submitted")):
+        assert f"{event}.{action}" in APP_ROUTES
+        assert on[event]["types"] == [action] and f"github.event_name == '{event}'" in job["if"], event
+    assert "github.event.review.state == 'changes_requested'" in job["if"]
+    default = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]["timeout_minutes"]["default"]
+    assert default == "45" and job["timeout-minutes"] > int(default)
+    guide = " ".join((ROOT / "docs" / "action.md").read_text().split())
+    assert "Create the `agent` label" in guide and "45 minutes by default" in guide and "review batch" in guide
+    assert "Create the `agent` label" in (ROOT / ".github" / "workflows" / "decode.yml").read_text()
 
 
 def test_a_github_failure_still_writes_the_outputs_and_fails_the_step(runner, fake_github, fake_anthropic):

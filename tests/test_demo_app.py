@@ -34,7 +34,7 @@ def test_the_app_demo_opens_a_pr_and_prints_its_live_page(tmp_path):
         assert said["issue #1 labeled `agent`"] == "signed webhook delivered, 202"
         assert said["pull request"].endswith("/octo/calendar/pull/2 (The weekend tests fail on Saturdays)")
         page = said["transcript page"]
-        assert "/runs/job-1?sig=" in page
+        assert "/runs/job-1?exp=" in page and "&sig=" in page
         with urllib.request.urlopen(page, timeout=10) as answer:  # the page serves while the demo holds
             html = answer.read().decode()
         assert answer.status == 200 and "is_weekend" in html

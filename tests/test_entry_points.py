@@ -260,6 +260,17 @@ def no_github_calls(w: World, done: Done) -> None:
     assert not w.github.requests, [f"{r.method} {r.path}" for r in w.github.requests]
 
 
+def said_once(w: World, done: Done) -> None:
+    """The reason is one line, said once (not also by a log record of the layer that found it)."""
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("decode: "), done.stderr
+
+
+def said_nothing(w: World, done: Done) -> None:
+    """The Action says a failure in its annotation (and the job summary) only."""
+    assert not done.stderr.strip(), done.stderr
+
+
 def names_the_port(w: World, done: Done) -> None:
     assert f"127.0.0.1:{w.argv[1]}" in done.stderr, done.stderr
 
@@ -342,11 +353,11 @@ ROWS: dict[str, Row] = {
     "run --issue 999": Row("run", 2, "#999 is not an issue or pull request of octo/calendar",
                            ["--repo", REPO, "--issue", "999"]),
     "run --repo octo/nosuch": Row("run", 2, "octo/nosuch cannot be read with this token (404",
-                                  ["--repo", "octo/nosuch", TASK]),
+                                  ["--repo", "octo/nosuch", TASK], check=said_once),
     "run, bad GitHub token": Row("run", 2, "the GitHub token was rejected", ON_GITHUB,
-                                 env={"GITHUB_TOKEN": "ghp_" + "x" * 36}),
+                                 env={"GITHUB_TOKEN": "ghp_" + "x" * 36}, check=said_once),
     "action, bad GitHub token": Row("action", 2, "the GitHub token was rejected",
-                                    env={"GITHUB_TOKEN": "ghp_" + "x" * 36}),
+                                    env={"GITHUB_TOKEN": "ghp_" + "x" * 36}, check=said_nothing),
     "run, GitHub unreachable": Row("run", 1, "cannot reach GitHub", ON_GITHUB,
                                    env={"GITHUB_API_URL": "http://127.0.0.1:{port}/api/v3"}),
     "worker, bad GitHub token": Row("worker", 2, "GET /user answered 401", env={

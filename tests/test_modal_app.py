@@ -98,9 +98,13 @@ def dispatcher(modal_app, store: JobStore, run_job: RunJob, **options: Any) -> L
     return modal_app.dispatcher(store, run_job.spawn, modal_double.FunctionCall.from_id, **options)
 
 
+METRICS_TOKEN = "metrics-tok-1"
+
+
 def web(modal_app, location: str, data_dir: Path, run_job: RunJob, *, lease_s: float = 60.0) -> Flask:
     """The control app of one `web` container on the database at `location`, its dispatcher not started."""
-    settings = Settings(github_webhook_secret=SECRET, data_dir=data_dir, database_url=location, lease_s=lease_s)
+    settings = Settings(github_webhook_secret=SECRET, data_dir=data_dir, database_url=location, lease_s=lease_s,
+                        metrics_token=METRICS_TOKEN)
     return modal_app.control(settings, spawn=run_job.spawn, from_id=modal_double.FunctionCall.from_id, start=False)
 
 
@@ -361,7 +365,9 @@ def test_the_run_figures_of_a_call_reach_the_control_apps_metrics(modal_app, pos
     job_id = enqueue(store, "d-1")
     sweep_until(runner, lambda: store.job(job_id).state == "done")
     assert store.job(job_id).result == record
-    text = app.test_client().get("/metrics").get_data(as_text=True)
+    assert app.test_client().get("/metrics").status_code == 401  # a public endpoint: the token is needed
+    text = app.test_client().get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).get_data(
+        as_text=True)
     assert "decode_cost_usd_total 0.25" in text
     assert 'decode_tokens_total{kind="input"} 1000.0' in text
     assert 'decode_run_duration_seconds_count{state="success"} 1.0' in text

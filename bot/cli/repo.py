@@ -13,10 +13,11 @@ from bot.config import Settings
 from bot.core.errors import ConfigError
 
 
-def local_repository(path: Path) -> str:
+def local_repository(path: Path, base: str | None = None) -> str:
     """The top level of the git repository holding `path` (a subdirectory is fine), warning about uncommitted changes.
 
-    A folder outside any repository, or a repository without commits, is a ConfigError.
+    A folder outside any repository, a repository without commits, or a `base` that is none of its branches,
+    tags or commits is a ConfigError: bad input, refused before the model is asked or a run directory made.
     """
     env = {k: v for k, v in os.environ.items() if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE",
                                                             "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY")}
@@ -31,6 +32,10 @@ def local_repository(path: Path) -> str:
     top = git("rev-parse", "--absolute-git-dir" if is_bare else "--show-toplevel").stdout.strip()
     if not git("rev-list", "-n", "1", "--all").stdout.strip():
         raise ConfigError(f"the repository {top} has no commits yet: commit something for the agent to start from")
+    if base is not None and not any(git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").stdout.strip()
+                                    for ref in (f"refs/heads/{base}", f"refs/tags/{base}", base)):
+        raise ConfigError(f"--base {base}: no branch, tag or commit of {top} has that name: give one of its "
+                          "branches (git branch), tags or commits")
     if not is_bare and git("status", "--porcelain").stdout.strip():
         print(f"decode: warning: uncommitted changes in {top} are not part of the run (it starts from committed "
               "history): commit them first to include them", file=sys.stderr, flush=True)

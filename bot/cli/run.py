@@ -21,6 +21,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.core.names import run_branch
 from bot.run.pipeline import Job, Ran, execute
+from bot.workspace.clone import git_url
 from bot.workspace.run_dirs import drop_clones
 
 
@@ -48,6 +49,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("give a TASK (or --task-file PATH), or --issue N to work on an issue")
     local = Path(args.repo).expanduser()
     github_repo = None if local.exists() else github_repo_name(args.repo, settings.github.api_url)
+    if not local.exists() and github_repo is None and not git_url(args.repo):
+        raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a git URL: give a local "
+                          "repository's path, owner/name or a git URL")
     run_id = Job.new_run_id()
     if github_repo and not args.no_pr:
         return run_on_github(args, settings, github_repo, run_id, progress)
@@ -55,7 +59,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("--issue needs a GitHub repository (owner/name or its URL) and GITHUB_TOKEN, without --no-pr")
     token = settings.github.token  # for a git URL that needs it
     if local.exists():
-        repo, token = local_repository(local), None
+        repo, token = local_repository(local, args.base), None
     elif github_repo:
         repo, token = github_clone_url(github_repo, settings)
     else:

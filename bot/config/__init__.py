@@ -69,10 +69,12 @@ class GitHubSettings:
 @dataclass(frozen=True)
 class SandboxSettings:
     """What the sandbox layer needs to build a run's `SandboxSpec` (`bot.sandbox.sandbox_spec`). `hide` is
-    every host path holding a secret: the data dir, the App key file and the program's `sandbox_hide`."""
+    every host path holding a secret: the data dir, the operator's `hide_paths` (DECODE_HIDE_PATHS), the
+    program's `sandbox_hide` and the App key file; the backends read `hide` only."""
 
     mode: str
     image: str
+    hide_paths: tuple[Path, ...]
     hide: tuple[Path, ...]
     path: tuple[str, ...]
     cgroup_parent: Path | None
@@ -217,7 +219,8 @@ def _compose(rows: Mapping[str, Any]) -> dict[str, Any]:
         fields[_group(row)][_field(row)] = rows[row.key]
     data = Path(rows["data_dir"])
     key_file = rows["github_app_private_key_path"]
-    fields["sandbox"]["hide"] = (data, *rows["sandbox_hide"], *([key_file] if key_file is not None else []))
+    fields["sandbox"]["hide"] = (data, *rows["hide_paths"], *rows["sandbox_hide"],
+                                 *([key_file] if key_file is not None else []))
     fields["sandbox"]["pool_dir"] = data / "pool"
     return {name: GROUPS[name](**fields[name]) for name in GROUPS}
 

@@ -68,6 +68,17 @@ def path(env: Mapping[str, str], row: Row) -> Path | None:
     return Path(raw) if raw else None
 
 
+def paths(env: Mapping[str, str], row: Row) -> tuple[Path, ...]:
+    """Absolute host paths separated by `:` (empty entries skipped); the default when unset."""
+    raw = env.get(row.var or "") or ""
+    found = tuple(Path(entry) for entry in raw.split(":") if entry.strip())
+    for entry in found:
+        if not entry.is_absolute():
+            raise ConfigError(f"{row.var}: {str(entry)!r} is not an absolute path: give absolute host paths "
+                              "separated by ':'")
+    return found or row.default
+
+
 def fixed(env: Mapping[str, str], row: Row) -> Any:
     """A setting the program sets (no variable): always the default until overridden."""
     return row.default
@@ -138,7 +149,10 @@ def private_key(env: Mapping[str, str], row: Row) -> str | None:
         except OSError as e:
             raise ConfigError(f"GITHUB_APP_PRIVATE_KEY_PATH={key_path}: cannot read it ({e.strerror})") from None
     if key and "PRIVATE KEY" not in key:
-        raise ConfigError("GITHUB_APP_PRIVATE_KEY is not valid: set it to the app's PEM private key text")
+        if env.get("GITHUB_APP_PRIVATE_KEY"):
+            raise ConfigError("GITHUB_APP_PRIVATE_KEY is not valid: set it to the app's PEM private key text")
+        raise ConfigError(f"GITHUB_APP_PRIVATE_KEY_PATH={key_path} is not a PEM private key: point it at the "
+                          "App's .pem file (GitHub App settings > Private keys)")
     return key or None
 
 
@@ -218,9 +232,12 @@ ROWS: tuple[Row, ...] = (
     Row("sandbox_image", "DECODE_SANDBOX_IMAGE", "sandbox.image", "decode-sandbox:latest", text,
         "the image of `docker` and `modal` sandboxes (a registry image for modal); it needs `python3` "
         "(git is added on modal)"),
+    Row("hide_paths", "DECODE_HIDE_PATHS", "sandbox.hide_paths", (), paths,
+        "more host paths no sandbox may see (`:`-separated, absolute): the host's other secret files, such as a "
+        "credentials directory; hidden like the data dir (bwrap masks them; docker and modal never show the host)"),
     Row("sandbox_hide", None, "sandbox.hide", (), fixed,
-        "more host paths no sandbox may see, besides the data dir and the App key file (the Action: the "
-        "checkout, RUNNER_TEMP, HOME)"),
+        "more host paths no sandbox may see, besides the data dir, DECODE_HIDE_PATHS and the App key file (the "
+        "Action: the checkout, RUNNER_TEMP, HOME)"),
     Row("sandbox_path", None, "sandbox.path", (), fixed,
         "host PATH entries the sandbox puts first when it can see them (bwrap; the Action: the step's PATH)"),
     Row("cgroup_parent", "DECODE_CGROUP_PARENT", "sandbox.cgroup_parent", None, path,
@@ -262,7 +279,8 @@ ROWS: tuple[Row, ...] = (
     Row("max_attempts", "DECODE_MAX_ATTEMPTS", "store.max_attempts", 3, positive(int),
         "how many times a job is started before it is given up"),
     Row("keep_days", "DECODE_KEEP_DAYS", "store.keep_days", 30.0, positive(float),
-        "days a run's transcripts and record (and an unpublished clone) are kept after its last write"),
+        "days a run's transcripts and record (and an unpublished clone) are kept after its last write, and a "
+        "transcript link lives after it is made"),
     # web
     Row("public_url", "DECODE_PUBLIC_URL", "web.public_url", None, url,
         "this server's base URL, for links in comments and check runs"),

@@ -70,7 +70,6 @@ def run_github_job(ctx: JobContext) -> Conclusion:
     try:
         admitted = admit(work, _opt_in(work, forge) if unasked(work) else None, authorize=ctx.authorize)
         if isinstance(admitted, Skip):
-            log.info("job %s: the %s starts nothing: %s", run_id, work.kind, admitted.reason)
             _notify(work, forge, admitted)
             return Conclusion("skipped", admitted.reason)
         if admitted.authorize and (refused := _refuse(work, forge, ctx.settings)) is not None:
@@ -81,7 +80,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
         error = _refusal(e, work, forge, ctx.settings.github.api_url) if refused else e
         text = redactor.redact(str(error) or type(error).__name__)
-        log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(error, DecodeError))
+        _unforeseen(run_id, error, text)
         return Conclusion("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
@@ -95,13 +94,21 @@ def run_github_job(ctx: JobContext) -> Conclusion:
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue and concluded
         ran, e = (e.ran, e.cause) if isinstance(e, Unpublished) else (None, e)
         text = redactor.redact(str(e) or type(e).__name__)
-        log.error("job %s failed: %s", run_id, text, exc_info=not isinstance(e, DecodeError))
+        _unforeseen(run_id, e, text)
         if tracking is not None:
             tracking.finish(f"❌ decode-bot could not finish this run{_run(ctx.run_url)}:\n\n```text\n{text}\n```")
         return Conclusion("failed", text, ran=ran, error=e)
     if tracking is not None:
         tracking.finish(conclusion.message)
     return conclusion
+
+
+def _unforeseen(run_id: str, error: Exception, text: str) -> None:
+    """Log the traceback of a failure that is not a `DecodeError` (a bug, an unforeseen answer), for whoever
+    runs the bot. A `DecodeError` is one line that the conclusion carries, and its reader says it once: the
+    worker's log line, the CLI's last line, the Action's annotation."""
+    if not isinstance(error, DecodeError):
+        log.error("job %s failed: %s", run_id, text, exc_info=error)
 
 
 def _opt_in(work: Review | CheckSuite, forge: Forge) -> OptIn:

@@ -1,14 +1,20 @@
-"""Unguessable transcript links: `/runs/<run_id>?sig=HMAC-SHA256(server key, run_id)`.
+"""Unguessable, expiring transcript links: `/runs/<run_id>?exp=E&sig=HMAC-SHA256(server key, run_id, E)`.
 
 The key lives in DECODE_DATA_DIR (`link.key`, see `keys.data_key`). A link is a capability: whoever
 holds it reads that one run's transcript, so it is posted where the run's people already are (the
-tracking comment) and never derived from anything public. Deleting the key revokes every link.
+tracking comment) and never derived from anything public. It expires `DECODE_KEEP_DAYS` after it was
+made (E, in Unix seconds, is signed with the run id), so a link copied out of a private repository
+stops working about when its run directory is pruned, and someone whose access ended cannot keep
+reading with it; after that, the run is seen by signing in on the dashboard. Deleting the key revokes
+every link.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import hmac
+import time
 from urllib.parse import quote
 
 from bot.config import Settings
@@ -16,24 +22,38 @@ from bot.core.keys import data_key
 from bot.core.names import job_id
 
 KEY_FILE = "link.key"
+DAY_S = 86400
 
 
-def signature(settings: Settings, run_id: str) -> str:
-    """The hex HMAC-SHA256 of `run_id` under the server's link key."""
+class Link(enum.Enum):
+    """What a transcript link is worth: `GOOD`, `EXPIRED` (signed by this server, past its expiry) or `BAD`."""
+
+    GOOD = "good"
+    EXPIRED = "expired"
+    BAD = "bad"
+
+
+def signature(settings: Settings, run_id: str, expires: int) -> str:
+    """The hex HMAC-SHA256 of `run_id` and its expiry (Unix seconds) under the server's link key."""
     key = data_key(settings.store.data_dir, KEY_FILE)
-    return hmac.new(key, run_id.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(key, f"{run_id}\n{expires}".encode(), hashlib.sha256).hexdigest()
 
 
-def valid(settings: Settings, run_id: str, sig: str | None) -> bool:
-    """Whether `sig` is the signature of `run_id` (a well-formed run id); compared in constant time."""
-    if not sig or job_id(run_id) is None:
-        return False
-    return hmac.compare_digest(signature(settings, run_id).encode(), sig.encode())
+def check(settings: Settings, run_id: str, expires: str | None, sig: str | None, *,
+          now: float | None = None) -> Link:
+    """Whether `sig` signs `run_id` (a well-formed run id) and `expires`, compared in constant time, and
+    whether that expiry has passed."""
+    if not sig or not expires or not expires.isascii() or not expires.isdigit() or job_id(run_id) is None:
+        return Link.BAD
+    if not hmac.compare_digest(signature(settings, run_id, int(expires)).encode(), sig.encode()):
+        return Link.BAD
+    return Link.GOOD if int(expires) > (time.time() if now is None else now) else Link.EXPIRED
 
 
-def run_path(settings: Settings, run_id: str) -> str:
-    """The signed path of a run's transcript page, relative to the server root."""
-    return f"/runs/{quote(run_id)}?sig={signature(settings, run_id)}"
+def run_path(settings: Settings, run_id: str, *, now: float | None = None) -> str:
+    """The signed path of a run's transcript page, relative to the server root, valid `DECODE_KEEP_DAYS`."""
+    expires = int((time.time() if now is None else now) + settings.store.keep_days * DAY_S)
+    return f"/runs/{quote(run_id)}?exp={expires}&sig={signature(settings, run_id, expires)}"
 
 
 def run_link(settings: Settings, run_id: str) -> str | None:

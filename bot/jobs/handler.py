@@ -63,7 +63,9 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
             write_record(conclusion.ran.run_dir, result)
         if record is not None and result.figures is not None:
             record(result)
-        log.info("job %s: %s %s", job.id, conclusion.state, conclusion.pr_url or "", extra=extra)
+        why = (conclusion.message.splitlines() or [""])[0] if conclusion.state in ("skipped", "failed") else ""
+        log.log(logging.ERROR if conclusion.state == "failed" else logging.INFO, "job %s: %s%s", job.id,
+                conclusion.state, f": {why}" if why else f" {conclusion.pr_url or ''}", extra=extra)
         return outcome_of(result)
 
     return handle

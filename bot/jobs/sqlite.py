@@ -37,8 +37,8 @@ is remembered in `bodies` and a second delivery with the same digest is a
 duplicate. The body, not a payload field such as the comment id, is the
 identity: it is what the signature covers, it needs no per-event rules, and two
 genuine deliveries never share it (a label removed and added again changes
-`updated_at`). Digests are kept for `BODY_RETENTION_S`; a replay older than that
-is not recognised.
+`updated_at`). Digests are kept for `BODY_RETENTION_S`; a body older than that
+is refused before it reaches the store, by the times it carries (bot/server/intake.py).
 
 The schema is `_SCHEMA` (`CREATE ... IF NOT EXISTS`: a file written before
 versioning gains its missing tables) and then the versioned `MIGRATIONS`, applied

@@ -36,6 +36,7 @@ class AppContext:
     credentials: HealthCheck | None = None  # when given, /healthz is 503 while GitHub refuses them
     model: HealthCheck | None = None  # when given, /healthz is 503 while the model's check fails
     runner: LeaseRunner | None = None  # the runner of this process's jobs (serve's pool, the Modal dispatcher)
+    bind: str | None = None  # the host `decode serve` listens on; /metrics needs its token unless it is loopback
 
 
 def app_context(app: Flask | None = None) -> AppContext:

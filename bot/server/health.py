@@ -2,8 +2,8 @@
 GET /metrics.
 
 /metrics is not public: with DECODE_METRICS_TOKEN it wants `Authorization: Bearer <token>` (401
-otherwise); without one it answers only requests from a loopback address (a private bind), 403 to
-anyone else (docs/web.md says how to scrape from elsewhere).
+otherwise); without one it answers only when `decode serve` is bound to loopback and no reverse proxy
+forwards the request, 403 otherwise (`metrics.metrics_refusal`; docs/web.md says how to scrape from elsewhere).
 
 The credentials and the model are each a `Recheck`: asked at start, then again at most every
 `DECODE_HEALTH_RECHECK_SECONDS` on a thread of their own, so a load balancer polling /healthz neither
@@ -119,9 +119,9 @@ def metrics() -> Response:
     ctx = app_context()
     proxied = "X-Forwarded-For" in request.headers or "Forwarded" in request.headers
     refusal = metrics_refusal(ctx.settings.web.metrics_token, request.headers.get("Authorization", ""),
-                              request.remote_addr, proxied)
+                              ctx.bind, proxied)
     if refusal is not None:
         status, text = refusal
         headers = {"WWW-Authenticate": 'Bearer realm="metrics"'} if status == 401 else {}
         return Response(text, status=status, mimetype="text/plain", headers=headers)
-    return Response(generate_latest(ctx.metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(ctx.metrics.registry), content_type=CONTENT_TYPE_LATEST)

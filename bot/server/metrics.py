@@ -1,12 +1,16 @@
 """Prometheus metrics of one process: deliveries, jobs, run durations, tokens, cost; and who may read them.
 
 /metrics is not public wherever it is served (`decode serve`'s app, `decode worker --port`): with
-DECODE_METRICS_TOKEN it wants that bearer token, without one it answers loopback peers only.
+DECODE_METRICS_TOKEN it wants that bearer token; without one it answers only when the server is bound to a
+loopback address (`--host 127.0.0.1`, the default) and the request is not forwarded by a reverse proxy. The
+peer's address alone proves nothing: a reverse proxy on the same host connects from loopback, and not every
+proxy adds X-Forwarded-For.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -57,31 +61,42 @@ class Metrics:
         self.cost.inc(figures.cost_usd)
 
 
-LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+def loopback(host: str | None) -> bool:
+    """Whether a server bound to `host` is reachable from this machine only (None: the bind is not known)."""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host or "")
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
 
 
-def metrics_refusal(token: str | None, authorization: str, remote_addr: str | None,
+def metrics_refusal(token: str | None, authorization: str, bind: str | None,
                     proxied: bool = False) -> tuple[int, str] | None:
     """Why a /metrics request is refused (status, text), or None to answer it: the bearer `token` when one
-    is set, else a loopback peer that is not a reverse proxy forwarding someone else (`proxied`)."""
+    is set, else a server bound to loopback (`bind`, its listening host) that no reverse proxy forwards
+    to (`proxied`)."""
     if token:
         scheme, _, given = authorization.partition(" ")
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
             return None
         return 401, "/metrics needs Authorization: Bearer <DECODE_METRICS_TOKEN>\n"
-    if remote_addr in LOOPBACK and not proxied:
+    if loopback(bind) and not proxied:
         return None
-    return 403, ("/metrics answers loopback requests only: set DECODE_METRICS_TOKEN and scrape with it as a "
-                 "bearer token, or scrape from this host\n")
+    return 403, ("/metrics needs DECODE_METRICS_TOKEN (scrape with it as a bearer token) unless the server is "
+                 "bound to loopback (--host 127.0.0.1) and not behind a reverse proxy\n")
 
 
-def guarded_app(registry: CollectorRegistry, token: str | None) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app serving `registry` under the same rule as `decode serve`'s /metrics (`decode worker --port`)."""
+def guarded_app(registry: CollectorRegistry, token: str | None, bind: str | None) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app serving `registry` under the same rule as `decode serve`'s /metrics (`decode worker --port`,
+    listening on `bind`)."""
     inner = make_wsgi_app(registry)
 
     def app(environ: dict, start_response: Callable) -> Iterable[bytes]:
         proxied = "HTTP_X_FORWARDED_FOR" in environ or "HTTP_FORWARDED" in environ
-        refusal = metrics_refusal(token, environ.get("HTTP_AUTHORIZATION", ""), environ.get("REMOTE_ADDR"), proxied)
+        refusal = metrics_refusal(token, environ.get("HTTP_AUTHORIZATION", ""), bind, proxied)
         if refusal is None:
             return inner(environ, start_response)
         status, text = refusal

@@ -1,7 +1,9 @@
-"""GET /runs/<run_id>?sig=...: one run's transcript; GET /runs/<run_id>/events?sig=...&after=N: its news.
+"""GET /runs/<run_id>?exp=...&sig=...: one run's transcript; GET /runs/<run_id>/events?exp=...&sig=...&after=N:
+its news.
 
 The signature (`links`) is checked first, and a bad or missing one answers exactly like an unknown
-run (404), so run ids cannot be probed. While the run is on (no record.json yet, job queued or
+run (404), so run ids cannot be probed; a link this server signed whose expiry has passed answers 410
+with how to see the run now (sign in on the dashboard). While the run is on (no record.json yet, job queued or
 running) the page polls the events endpoint (static/live.js) with `after` = the length in bytes of
 transcript.jsonl it has shown; the answer carries the re-rendered transcript only when the file
 grew. Polling, not server-sent events: each viewer would otherwise hold one of the server's few
@@ -13,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from flask import Blueprint, abort, jsonify, render_template, request
+from flask import Blueprint, abort, jsonify, make_response, render_template, request
 from werkzeug.wrappers import Response
 
 from bot.server.context import app_context
-from bot.github.links import valid
+from bot.github.links import Link, check
 from bot.server.render import transcript_html
 from bot.server.run_views import LIVE_STATES, job_of, run_dir
 from bot.run.result import read_record
@@ -40,7 +42,13 @@ class RunState:
 
 def _run(run_id: str) -> RunState:
     ctx = app_context()
-    if not valid(ctx.settings, run_id, request.args.get("sig")):
+    link = check(ctx.settings, run_id, request.args.get("exp"), request.args.get("sig"))
+    if link is Link.EXPIRED:
+        abort(make_response(render_template(
+            "message.html", user=None, title="This link has expired",
+            text="Transcript links expire after DECODE_KEEP_DAYS days. To see the run, sign in on the "
+                 "dashboard with GitHub: it lists the runs of the repositories you can read."), 410))
+    if link is not Link.GOOD:
         abort(404)
     directory, job = run_dir(ctx.settings.store.data_dir, run_id), job_of(ctx.store, run_id)
     if directory is None and job is None:
@@ -66,7 +74,7 @@ def _html(run: RunState) -> str:
 def transcript(run_id: str) -> str:
     run = _run(run_id)
     return render_template("run.html", user=None, run_id=run_id, run=run, html=_html(run),
-                           sig=request.args["sig"])
+                           exp=request.args["exp"], sig=request.args["sig"])
 
 
 @runs.get("/runs/<run_id>/events")

@@ -8,6 +8,7 @@ Content-Security-Policy is the second wall.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import nh3
@@ -20,6 +21,7 @@ TAGS = {"a", "p", "pre", "code", "em", "strong", "del", "h1", "h2", "h3", "h4", 
         "blockquote", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "hr", "br"}
 ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}}
 SCHEMES = {"http", "https", "mailto"}
+LANGUAGE = re.compile(r"language-[A-Za-z0-9_+#.-]+")
 
 _md = MarkdownIt("commonmark", {"html": True, "linkify": False}).enable("table").enable("strikethrough")
 
@@ -32,6 +34,15 @@ def transcript_html(events: list[dict[str, Any]]) -> str:
 
 def safe_html(html: str) -> str:
     """`html` with everything but the allow-listed formatting removed."""
-    return nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES, url_schemes=SCHEMES,
+    return nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES, attribute_filter=_languages_only, url_schemes=SCHEMES,
                      link_rel="noopener noreferrer nofollow", strip_comments=True,
                      clean_content_tags={"script", "style"})
+
+
+def _languages_only(tag: str, attribute: str, value: str) -> str | None:
+    """A code block's `class` keeps its `language-*` names only: any other class would borrow the page's own
+    styles (a `badge failed` in a model's prose)."""
+    if tag != "code" or attribute != "class":
+        return value
+    kept = [name for name in value.split() if LANGUAGE.fullmatch(name)]
+    return " ".join(kept) or None

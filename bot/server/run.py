@@ -132,6 +132,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     try:
         app = create_app(settings, store, on_configured=lambda new: pool.configure(app, new))
         pool.context = app_context(app)
+        pool.context.bind = host  # /metrics answers without its token only on a loopback bind
         if credentials is not None:  # only once the settings are complete, GitHub takes the credentials
             pool.context.credentials = ask_github(credentials, settings)
         server = listen(app, host, port)
@@ -247,7 +248,7 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
     metrics = Metrics(store.counts)
     if port is not None:
         try:
-            scrape = listen(guarded_app(metrics.registry, settings.web.metrics_token), host, port)
+            scrape = listen(guarded_app(metrics.registry, settings.web.metrics_token, host), host, port)
         except ConfigError:
             store.close()
             raise

@@ -198,8 +198,9 @@ button { font: inherit; padding: .4rem 1rem; cursor: pointer; } code { backgroun
   {% if error %}<p class="error" id="error">{{ error }}</p>{% endif %}
   <form method="get" action="/setup">
     <input type="hidden" name="key" value="{{ key }}">
-    <label>Owner: an organization <input id="org" name="org" value="{{ org }}" placeholder="leave empty for
-    your personal account"></label> <button id="owner" type="submit">Use this owner</button>
+    <label>Owner: an organization
+    <input id="org" name="org" value="{{ org }}" placeholder="leave empty for your personal account"></label>
+    <button id="owner" type="submit">Use this owner</button>
   </form>
   {% if action %}
   <form method="post" action="{{ action }}">

@@ -2,7 +2,7 @@
 
 202 once the job is committed to the store, 200 for an event we ignore or a
 redelivery or replayed body we already have, 401 for a bad or missing signature, 400 for a
-malformed body, 413 for a body over GitHub's 25 MB (answered by waitress
+malformed body or a triggering one older than the replay window (intake.STALE_AFTER_S), 413 for a body over GitHub's 25 MB (answered by waitress
 from the Content-Length before the body is read, under `decode serve`), 503 when the store cannot
 take the job (so it was not accepted), and 503 while the server has no App yet (setup mode: nothing is
 read, signed or not, until /setup is finished).

@@ -184,6 +184,11 @@ class Workspace:
                               exit_code=e.exit_code, stderr=e.stderr) from None
 
 
+def git_url(repo: str) -> bool:
+    """Whether `repo` is a git URL (`scheme://...` or scp-like `user@host:path`) rather than a local path."""
+    return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", repo) or re.match(r"^[\w.-]+@[\w.-]+:", repo))
+
+
 def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, token: str | None = None, *,
             redactor: Redactor | None = None) -> Workspace:
     """Clone `repo` (URL or local path) into `run_dir/clean` and `run_dir/workspace`, on `branch` from `base`.
@@ -194,7 +199,7 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
     (`bot.workspace.submodules`); one it cannot is left empty and named in `Workspace.notes`.
     """
     redactor = redactor or Redactor([token])
-    local = not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", repo) and not re.match(r"^[\w.-]+@[\w.-]+:", repo)
+    local = not git_url(repo)
     if local:
         source = Path(repo).expanduser()
         if not source.exists():

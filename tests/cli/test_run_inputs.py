@@ -46,6 +46,10 @@ CASES = {
     "a folder outside git": Case(["--repo", "{repo}", TASK], 2, "is not in a git repository", repo="plain"),
     "a repository without commits": Case(["--repo", "{repo}", TASK], 2, "has no commits yet", repo="empty"),
     "uncommitted changes are named": Case(["--repo", "{repo}", TASK], 0, "uncommitted changes", repo="dirty"),
+    "a missing path": Case(["--repo", "{tmp}/nope", TASK], 2, "--repo {tmp}/nope: no such path"),
+    "a relative missing path": Case(["--repo", "./nope", TASK], 2, "--repo ./nope: no such path"),
+    "an unknown --base": Case(["--repo", "{repo}", "--base", "nope", TASK], 2, "--base nope: no branch, tag or"),
+    "--base a branch": Case(["--repo", "{repo}", "--base", "main", TASK], 0),
     # the task
     "a blank task": Case(["--repo", "{repo}", " \n\t "], 2, "the task is blank"),
     "--task-file PATH": Case(["--repo", "{repo}", "--task-file", "{tmp}/task.md"], 0),
@@ -70,6 +74,9 @@ CASES = {
                                     env={"DECODE_MAX_COST_USD": "nan"}),
     "DECODE_MAX_COST_USD=inf": Case(["--repo", "{repo}", TASK], 2, "DECODE_MAX_COST_USD='inf' is not valid",
                                     env={"DECODE_MAX_COST_USD": "inf"}),
+    "a key file that is no key": Case(["--repo", "{repo}", TASK], 2,
+                                      "GITHUB_APP_PRIVATE_KEY_PATH={tmp}/task.md is not a PEM private key",
+                                      env={"GITHUB_APP_PRIVATE_KEY_PATH": "{tmp}/task.md"}),
     "DECODE_TIMEOUT_MINUTES=inf": Case(["--repo", "{repo}", TASK], 2, "DECODE_TIMEOUT_MINUTES='inf' is not valid",
                                        env={"DECODE_TIMEOUT_MINUTES": "inf"}),
 }
@@ -114,13 +121,14 @@ def test_decode_run_inputs(fake_anthropic, tmp_path, case: Case):
         return text.replace("{repo}", str(repo)).replace("{tmp}", str(tmp_path))
 
     res = run_decode(["run", *map(fill, case.argv)], fake_anthropic, tmp_path, cwd=Path(fill(case.cwd)),
-                     stdin=case.stdin, **case.env)
+                     stdin=case.stdin, **{name: fill(value) for name, value in case.env.items()})
     assert "Traceback" not in res.stderr
     assert res.returncode == case.code, res.stderr
     if case.code == 2:
         [line] = res.stderr.strip().splitlines()
         assert line.startswith("decode") and fill(case.says) in line, line
         assert not fake_anthropic.requests  # refused before any work
+        assert not list((tmp_path / "data").glob("runs/*"))  # and before a run directory
         return
     assert fill(case.says) in res.stderr
     assert TASK in str(fake_anthropic.requests[0].body)

@@ -53,6 +53,18 @@ def test_a_malformed_variable_is_one_line_naming_it_and_the_fix():
     assert Settings.from_env({"DECODE_TIMEOUT_MINUTES": "2"}).budget.max_wall_s == 120
 
 
+def test_decode_hide_paths_joins_the_hidden_paths_and_wants_absolute_ones(tmp_path):
+    key = tmp_path / "app.pem"
+    key.write_text("-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----\n")
+    settings = Settings.from_env({"DECODE_HIDE_PATHS": "/etc/creds::/srv/token", "DECODE_DATA_DIR": "/srv/d",
+                                  "GITHUB_APP_PRIVATE_KEY_PATH": str(key)})
+    assert settings.sandbox.hide == (Path("/srv/d"), Path("/etc/creds"), Path("/srv/token"), key)
+    assert settings.replace(sandbox_hide=(Path("/runner"),)).sandbox.hide[1:4] == (
+        Path("/etc/creds"), Path("/srv/token"), Path("/runner"))  # the Action's paths add to the operator's
+    with pytest.raises(ConfigError, match=r"^DECODE_HIDE_PATHS: 'creds' is not an absolute path"):
+        Settings.from_env({"DECODE_HIDE_PATHS": "/etc/x:creds"})
+
+
 def test_docs_settings_md_is_generated_from_the_table():
     """Regenerate with `python -m bot.config.docs > docs/settings.md`."""
     assert (ROOT / "docs" / "settings.md").read_text() == render()

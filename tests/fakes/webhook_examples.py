@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,11 @@ PACKAGE = "@octokit/webhooks-examples"
 VERSION = "7.6.1"
 INTEGRITY = "sha512-De6U3XB6O3DtCa7bKgCMzTHdeopqqZ6SNivMYJnK65ierKL1AnNIA0tkRYCRS7lwGT792d+Ps1WbfHlso6MynQ=="
 HOSTS = ("api.github.com", "ghes-31", "ghes-32", "ghes-33", "ghes-34", "ghes-35")
+# A live delivery's objects carry the time of the event, and the server refuses one older than its replay
+# window; `example` dates the examples (from 2019) to the start of the test session unless told `at`, the
+# same for every call, so two calls still give the same body.
+SESSION_TIME = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+DATED = ("comment", "review", "issue", "pull_request", "check_suite")
 
 
 class ExamplesUnavailable(RuntimeError):
@@ -44,13 +50,18 @@ def examples(host: str = "api.github.com") -> list[tuple[str, dict[str, Any]]]:
 
 
 def example(event: str, action: str | None = None, *, repo: str | None = None, sender: str | None = None,
-            sender_type: str | None = None, **changes: Any) -> dict[str, Any]:
-    """A copy of the first example of `event` (with `action`), rewritten for a test.
+            sender_type: str | None = None, at: str = SESSION_TIME, **changes: Any) -> dict[str, Any]:
+    """A copy of the first example of `event` (with `action`), rewritten for a test and dated now.
 
     `repo` ("owner/name") replaces the repository, `sender` and `sender_type` the
-    sender, and each `a__b=value` sets payload["a"]["b"].
+    sender, `at` (ISO 8601) the times of the objects the event acts on, and each
+    `a__b=value` sets payload["a"]["b"].
     """
     payload = next(p for name, p in examples() if name == event and (action is None or p.get("action") == action))
+    for target in (payload.get(name) for name in DATED):
+        for field in ("created_at", "updated_at", "submitted_at"):
+            if isinstance(target, dict) and target.get(field):
+                target[field] = at
     if repo is not None:
         owner, name = repo.split("/", 1)
         payload["repository"].update(full_name=repo, name=name, owner={**payload["repository"]["owner"], "login": owner})

@@ -59,7 +59,7 @@ def test_no_issue_means_no_fixes_line():
 
 
 def test_with_a_transcript_page_a_long_transcript_is_cut_to_one_body_that_links_there():
-    url = "https://decode.example/runs/job-3?sig=abc"
+    url = "https://decode.example/runs/job-3?exp=1767312000&sig=abc"
     body, comments = Report(summary="Done.", figures=FIGURES, transcript=transcript(60, 80),
                             transcript_url=url).texts(closes=3)
     assert comments == [] and len(body) <= BODY_LIMIT

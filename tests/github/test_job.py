@@ -6,6 +6,7 @@ real sandbox."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from bot.github.forge import GitHubForge
 from bot.github.job import JobContext, run_github_job
 from bot.github.publish import OUTPUT_CAP
 from bot.github.retry import GitHubRetry
-from bot.github.links import signature
+from bot.github.links import Link, check
 from bot.model.anthropic import AnthropicModel
 from bot.run.transcript import load_events, render_markdown
 from bot.github.triggers import Router, Rules
@@ -247,7 +248,9 @@ def test_a_30_turn_run_fits_one_body_that_links_the_transcript_page(world):
     assert conclusion.state == "success", conclusion.message
     [pr] = fake.pulls(OWNER, NAME)
     assert len(pr["body"]) <= 65_536 and fake.comments(OWNER, NAME, pr["number"]) == []
-    link = f"https://decode.example/runs/job-30?sig={signature(settings, 'job-30')}"
+    [(link, exp, sig)] = set(re.findall(r"\((https://decode.example/runs/job-30\?exp=([0-9]+)&sig=([0-9a-f]+))\)",
+                                        pr["body"]))
+    assert check(settings, "job-30", exp, sig) is Link.GOOD
     assert f"[The full transcript]({link})" in pr["body"] and "## Turn 1\n" in pr["body"]
     assert pr["body"].count("| turns |") == 1 and pr["body"].count("Added done.") == 1
     [tracking] = fake.comments(OWNER, NAME, number)

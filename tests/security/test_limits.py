@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,32 @@ def test_the_app_key_outside_the_data_dir_is_hidden_from_bwrap(workspace: Path, 
     finally:
         key.unlink()
         sibling.unlink()
+
+
+def test_decode_hide_paths_hides_more_host_paths_from_a_bwrap_run(fake_anthropic, tmp_path: Path) -> None:
+    """An operator's other secrets (DECODE_HIDE_PATHS) are as unreadable to the agent as the data dir."""
+    require("bwrap")
+    base = Path("/opt/decode-tests") / f"hide-{os.getpid()}-{tmp_path.name}"  # shown read-only by bwrap
+    creds, single, sibling = base / "creds", base / "token.txt", base / "readme.txt"
+    creds.mkdir(parents=True)
+    (creds / "secret.txt").write_text("SECRETDIRBYTES\n")
+    single.write_text("SECRETFILEBYTES\n")
+    sibling.write_text("VISIBLEBYTES\n")  # the same directory, not listed: the agent does read it
+    fake_anthropic.script([
+        [{"type": "tool_use", "name": "bash",
+          "input": {"command": f"cat {creds}/secret.txt {single} {sibling}; ls {creds}"}}],
+        [{"type": "text", "text": "Done."}],
+    ])
+    try:
+        res = decode_run(fake_anthropic, tmp_path, make_repo(tmp_path / "repo", {"README.md": "# r\n"}), "look",
+                         "bwrap", DECODE_HIDE_PATHS=f"{creds}:{single}")
+    finally:
+        shutil.rmtree(base)
+    assert res.returncode == 0, res.stderr
+    [run] = (tmp_path / "data" / "runs").iterdir()
+    transcript = (run / "transcript.jsonl").read_text()
+    assert "VISIBLEBYTES" in transcript
+    assert "SECRETDIRBYTES" not in transcript and "SECRETFILEBYTES" not in transcript
 
 
 @pytest.mark.parametrize("mode", BACKENDS)

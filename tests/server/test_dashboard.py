@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from bot.github.links import signature
+from bot.github.links import Link, check
 from bot.jobs.sqlite import Store
 from bot.model.protocol import Usage
 from bot.run.result import Figures, RunResult, write_record
@@ -90,7 +90,8 @@ def test_rows_carry_figures_links_and_daily_totals(env):
     assert ">7<" in done and "$1.25" in done and "2m 05s" in done and ">issue<" in done and ">alice<" in done
     assert 'href="https://github.com/octo/app/issues/1"' in done
     assert 'href="https://github.com/octo/app/pull/9"' in done
-    assert f'href="/runs/{runs["app-done"]}?sig={signature(settings, runs["app-done"])}"' in done
+    [(exp, sig)] = re.findall(rf'href="/runs/{runs["app-done"]}\?exp=([0-9]+)&amp;sig=([0-9a-f]+)"', done)
+    assert check(settings, runs["app-done"], exp, sig) is Link.GOOD
     failed = text[text.index(f'data-run="{runs["app-failed"]}"'):].split("</tr>")[0]
     assert "$0.50" in failed and "30s" in failed and "javascript:" not in failed  # figures from record.json
     assert 'title="the model refused the key"' in failed

@@ -1,13 +1,14 @@
-"""GET /runs/<id>?sig=...: the signed transcript page, its live endpoint, and what survives sanitizing."""
+"""GET /runs/<id>?exp=...&sig=...: the signed transcript page, its live endpoint, and what survives sanitizing."""
 
 from __future__ import annotations
 
 import re
+import time
 from html.parser import HTMLParser
 
 import pytest
 
-from bot.github.links import signature
+from bot.github.links import run_path
 from bot.server.render import safe_html
 from bot.jobs.sqlite import Store
 from tests.support.runs import add_run, append, turn, web_app, write_run
@@ -21,8 +22,9 @@ def env(tmp_path):
     store.close()
 
 
-def sig(app, run_id):
-    return signature(app.extensions["decode"].settings, run_id)
+def query(app, run_id, **kw):
+    """The query string of a fresh signed link to `run_id`."""
+    return run_path(app.extensions["decode"].settings, run_id, **kw).split("?", 1)[1]
 
 
 def test_a_signed_link_shows_the_transcript_with_strict_headers(env):
@@ -31,7 +33,7 @@ def test_a_signed_link_shows_the_transcript_with_strict_headers(env):
     write_run(data, run_id, [{"type": "run_start", "task": "Fix the date parser", "repo": "octo/app"},
                              *turn(1, "Looking at the parser")],
               record={"turns": 1, "cost_usd": 0.01, "wall_s": 3, "stop_reason": "completed"})
-    page = client.get(f"/runs/{run_id}?sig={sig(app, run_id)}")
+    page = client.get(f"/runs/{run_id}?{query(app, run_id)}")
     assert page.status_code == 200
     text = page.get_data(as_text=True)
     assert "Looking at the parser" in text and "Fix the date parser" in text and 'data-live="false"' in text
@@ -47,12 +49,27 @@ def test_a_bad_signature_is_the_same_404_as_an_unknown_run(env):
     run_id = add_run(client, store, repo="octo/app", number=1, state="running")
     write_run(data, run_id, turn(1, "secret work"))
     answers = [client.get(url) for url in (
-        f"/runs/{run_id}", f"/runs/{run_id}?sig=", f"/runs/{run_id}?sig={'0' * 64}",
-        f"/runs/{run_id}?sig={sig(app, 'job-2')}", f"/runs/job-99?sig={sig(app, 'job-99')}",
-        f"/runs/{run_id}/events?sig={'0' * 64}", f"/runs/job-99/events?sig={sig(app, 'job-99')}")]
+        f"/runs/{run_id}", f"/runs/{run_id}?sig=", f"/runs/{run_id}?exp=9999999999&sig={'0' * 64}",
+        f"/runs/{run_id}?{query(app, 'job-2')}", f"/runs/job-99?{query(app, 'job-99')}",
+        f"/runs/{run_id}?{re.sub('exp=[0-9]+', 'exp=9999999999', query(app, run_id))}",  # a longer life
+        f"/runs/{run_id}/events?exp=9999999999&sig={'0' * 64}", f"/runs/job-99/events?{query(app, 'job-99')}")]
     assert {a.status_code for a in answers} == {404}
     assert len({a.data for a in answers}) == 1
     assert all(b"secret work" not in a.data for a in answers)
+
+
+def test_an_expired_link_is_refused_and_says_how_to_see_the_run(env):
+    app, client, store, data = env
+    run_id = add_run(client, store, repo="octo/secret", number=1, state="done")
+    write_run(data, run_id, turn(1, "secret work"), record={"stop_reason": "completed"})
+    made = time.time() - 31 * 86400  # DECODE_KEEP_DAYS is 30 by default
+    for url in (f"/runs/{run_id}?{query(app, run_id, now=made)}",
+                f"/runs/{run_id}/events?{query(app, run_id, now=made)}&after=0"):
+        answer = client.get(url)
+        text = answer.get_data(as_text=True)
+        assert answer.status_code == 410 and "secret work" not in text
+        assert "This link has expired" in text and "sign in on the dashboard" in text
+    assert client.get(f"/runs/{run_id}?{query(app, run_id, now=time.time() - 29 * 86400)}").status_code == 200
 
 
 def test_the_latest_attempt_is_shown(env):
@@ -61,14 +78,14 @@ def test_the_latest_attempt_is_shown(env):
     write_run(data, run_id, turn(1, "first attempt"), record={"stop_reason": "error"})
     (data / "runs" / f"{run_id}.2").mkdir(parents=True)
     append(data / "runs" / f"{run_id}.2", turn(1, "second attempt"))
-    text = client.get(f"/runs/{run_id}?sig={sig(app, run_id)}").get_data(as_text=True)
+    text = client.get(f"/runs/{run_id}?{query(app, run_id)}").get_data(as_text=True)
     assert "second attempt" in text and "first attempt" not in text and 'data-live="true"' in text
 
 
 def test_a_queued_job_has_a_page_that_waits_for_it(env):
     app, client, store, _ = env
     run_id = add_run(client, store, repo="octo/app", number=1)
-    text = client.get(f"/runs/{run_id}?sig={sig(app, run_id)}").get_data(as_text=True)
+    text = client.get(f"/runs/{run_id}?{query(app, run_id)}").get_data(as_text=True)
     assert "has not started yet" in text and 'data-live="true"' in text
 
 
@@ -76,7 +93,7 @@ def test_the_events_endpoint_sends_the_transcript_only_when_it_grew(env):
     app, client, store, data = env
     run_id = add_run(client, store, repo="octo/app", number=1, state="running")
     directory = write_run(data, run_id, turn(1, "turn one"))
-    url = f"/runs/{run_id}/events?sig={sig(app, run_id)}"
+    url = f"/runs/{run_id}/events?{query(app, run_id)}"
     first = client.get(url + "&after=0").get_json()
     assert first["live"] and "turn one" in first["html"] and first["state"] == "running"
     assert "html" not in client.get(url + f"&after={first['after']}").get_json()
@@ -136,18 +153,30 @@ def test_a_hostile_transcript_renders_without_script_handlers_or_javascript_urls
         {"type": "setup", "command": payload, "output": payload, "exit_code": 1, "duration_s": 1},
         {"type": "run_end", "stop_reason": "error", "summary": payload, "error": payload},
     ], record={"stop_reason": "error"})
-    text = client.get(f"/runs/{run_id}?sig={sig(app, run_id)}").get_data(as_text=True)
+    text = client.get(f"/runs/{run_id}?{query(app, run_id)}").get_data(as_text=True)
     body = text[text.index('<article id="transcript"'):text.index("</article>")]
     html = body[body.index(">") + 1:]
     assert active(html) == []
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # shown as text, not run
-    live = client.get(f"/runs/{run_id}/events?sig={sig(app, run_id)}&after=0").get_json()["html"]
+    live = client.get(f"/runs/{run_id}/events?{query(app, run_id)}&after=0").get_json()["html"]
     assert active(live) == []
 
 
 @pytest.mark.parametrize("hostile", HOSTILE + ['<a href="https://example.org" onclick="x()">ok</a>'])
 def test_the_sanitizer_is_the_last_wall_even_for_raw_html(hostile):
     assert active(safe_html(hostile)) == []
+
+
+@pytest.mark.parametrize("code,kept", [
+    ('<code class="badge failed">x</code>', "<code>x</code>"),
+    ('<code class="language-python badge">x</code>', '<code class="language-python">x</code>'),
+    ('<code class="run-head language-c++ language-js">x</code>', '<code class="language-c++ language-js">x</code>'),
+    ('<code class="language-">x</code>', "<code>x</code>"),
+])
+def test_code_keeps_only_language_classes(code, kept):
+    """The page escapes raw HTML before markdown (the hostile test above), so the sanitizer is the last wall:
+    a class of the page's own (a `badge failed`) never reaches it."""
+    assert safe_html(f"<p>{code}</p>") == f"<p>{kept}</p>"
 
 
 def test_links_and_code_survive_sanitizing():

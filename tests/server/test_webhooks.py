@@ -1,10 +1,13 @@
 """POST /webhook through the Flask app with a real SQLite store, fed GitHub's own example payloads."""
 
+import time
+
 import pytest
 
 from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.server import create_app
+from bot.server.context import app_context
 from tests.fakes.webhook_examples import all_examples, example
 from tests.server.conftest import delivery
 from tests.support.webhooks import labeled
@@ -61,6 +64,25 @@ def test_a_replayed_body_under_a_new_delivery_id_does_not_make_a_second_job(clie
     assert post(client, "issues", relabeled, delivery_id="d-3").status_code == 202
 
 
+@pytest.mark.parametrize("event,action,text", [
+    ("issues", "labeled", None), ("issue_comment", "created", "comment"), ("pull_request_review", "submitted", "review"),
+])
+def test_a_signed_body_older_than_the_digest_window_is_refused_as_a_replay(client, store, event, action, text):
+    """Its digest may have been pruned after BODY_RETENTION_S (90 days): its own times give it away."""
+    def dated(days_ago: int) -> dict:
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - days_ago * 86400))
+        payload = example(event, action, sender_type="User", at=at)
+        if text is None:
+            payload["label"]["name"] = "agent"
+        else:  # the command in a comment or a review, by someone who may run it
+            payload[text].update(body="/decode do it", author_association="OWNER")
+        return payload
+    old = post(client, event, dated(91))
+    assert old.status_code == 400 and old.get_json()["outcome"] == "stale", old.get_json()
+    assert "refused as a replay" in old.get_json()["message"] and store.counts().get("queued", 0) == 0
+    assert post(client, event, dated(80)).status_code == 202  # still inside the window: the digest catches it
+
+
 def test_json_nested_too_deeply_is_400_not_500(client, store):
     for bomb in (b"[" * 100_000, b'{"a":' * 100_000):
         body, headers = delivery("issues", bomb)
@@ -102,6 +124,7 @@ def test_healthz_and_metrics(client):
     assert client.get("/healthz").status_code == 200
     post(client, "issues", labeled())
     post(client, "issues", labeled("bug"))
+    app_context(client.application).bind = "127.0.0.1"  # decode serve's default --host
     text = client.get("/metrics").get_data(as_text=True)
     assert 'decode_deliveries_total{outcome="queued"} 1.0' in text
     assert 'decode_deliveries_total{outcome="ignored"} 1.0' in text

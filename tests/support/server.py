@@ -27,14 +27,14 @@ def free_port() -> int:
 
 
 class Server:
-    """`decode serve` as a child process on a free port, its log in a file."""
+    """`decode serve` as a child process on a free port (listening on `host`), its log in a file."""
 
-    def __init__(self, env: dict[str, str], log: Path, port: int | None = None) -> None:
+    def __init__(self, env: dict[str, str], log: Path, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         with open(log, "ab") as out:
-            self.proc = subprocess.Popen([DECODE, "serve", "--port", str(self.port)], env=env,
+            self.proc = subprocess.Popen([DECODE, "serve", "--host", host, "--port", str(self.port)], env=env,
                                          stdout=out, stderr=out)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -82,6 +82,7 @@ def env(fake_github, fake_anthropic, tmp_path):
         "ANTHROPIC_API_KEY": fake_anthropic.api_key, "ANTHROPIC_BASE_URL": fake_anthropic.url,
         "SANDBOX_MODE": "local", "DECODE_DATA_DIR": str(tmp_path / "data"),
         "DECODE_LEASE_SECONDS": "2", "DECODE_WORKERS": "2",
+        **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ},  # the checkout under test, not the venv's
     }
 
 
