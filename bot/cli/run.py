@@ -19,7 +19,7 @@ from pathlib import Path
 from bot.cli.repo import github_clone_url, github_repo_name, local_repository
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
-from bot.core.names import run_branch
+from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.run.pipeline import Job, Ran, execute
 from bot.workspace.run_dirs import drop_clones
 
@@ -99,7 +99,8 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
         work: Issue | Dispatch = Issue(repo=repo, number=args.issue, sender_login="", instructions=args.task or "")
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
-    conclusion = run_github_job(JobContext(work, settings, forge, run_id, authorize=False, progress=progress))
+    conclusion = run_github_job(JobContext(work, settings, forge, run_id, run_tag(CLI_ORIGIN, run_id),
+                                           authorize=False, progress=progress))
     if conclusion.ran is not None:
         report(conclusion.ran, None)
     if conclusion.pr_url:

@@ -74,6 +74,7 @@ def env(fake_github, fake_anthropic, tmp_path):
     fake_github.set_permission(OWNER, NAME, "alice", "write")
     return {
         "PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(EXAMPLE.parents[1]),  # this checkout's bot/, whichever checkout the venv installed
         "GITHUB_WEBHOOK_SECRET": SECRET, "GITHUB_APP_ID": str(fake_github.app_id),
         "GITHUB_APP_PRIVATE_KEY": fake_github.private_key_pem, "GITHUB_API_URL": fake_github.api_url,
         "ANTHROPIC_API_KEY": fake_anthropic.api_key, "ANTHROPIC_BASE_URL": fake_anthropic.url,
