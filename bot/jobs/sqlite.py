@@ -43,12 +43,8 @@ is not recognised.
 The schema is `_SCHEMA` (`CREATE ... IF NOT EXISTS`: a file written before
 versioning gains its missing tables) and then the versioned `MIGRATIONS`, applied
 at open under the write lock and counted in SQLite's `user_version`; a file of a
-newer version is refused.
-
-Each store has a store id (`store_id`, bot/core/names.py), drawn at random by
-the first open and read by every later one: job ids restart at 1 in a new store,
-and the store id in a job's run tag keeps its comment markers apart from any
-other store's (`JobRecord.store_id`).
+newer version is refused. The first open draws the store's `store_id` (bot/core/names.py), which every
+`JobRecord` carries: job ids restart at 1 in a new store, the store id keeps their run tags apart.
 """
 
 from __future__ import annotations
