@@ -60,7 +60,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         repo, token = github_clone_url(github_repo, settings)
     else:
         repo = args.repo
-    job = Job(repo=repo, task=args.task, branch=run_branch(run_id), run_id=run_id, base=args.base, token=token)
+    job = Job(repo=repo, task=args.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id, base=args.base,
+              token=token)
     ran = execute(job, settings, progress=progress)
     delivered = deliver_local(ran) if local.exists() else None
     if delivered:  # the branch is in the user's repository: the run's clone is not needed any more

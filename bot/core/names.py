@@ -9,7 +9,8 @@
 - attempt directories: `<run_id>` for the first attempt, `<run_id>.<k>` for a retried job's attempt k;
 - job keys: `<owner/name>#<N>` (the repository lower-cased), `#run` for work on no issue, `#labels` for the
   repository's label set-up;
-- branches: `decode/issue-<N>-<slug>` for an issue, `decode/run-<id>` otherwise (the contract's names).
+- branches: `decode/issue-<N>-<slug>` for an issue, `decode/run-<id>` otherwise (the contract's names; the id
+  comes from the run tag, so two stores' job N push to two branches).
 
 A decoder answers None for a name that is not of its form, never raises.
 """
@@ -111,12 +112,20 @@ def is_decode_branch(branch: str) -> bool:
     return branch.startswith(BRANCH_PREFIX)
 
 
-def run_branch(run_id: str) -> str:
-    """`decode/run-<id>`, the contract's branch for work on no issue."""
-    return f"{BRANCH_PREFIX}run-{run_id}"
+def run_branch(tag: str) -> str:
+    """`decode/run-<id>`, the contract's branch for work on no issue, of the run tagged `tag`: the id is the run
+    id where it is unique within the repository (an Actions run's GITHUB_RUN_ID, the CLI's random id) and
+    `<store id>-job-<N>` for a store's job, whose number a new store hands out again. A ValueError for a tag
+    that is none."""
+    parts = run_tag_parts(tag)
+    if parts is None:
+        raise ValueError(f"not a run tag: {tag!r}")
+    origin, rid = parts
+    unique = origin == CLI_ORIGIN or origin.startswith(ACTIONS_ORIGIN)
+    return f"{BRANCH_PREFIX}run-{rid if unique else f'{origin}-{rid}'}"
 
 
 def run_of_branch(branch: str) -> str | None:
-    """The run id of a `decode/run-<id>` branch, None for any other branch."""
+    """The id of a `decode/run-<id>` branch (`run_branch`), None for any other branch."""
     match = _RUN_BRANCH.fullmatch(branch)
     return match.group(1) if match else None

@@ -89,7 +89,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         return Conclusion("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
-        decided = plan(work, _facts(ctx, info, admitted.ci), run_id=run_id, sandbox_mode=ctx.settings.sandbox.mode)
+        decided = plan(work, _facts(ctx, info, admitted.ci), tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
         conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
             _work(ctx, decided, info, tracking, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)

@@ -64,12 +64,21 @@ def test_issue_branches_follow_the_contract_and_round_trip():
 
 
 def test_run_branches_round_trip():
-    assert run_branch("4242") == "decode/run-4242" and run_of_branch(run_branch("4242")) == "4242"
+    action = run_tag(actions_origin("octo/calendar"), "4242")
+    assert run_branch(action) == "decode/run-4242" and run_of_branch(run_branch(action)) == "4242"
+    assert run_branch(run_tag(CLI_ORIGIN, "0123abcdef")) == "decode/run-0123abcdef"
     assert run_of_branch("decode/issue-1-x") is None and run_of_branch("main") is None
 
 
+def test_two_stores_job_1_get_two_run_branches():
+    one, two = new_store_id(), new_store_id()
+    assert run_branch(run_tag(one, run_id(1))) == f"decode/run-{one}-job-1" != run_branch(run_tag(two, run_id(1)))
+    with pytest.raises(ValueError):
+        run_branch("job-1")
+
+
 def test_decode_branches_are_the_ones_the_encoders_make():
-    assert is_decode_branch(issue_branch(3, "x")) and is_decode_branch(run_branch("r1"))
+    assert is_decode_branch(issue_branch(3, "x")) and is_decode_branch(run_branch(run_tag(CLI_ORIGIN, "r1")))
     assert not is_decode_branch("main") and not is_decode_branch("feature/decode/x")
 
 
