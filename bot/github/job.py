@@ -47,8 +47,9 @@ def _quiet(line: str) -> None:
 class JobContext:
     """One GitHub job and what it runs with: the work, the settings, the forge it talks to, and its identity.
 
-    `run_id` names the run where its door shows it (its directory, its page, its branch for work on no issue);
-    `tag` (`core.names.run_tag`) is unique wherever the job's comments are, and rides in their hidden markers.
+    `run_id` names the run where its door shows it (its directory, its record, its page); `tag`
+    (`core.names.run_tag`) is unique wherever the job's comments and branches are: it rides in the hidden
+    markers of its comments and names the branch of work on no issue.
     Both stay the same when a job is retried (`attempt` > 1), so a retry finds and reuses the comments it
     posted instead of doubling them, and no other run (of another store or door) ever finds them. `run_url`
     links the run (an Actions run) from the tracking comment; `model` is a shared model (None: one per run);
