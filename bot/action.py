@@ -21,12 +21,14 @@ from pathlib import Path
 
 from bot.config import Settings
 from bot.core.errors import ConfigError
+from bot.core.names import actions_origin, run_tag
 from bot.github.auth import TokenCredentials
 from bot.github.body import split_markdown
 from bot.github.forge import GitHubForge
 from bot.github.conclusion import Conclusion
 from bot.github.job import JobContext, run_github_job
 from bot.model import Model, make_model
+from bot.run.pipeline import Job
 from bot.run.transcript import render_figures
 from bot.run.result import write_record
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
@@ -88,12 +90,12 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
         return finish(env, prepared)
     settings, work, token, model = prepared
     repo = work.repo
-    run_id = env.get("GITHUB_RUN_ID") or "local"
+    run_id = env.get("GITHUB_RUN_ID") or Job.new_run_id()  # a re-run keeps GITHUB_RUN_ID: it finds its comments
     server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if env.get("GITHUB_RUN_ID") else None
     forge = GitHubForge(TokenCredentials(token, settings.github.api_url))
     conclusion = run_github_job(JobContext(
-        work, settings, forge, run_id, run_url=run_url, model=model,
+        work, settings, forge, run_id, run_tag(actions_origin(repo), run_id), run_url=run_url, model=model,
         authorize=not isinstance(work, Dispatch), attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
         progress=lambda line: print(line, file=sys.stderr, flush=True)))
     return finish(env, conclusion)

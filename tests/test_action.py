@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from bot.action import runner_sandbox
+from bot.core.names import actions_origin, run_tag
+from bot.github.conclusion import marker
 from bot.github.triggers import APP_ROUTES
 from tests.support.action import EXAMPLE, NAME, OWNER, REPO, ROOT, rewritten, runner, runner_temp  # noqa: F401 (fixture)
 
@@ -52,7 +54,9 @@ def test_a_labeled_issue_becomes_a_pull_request(runner, fake_github, fake_anthro
     assert (Path(outputs["transcript_path"]) / "transcript.jsonl").is_file()
     assert f"Fixes #{number}" in pr["body"] and "<summary>Transcript</summary>" in pr["body"]
     assert "| turns |" in summary and pr["html_url"] in summary and "Fixed `is_weekend`" in summary
-    assert f"{REPO}/actions/runs/4242" in fake_github.comments(OWNER, NAME, number)[0]["body"]
+    tracking = fake_github.comments(OWNER, NAME, number)[0]["body"]
+    assert f"{REPO}/actions/runs/4242" in tracking
+    assert marker("run", run_tag(actions_origin(REPO), "4242")) in tracking  # no other repository's run 4242
 
 
 def test_a_decode_comment_on_a_pull_request_pushes_to_its_branch(runner, fake_github, fake_anthropic):

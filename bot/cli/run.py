@@ -19,7 +19,7 @@ from pathlib import Path
 from bot.cli.repo import github_clone_url, github_repo_name, local_repository
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
-from bot.core.names import run_branch
+from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.run.pipeline import Job, Ran, execute
 from bot.workspace.clone import git_url
 from bot.workspace.run_dirs import drop_clones
@@ -64,7 +64,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         repo, token = github_clone_url(github_repo, settings)
     else:
         repo = args.repo
-    job = Job(repo=repo, task=args.task, branch=run_branch(run_id), run_id=run_id, base=args.base, token=token)
+    job = Job(repo=repo, task=args.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id, base=args.base,
+              token=token)
     ran = execute(job, settings, progress=progress)
     delivered = deliver_local(ran) if local.exists() else None
     if delivered:  # the branch is in the user's repository: the run's clone is not needed any more
@@ -103,7 +104,8 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
         work: Issue | Dispatch = Issue(repo=repo, number=args.issue, sender_login="", instructions=args.task or "")
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
-    conclusion = run_github_job(JobContext(work, settings, forge, run_id, authorize=False, progress=progress))
+    conclusion = run_github_job(JobContext(work, settings, forge, run_id, run_tag(CLI_ORIGIN, run_id),
+                                           authorize=False, progress=progress))
     if conclusion.ran is not None:
         report(conclusion.ran, None)
     if conclusion.pr_url:

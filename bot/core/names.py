@@ -1,10 +1,16 @@
 """The names the bot writes and later reads back, each encoder beside its decoder.
 
-- run ids: `job-<N>` for the job store's job N (a run's directory, comment markers, page links);
+- run ids: `job-<N>` for the job store's job N (a run's directory, its record, page links); N restarts at 1
+  in a new store, so a run id is unique only within its store;
+- store ids: 16 hex digits drawn at random once, when a job store is made (the store's migration);
+- run tags: `<origin>:<run_id>`, unique wherever GitHub shows them (the hidden markers of the comments a run
+  looks up again): the origin is the store id for a store's job, `actions/<owner/name>` for an Actions run
+  (GITHUB_RUN_ID is unique within its repository) and `cli` for the CLI's random run id;
 - attempt directories: `<run_id>` for the first attempt, `<run_id>.<k>` for a retried job's attempt k;
 - job keys: `<owner/name>#<N>` (the repository lower-cased), `#run` for work on no issue, `#labels` for the
   repository's label set-up;
-- branches: `decode/issue-<N>-<slug>` for an issue, `decode/run-<id>` otherwise (the contract's names).
+- branches: `decode/issue-<N>-<slug>` for an issue, `decode/run-<id>` otherwise (the contract's names; the id
+  comes from the run tag, so two stores' job N push to two branches).
 
 A decoder answers None for a name that is not of its form, never raises.
 """
@@ -12,10 +18,14 @@ A decoder answers None for a name that is not of its form, never raises.
 from __future__ import annotations
 
 import re
+import secrets
 
 RUN_PREFIX = "job-"
+CLI_ORIGIN = "cli"
+ACTIONS_ORIGIN = "actions/"
 BRANCH_PREFIX = "decode/"
 _RUN_ID = re.compile(r"job-([0-9]{1,18})")
+_RUN_TAG = re.compile(r"([A-Za-z0-9._/-]+):([A-Za-z0-9._-]+)")
 _ATTEMPT = re.compile(r"(.+)\.([0-9]{1,9})")
 _ISSUE_BRANCH = re.compile(r"decode/issue-([0-9]+)-[a-z0-9-]*")
 _RUN_BRANCH = re.compile(r"decode/run-(.+)")
@@ -30,6 +40,33 @@ def job_id(run_id: str) -> int | None:
     """The job number in a run id `job-<N>`, None for any other name."""
     match = _RUN_ID.fullmatch(run_id)
     return int(match.group(1)) if match else None
+
+
+def new_store_id() -> str:
+    """A store id: drawn once per store, so that no two stores (a new data dir, a move to PostgreSQL, a second
+    deployment) tag their job N alike."""
+    return secrets.token_hex(8)
+
+
+def actions_origin(repo: str) -> str:
+    """The origin of an Actions run of repository `repo`: its GITHUB_RUN_ID is unique within the repository."""
+    return f"{ACTIONS_ORIGIN}{repo.lower()}"
+
+
+def run_tag(origin: str, run_id: str) -> str:
+    """The tag of run `run_id` of `origin` (a store id, `actions_origin`, `CLI_ORIGIN`): what the hidden markers
+    of its comments carry, so a retry of the run finds them and no other run does. A ValueError for an origin
+    or run id that would not read back (`run_tag_parts`)."""
+    tag = f"{origin}:{run_id}"
+    if _RUN_TAG.fullmatch(tag) is None:
+        raise ValueError(f"not a run tag: {tag!r}")
+    return tag
+
+
+def run_tag_parts(tag: str) -> tuple[str, str] | None:
+    """The origin and run id of a run tag, None for anything else."""
+    match = _RUN_TAG.fullmatch(tag)
+    return (match.group(1), match.group(2)) if match else None
 
 
 def attempt_dir(run_id: str, attempt: int) -> str:
@@ -75,12 +112,20 @@ def is_decode_branch(branch: str) -> bool:
     return branch.startswith(BRANCH_PREFIX)
 
 
-def run_branch(run_id: str) -> str:
-    """`decode/run-<id>`, the contract's branch for work on no issue."""
-    return f"{BRANCH_PREFIX}run-{run_id}"
+def run_branch(tag: str) -> str:
+    """`decode/run-<id>`, the contract's branch for work on no issue, of the run tagged `tag`: the id is the run
+    id where it is unique within the repository (an Actions run's GITHUB_RUN_ID, the CLI's random id) and
+    `<store id>-job-<N>` for a store's job, whose number a new store hands out again. A ValueError for a tag
+    that is none."""
+    parts = run_tag_parts(tag)
+    if parts is None:
+        raise ValueError(f"not a run tag: {tag!r}")
+    origin, rid = parts
+    unique = origin == CLI_ORIGIN or origin.startswith(ACTIONS_ORIGIN)
+    return f"{BRANCH_PREFIX}run-{rid if unique else f'{origin}-{rid}'}"
 
 
 def run_of_branch(branch: str) -> str | None:
-    """The run id of a `decode/run-<id>` branch, None for any other branch."""
+    """The id of a `decode/run-<id>` branch (`run_branch`), None for any other branch."""
     match = _RUN_BRANCH.fullmatch(branch)
     return match.group(1) if match else None

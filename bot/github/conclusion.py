@@ -46,5 +46,6 @@ class Conclusion:
 
 
 def marker(kind: str, key: object) -> str:
-    """A hidden tag that lets a retried job find the comment it already posted."""
+    """A hidden tag that lets a retried job find the comment it already posted: `key` is a run tag
+    (`core.names.run_tag`) or a GitHub id, so no other run's comment has it (docs/github.md, Markers)."""
     return f"<!-- decode-bot:{kind}:{key} -->"

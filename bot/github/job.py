@@ -47,15 +47,20 @@ def _quiet(line: str) -> None:
 class JobContext:
     """One GitHub job and what it runs with: the work, the settings, the forge it talks to, and its identity.
 
-    `run_id` must stay the same when a job is retried (`attempt` > 1): it tags the comments the job posts, so
-    a retry finds and reuses them instead of doubling them. `run_url` links the run (an Actions run) from the
-    tracking comment; `model` is a shared model (None: one per run); `authorize` is False where the caller
-    vouches for the sender (the CLI, a workflow run); `progress` hears the run's lines."""
+    `run_id` names the run where its door shows it (its directory, its record, its page); `tag`
+    (`core.names.run_tag`) is unique wherever the job's comments and branches are: it rides in the hidden
+    markers of its comments and names the branch of work on no issue.
+    Both stay the same when a job is retried (`attempt` > 1), so a retry finds and reuses the comments it
+    posted instead of doubling them, and no other run (of another store or door) ever finds them. `run_url`
+    links the run (an Actions run) from the tracking comment; `model` is a shared model (None: one per run);
+    `authorize` is False where the caller vouches for the sender (the CLI, a workflow run); `progress` hears
+    the run's lines."""
 
     work: Work
     settings: Settings
     forge: Forge
     run_id: str
+    tag: str
     attempt: int = 1
     run_url: str | None = None
     model: Model | None = None
@@ -84,7 +89,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         return Conclusion("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
-        decided = plan(work, _facts(ctx, info, admitted.ci), run_id=run_id, sandbox_mode=ctx.settings.sandbox.mode)
+        decided = plan(work, _facts(ctx, info, admitted.ci), tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
         conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
             _work(ctx, decided, info, tracking, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
@@ -134,7 +139,7 @@ def _track(ctx: JobContext, page: str | None, doing: str) -> Tracker:
     repo, number = work.repo, work.number
     if (target := reaction_target(work)) is not None:
         forge.react(repo, target, "eyes")
-    tag = marker("run", ctx.run_id)
+    tag = marker("run", ctx.tag)
     links = " · ".join(filter(None, [ctx.run_url and f"[The run]({ctx.run_url})",
                                      page and f"📜 [Transcript]({page})"]))
     footer = (f"{links}\n\n" if links else "") + tag
@@ -212,7 +217,7 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
     if tracking is not None:
         tracking.move("publishing")
     try:
-        return publish(the_plan, outcome, forge, repo, run_id, settings.redactor.plus(token).redact,
+        return publish(the_plan, outcome, forge, repo, ctx.tag, settings.redactor.plus(token).redact,
                        transcript_url=page)
     except Exception as e:
         raise Unpublished(e, outcome) from e

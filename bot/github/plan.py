@@ -239,10 +239,10 @@ def human_pushed(commits: Sequence[CommitIdentity], identity: tuple[str, str] = 
     return not commits or not is_ours(commits[-1], identity)
 
 
-def plan(work: Work, facts: Facts, *, run_id: str, sandbox_mode: str) -> Plan | Skip:
-    """The plan for `work` given `facts`, or why it does not run; `run_id` names the branch of a workflow run,
+def plan(work: Work, facts: Facts, *, tag: str, sandbox_mode: str) -> Plan | Skip:
+    """The plan for `work` given `facts`, or why it does not run; the run's `tag` names the branch of a workflow run,
     `sandbox_mode` is where the agent would run (a fork's code needs an isolating one)."""
-    the_plan = _plan(work, facts, run_id=run_id)
+    the_plan = _plan(work, facts, tag=tag)
     note = edited_note(work, facts.issue)
     if isinstance(the_plan.delivery, ToFork) and sandbox_mode not in ISOLATING:
         return Skip("\n\n".join(filter(None, [fork_refusal(sandbox_mode), note])))
@@ -276,13 +276,13 @@ def edited_note(work: Work, now: IssueInfo | None) -> str | None:
             f"Run it again to work on the current text.")
 
 
-def _plan(work: Work, facts: Facts, *, run_id: str) -> Plan:
+def _plan(work: Work, facts: Facts, *, tag: str) -> Plan:
     """Where `work` starts, lands and goes, given `facts`."""
     login = work.sender_login
     co_author = f"{login} <{login}@users.noreply.github.com>" if login else None
     repo, issue, pull = facts.repo, facts.issue, facts.pull
     if isinstance(work, Dispatch):
-        return Plan(task=build_task(work, issue_title="", issue_body=None), branch=run_branch(run_id),
+        return Plan(task=build_task(work, issue_title="", issue_body=None), branch=run_branch(tag),
                     clone_base=work.base_ref, config_base=None, title=work.instructions, co_author=co_author,
                     delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:

@@ -26,11 +26,12 @@ from bot.run.transcript import load_events, render_figures, render_markdown, saf
 OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request's copy of the transcript
 
 
-def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, run_id: str,
+def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
              redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
-    """Deliver the outcome as the plan says, and the report for the tracking comment; `transcript_url`
-    is the run's transcript page, when the server has a public URL. A review's threads get one reply each."""
-    conclusion = _deliver(the_plan, ran, forge, repo, run_id, redact, transcript_url=transcript_url)
+    """Deliver the outcome as the plan says, and the report for the tracking comment; `tag` is the run's tag
+    (`core.names.run_tag`) for the markers of its comments, `transcript_url` the run's transcript page, when
+    the server has a public URL. A review's threads get one reply each."""
+    conclusion = _deliver(the_plan, ran, forge, repo, tag, redact, transcript_url=transcript_url)
     if the_plan.threads is not None:
         summary = safe_prose(redact(ran.agent.summary))
         answer_threads(forge, repo, the_plan.threads, _thread_reply(conclusion, summary))
@@ -60,7 +61,7 @@ def _thread_reply(conclusion: Conclusion, summary: str) -> str:
     return f"{head.rstrip('.')}. Nothing was pushed for this review.\n\n{why}".rstrip()
 
 
-def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, run_id: str,
+def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
              redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
     """The delivery itself: a pull request, commits on one, or a fork's branch or patch."""
     result, branch, delivery = ran.agent, the_plan.branch, the_plan.delivery
@@ -85,12 +86,12 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, run_id: str,
                           branch=None if on_fork else branch, ran=ran)
     state = "success" if result.completed else "failed" if result.failed else "incomplete"
     if isinstance(delivery, ToFork):
-        return _to_fork(forge, repo, delivery.pull, ran, run_id, state=state, report=report,
+        return _to_fork(forge, repo, delivery.pull, ran, tag, state=state, report=report,
                                 failure=failure if result.failed else None)
     ws.push(forge.token_for(repo), force=isinstance(delivery, OpenPull))
     if isinstance(delivery, PushToPull):  # new commits on the PR's own branch; the reply carries the rest
         body, rest = report.texts(limit=BODY_LIMIT - 1000)
-        _post_parts(forge, repo, delivery.number, rest, run_id)
+        _post_parts(forge, repo, delivery.number, rest, tag)
         head = f"✅ Pushed {commit[:12]} to `{branch}`." if result.completed else \
             f"{failure}. The work so far ({commit[:12]}) is pushed to `{branch}`." if result.failed else \
             f"⚠️ Pushed partial work ({commit[:12]}) to `{branch}`: {result.stop_reason}."
@@ -99,7 +100,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, run_id: str,
     body, rest = report.texts(closes=delivery.closes)
     pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250], body=body,
                                    draft=not result.completed or ran.verification.verified == "failed")
-    _post_parts(forge, repo, pr.number, rest, run_id)
+    _post_parts(forge, repo, pr.number, rest, tag)
     verb = "Opened" if pr.created else "Updated"
     note = "" if result.completed else f" as a draft: the run {STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}"
     if result.completed and ran.verification.verified == "failed":
@@ -110,7 +111,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, run_id: str,
     return Conclusion(state, message, pr_url=pr.html_url, branch=branch, ran=ran)
 
 
-def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, run_id: str, *, state: str,
+def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, state: str,
                      report: Report, failure: str | None = None) -> Conclusion:
     """A fork's pull request: push to its head branch when maintainers may edit it, else reply with a patch.
     A failed run (`failure`: its one-line reason) says so first, then where its work so far went.
@@ -130,7 +131,7 @@ def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, run_id: str, *, 
             why = f"GitHub refused the push ({ws.redactor.redact(str(e))[:300]})"
         else:
             body, rest = report.texts(limit=BODY_LIMIT - 1000)
-            _post_parts(forge, repo, pull.number, rest, run_id)
+            _post_parts(forge, repo, pull.number, rest, tag)
             verb = "Pushed" if state == "success" else "Pushed partial work"
             head = f"{'✅' if state == 'success' else '⚠️'} {verb} {commit[:12]} to the fork's branch {where}, " \
                    f"on top of {started[:12]} (the head this run started from)."
@@ -141,7 +142,7 @@ def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, run_id: str, *, 
     patch = ws.git("format-patch", "-1", "--stdout", "--binary", commit, what="writing the patch")
     parts = patch_parts(patch.decode("utf-8", "replace"), started_from=started, limit=BODY_LIMIT - 1000)
     body, rest = report.texts(limit=BODY_LIMIT - 1000 - len(parts[0]))
-    _post_parts(forge, repo, pull.number, parts[1:] + rest, run_id)
+    _post_parts(forge, repo, pull.number, parts[1:] + rest, tag)
     head = (f"📎 decode-bot could not push to {where}: {why}. The change, made on top of {started[:12]} (the "
             "head this run started from), is in the patch below" + (" and the comments that follow" if
                                                                    len(parts) > 1 else "") + ".")
@@ -150,9 +151,9 @@ def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, run_id: str, *, 
     return Conclusion(state, f"{head}\n\n{parts[0]}\n{body}", ran=ran)
 
 
-def _post_parts(forge: Forge, repo: str, number: int, parts: list[str], run_id: str) -> None:
+def _post_parts(forge: Forge, repo: str, number: int, parts: list[str], run_tag: str) -> None:
     """Post the transcript parts that did not fit, each once even if the job is retried."""
     for i, part in enumerate(parts, 2):
-        tag = marker("transcript", f"{run_id}-{i}")
+        tag = marker("transcript", f"{run_tag}-{i}")
         if forge.find_comment(repo, number, tag) is None:
             forge.post_comment(repo, number, part + "\n" + tag, tag)

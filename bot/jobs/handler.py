@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from bot.config import Settings
-from bot.core.names import run_id
+from bot.core.names import run_id, run_tag
 from bot.github.forge import Forge
 from bot.github.conclusion import marker
 from bot.github.job import JobContext, run_github_job
@@ -29,6 +29,12 @@ log = logging.getLogger("decode.worker")
 
 
 Record = Callable[[RunResult], None]
+
+
+def tag_of(job: JobRecord) -> str:
+    """The run tag of a stored job: its store's id with its run id, so that a job of a new store (whose ids
+    start again at 1) never finds the comments of an older store's job of the same number."""
+    return run_tag(job.store_id, run_id(job.id))
 
 
 def outcome_of(result: RunResult) -> Outcome:
@@ -56,8 +62,9 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
         if isinstance(work, Labels):
             conclusion = add_trigger_labels(work, forge, settings.github.trigger_label)
         else:
-            conclusion = run_github_job(JobContext(work, settings, forge, run_id(job.id), attempt=job.attempts,
-                                                   model=model, progress=lambda line: log.info(line, extra=extra)))
+            conclusion = run_github_job(JobContext(work, settings, forge, run_id(job.id), tag_of(job),
+                                                   attempt=job.attempts, model=model,
+                                                   progress=lambda line: log.info(line, extra=extra)))
         result = conclusion.result(run_id(job.id))
         if conclusion.ran is not None:  # record.json holds what the store does, links included
             write_record(conclusion.ran.run_dir, result)
@@ -79,7 +86,7 @@ def exhausted_reporter(forge: Forge) -> Callable[[JobRecord], None]:
         log.error("job %s: %s", job.id, job.error, extra={"job_id": job.id})
         if work.number is None:
             return
-        tag = marker("run", run_id(job.id))
+        tag = marker("run", tag_of(job))
         text = (f"❌ decode-bot gave up on this after {job.attempts} attempts: the worker stopped each time "
                 f"(crash, restart or out of memory). Comment again to retry.\n\n{tag}")
         existing = forge.find_comment(work.repo, work.number, tag)

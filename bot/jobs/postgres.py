@@ -39,6 +39,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from bot.config import database_password
+from bot.core.names import new_store_id
 from bot.core.redact import MIN_SECRET_LENGTH
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, JobRecord, StoreError,
                                 check_final)
@@ -89,6 +90,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: the function call that runs the job (Modal), asked by whoever claims the job next.
     "ALTER TABLE jobs ADD COLUMN call_id text;",
+    # 3: the store id (bot/jobs/sqlite.py's docstring), drawn by the first open.
+    "CREATE TABLE store (one integer PRIMARY KEY CHECK (one = 1), id text NOT NULL);",
 )
 
 _COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id"
@@ -124,6 +127,7 @@ class PostgresStore:
         try:
             with self._pool.connection() as conn:
                 self.applied = migrate(conn)  # the migration versions this process applied (logged)
+                self.store_id = identity(conn)
         except StoreError:
             self._pool.close()
             raise
@@ -196,7 +200,7 @@ class PostgresStore:
                     skipped.append(key)  # another claimer holds this key: the next runnable job, if any
                     continue
                 taken = cur.execute(_TAKE, {"worker": worker_id, "lease_s": self.lease_s, "id": job_id}).fetchone()
-            return JobRecord(*taken)
+            return JobRecord(*taken, store_id=self.store_id)
         return None
 
     def heartbeat(self, job_id: int, worker_id: str) -> bool:
@@ -262,7 +266,7 @@ class PostgresStore:
                 f"WHERE state = 'running' AND lease_expires <= {NOW} AND attempts >= %s AND call_id IS NULL "
                 f"RETURNING {_COLUMNS}",
                 (worker_id, self.max_attempts)).fetchall()
-        return sorted((JobRecord(*row) for row in rows), key=lambda job: job.id)
+        return sorted((JobRecord(*row, store_id=self.store_id) for row in rows), key=lambda job: job.id)
 
     # -- reading and health -----------------------------------------------
 
@@ -272,7 +276,7 @@ class PostgresStore:
             row = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = %s", (job_id,)).fetchone()
         if row is None:
             raise KeyError(f"no job {job_id} in {self.path}")
-        return JobRecord(*row)
+        return JobRecord(*row, store_id=self.store_id)
 
     def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
              state: str | None = None) -> list[JobRecord]:
@@ -288,7 +292,7 @@ class PostgresStore:
         with self._tx() as cur:
             rows = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE {' AND '.join(where)} "
                                "ORDER BY id DESC LIMIT %(limit)s", params).fetchall()
-        return [JobRecord(*row) for row in rows]
+        return [JobRecord(*row, store_id=self.store_id) for row in rows]
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""
@@ -349,6 +353,14 @@ def migrate(conn: psycopg.Connection[Any]) -> list[int]:
                 conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
                 applied.append(version)
     return applied
+
+
+def identity(conn: psycopg.Connection[Any]) -> str:
+    """The store id: drawn by the first process that opens the schema (a racing one's insert does nothing),
+    read by every later one."""
+    with conn.transaction():
+        conn.execute("INSERT INTO store (one, id) VALUES (1, %s) ON CONFLICT (one) DO NOTHING", (new_store_id(),))
+        return conn.execute("SELECT id FROM store").fetchone()[0]
 
 
 class _Pool:

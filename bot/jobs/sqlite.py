@@ -43,7 +43,8 @@ is refused before it reaches the store, by the times it carries (bot/server/inta
 The schema is `_SCHEMA` (`CREATE ... IF NOT EXISTS`: a file written before
 versioning gains its missing tables) and then the versioned `MIGRATIONS`, applied
 at open under the write lock and counted in SQLite's `user_version`; a file of a
-newer version is refused.
+newer version is refused. The first open draws the store's `store_id` (bot/core/names.py), which every
+`JobRecord` carries: job ids restart at 1 in a new store, the store id keeps their run tags apart.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import StoreSettings
+from bot.core.names import new_store_id
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, JobRecord,
                                 JobStore, StoreError, check_final)
 
@@ -100,6 +102,7 @@ CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY CHECK (id = 1), probed
 """
 MIGRATIONS: tuple[str, ...] = (
     "ALTER TABLE jobs ADD COLUMN call_id TEXT",  # 1: the function call that runs the job (Modal)
+    "CREATE TABLE IF NOT EXISTS store (one INTEGER PRIMARY KEY CHECK (one = 1), id TEXT NOT NULL)",  # 2: the store id
 )
 
 _COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id"
@@ -181,6 +184,7 @@ class Store:
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     self._db.execute(statement)
                 self._migrate()
+                self.store_id = self._identity()
             # Reads (job, counts) get their own connection: a WAL reader never waits for
             # a writer, so a slow /metrics scrape does not hold up acknowledgements.
             self._reader = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
@@ -202,6 +206,11 @@ class Store:
         for number, sql in enumerate(MIGRATIONS[version:], start=version + 1):
             self._db.execute(sql)
             self._db.execute(f"PRAGMA user_version = {number}")
+
+    def _identity(self) -> str:
+        """The store id: drawn by the first open of the file, in its write transaction; read by every later one."""
+        self._db.execute("INSERT INTO store (one, id) VALUES (1, ?) ON CONFLICT (one) DO NOTHING", (new_store_id(),))
+        return self._db.execute("SELECT id FROM store").fetchone()[0]
 
     # -- intake -----------------------------------------------------------
 
@@ -290,7 +299,7 @@ class Store:
                     return None
             with self._tx():
                 row = self._db.execute(_CLAIM, params).fetchone()
-        return _record(row) if row else None
+        return _record(row, self.store_id) if row else None
 
     def heartbeat(self, job_id: int, worker_id: str) -> bool:
         """Extend the lease of `worker_id` on the job; False if the lease was lost."""
@@ -343,7 +352,7 @@ class Store:
                 "WHERE state = 'running' AND lease_expires <= ? AND attempts >= ? AND call_id IS NULL "
                 f"RETURNING {_COLUMNS}",
                 (worker_id, now, now, self.max_attempts)).fetchall()
-        return sorted((_record(row) for row in rows), key=lambda job: job.id)
+        return sorted((_record(row, self.store_id) for row in rows), key=lambda job: job.id)
 
     # -- reading and health -----------------------------------------------
 
@@ -353,7 +362,7 @@ class Store:
             row = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise KeyError(f"no job {job_id} in {self.path}")
-        return _record(row)
+        return _record(row, self.store_id)
 
     def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
              state: str | None = None) -> list[JobRecord]:
@@ -372,7 +381,7 @@ class Store:
         with self._read_lock, self._errors():
             rows = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT ?",
                                         (*params, limit)).fetchall()
-        return [_record(row) for row in rows]
+        return [_record(row, self.store_id) for row in rows]
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""
@@ -430,8 +439,8 @@ class Store:
                 raise
 
 
-def _record(row: tuple[Any, ...]) -> JobRecord:
+def _record(row: tuple[Any, ...], store_id: str) -> JobRecord:
     id_, delivery_id, key, payload, state, attempts, created_at, error, result, call_id = row
     return JobRecord(id=id_, delivery_id=delivery_id, key=key, payload=json.loads(payload), state=state,
                      attempts=attempts, created_at=created_at, error=error,
-                     result=None if result is None else json.loads(result), call_id=call_id)
+                     result=None if result is None else json.loads(result), call_id=call_id, store_id=store_id)

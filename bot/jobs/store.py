@@ -11,7 +11,7 @@ in bot/jobs/sqlite.py's docstring, and checked against both by one conformance s
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -50,12 +50,14 @@ class JobRecord:
     error: str | None = None
     result: dict | None = None
     call_id: str | None = None  # the function call that runs it (Modal's `FunctionCall.object_id`), once recorded
+    store_id: str = field(kw_only=True)  # the store that handed out `id`: with it, the job's run tag
 
 
 class JobStore(Protocol):
     """Deliveries and jobs, durable, shared by every thread and process of a deployment."""
 
     lease_s: float  # how long a claim or heartbeat keeps a job
+    store_id: str  # drawn once per store (bot/core/names.py): no other store tags its jobs alike
     max_attempts: int  # starts of one job before it is given up
 
     @property

@@ -1,8 +1,12 @@
 """Each name the bot writes reads back to what made it; other names read back as None."""
 
+import re
+
 import pytest
 
 from bot.core.names import (
+    CLI_ORIGIN,
+    actions_origin,
     attempt_dir,
     attempt_of,
     issue_branch,
@@ -11,9 +15,12 @@ from bot.core.names import (
     job_id,
     job_key,
     key_parts,
+    new_store_id,
     run_branch,
     run_id,
     run_of_branch,
+    run_tag,
+    run_tag_parts,
 )
 
 
@@ -57,10 +64,48 @@ def test_issue_branches_follow_the_contract_and_round_trip():
 
 
 def test_run_branches_round_trip():
-    assert run_branch("4242") == "decode/run-4242" and run_of_branch(run_branch("4242")) == "4242"
+    action = run_tag(actions_origin("octo/calendar"), "4242")
+    assert run_branch(action) == "decode/run-4242" and run_of_branch(run_branch(action)) == "4242"
+    assert run_branch(run_tag(CLI_ORIGIN, "0123abcdef")) == "decode/run-0123abcdef"
     assert run_of_branch("decode/issue-1-x") is None and run_of_branch("main") is None
 
 
+def test_two_stores_job_1_get_two_run_branches():
+    one, two = new_store_id(), new_store_id()
+    assert run_branch(run_tag(one, run_id(1))) == f"decode/run-{one}-job-1" != run_branch(run_tag(two, run_id(1)))
+    with pytest.raises(ValueError):
+        run_branch("job-1")
+
+
 def test_decode_branches_are_the_ones_the_encoders_make():
-    assert is_decode_branch(issue_branch(3, "x")) and is_decode_branch(run_branch("r1"))
+    assert is_decode_branch(issue_branch(3, "x")) and is_decode_branch(run_branch(run_tag(CLI_ORIGIN, "r1")))
     assert not is_decode_branch("main") and not is_decode_branch("feature/decode/x")
+
+
+def test_store_ids_are_drawn_at_random():
+    ids = {new_store_id() for _ in range(100)}
+    assert len(ids) == 100 and all(re.fullmatch(r"[0-9a-f]{16}", i) for i in ids)
+
+
+@pytest.mark.parametrize("origin, rid", [("3f9a1c2e7b4d5a60", "job-7"), (actions_origin("Octo/Calendar"), "123456"),
+                                         (CLI_ORIGIN, "0123abcdef")])
+def test_run_tags_round_trip(origin, rid):
+    assert run_tag_parts(run_tag(origin, rid)) == (origin, rid)
+
+
+def test_the_same_run_id_of_two_origins_gets_two_tags():
+    assert run_tag(new_store_id(), run_id(1)) != run_tag(new_store_id(), run_id(1))
+    assert run_tag(actions_origin("octo/a"), "5") != run_tag(actions_origin("octo/b"), "5")
+    assert actions_origin("Octo/Calendar") == "actions/octo/calendar"
+
+
+@pytest.mark.parametrize("origin, rid", [("", "job-1"), ("a b", "job-1"), ("abc", ""), ("abc", "job-1 -->"),
+                                         ("x-->", "1"), ("abc", "a:b")])
+def test_a_tag_that_would_not_read_back_is_refused(origin, rid):
+    with pytest.raises(ValueError):
+        run_tag(origin, rid)
+
+
+@pytest.mark.parametrize("tag", ["job-1", "abc:", ":job-1", "a:b:c", "abc:job-1 ", "<!-- x -->", ""])
+def test_other_text_is_no_run_tag(tag):
+    assert run_tag_parts(tag) is None

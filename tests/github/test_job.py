@@ -124,7 +124,7 @@ def test_a_bot_sender_triggers_nothing(world):
     assert "bot" in Router(Rules.of(settings)).decide("issues", payload).reason
     trigger = Issue(repo=REPO, number=number, sender_login="helper", sender_type="Bot")
     before = len(fake.requests)
-    assert run_github_job(JobContext(trigger, settings, world[3], run_id="x")).state == "skipped"
+    assert run_github_job(JobContext(trigger, settings, world[3], run_id="x", tag="origin:x")).state == "skipped"
     assert len(fake.requests) == before and not fake.comments(OWNER, NAME, number)
 
 
@@ -185,7 +185,7 @@ def test_app_mode_mints_one_repository_scoped_token(world):
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
     trigger = Router(Rules.of(settings)).decide("issues", payload)
     conclusion = run_github_job(JobContext(trigger, settings.replace(github_token=None), forge, run_id="app",
-                                           model=AnthropicModel(settings.model)))
+                                           tag="origin:app", model=AnthropicModel(settings.model)))
     assert conclusion.state == "success", conclusion.message
     assert len(fake.minted) == 1 and fake.minted[0]["repositories"] == [REPO]
     assert fake.pulls(OWNER, NAME)[0]["user"]["login"] == "decode-bot[bot]"

@@ -15,7 +15,7 @@ from tests.support.github_job import world  # noqa: F401 (fixture)
 def queued(work: Labels) -> JobRecord:
     payload = job_payload(work, "installation", "d-1")
     return JobRecord(id=1, delivery_id="d-1", key=job_key(work), payload=payload, state="running", attempts=1,
-                     created_at=time.time())
+                     created_at=time.time(), store_id="0123456789abcdef")
 
 
 def test_a_new_installation_gets_the_label_where_it_is_missing(world):

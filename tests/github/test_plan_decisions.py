@@ -132,7 +132,7 @@ FORK_COMMENT = Comment(number=9, is_pull_request=True, comment_id=1, instruction
 
 
 def test_a_forks_code_is_refused_outside_an_isolating_sandbox():
-    skipped = plan(FORK_COMMENT, Facts(REPO, PR_AS_ISSUE, FORK_PULL), run_id="r1", sandbox_mode="local")
+    skipped = plan(FORK_COMMENT, Facts(REPO, PR_AS_ISSUE, FORK_PULL), tag="cli:r1", sandbox_mode="local")
     assert isinstance(skipped, Skip) and skipped.notice is None
     assert skipped.reason.startswith("🔒 decode-bot did not run: this pull request comes from a fork")
     assert "SANDBOX_MODE=local" in skipped.reason and "(bwrap, docker, modal)" in skipped.reason
@@ -140,13 +140,13 @@ def test_a_forks_code_is_refused_outside_an_isolating_sandbox():
 
 @pytest.mark.parametrize("mode", ["bwrap", "docker", "modal"])
 def test_a_forks_code_runs_in_an_isolating_sandbox(mode):
-    planned = plan(FORK_COMMENT, Facts(REPO, PR_AS_ISSUE, FORK_PULL), run_id="r1", sandbox_mode=mode)
+    planned = plan(FORK_COMMENT, Facts(REPO, PR_AS_ISSUE, FORK_PULL), tag="cli:r1", sandbox_mode=mode)
     assert isinstance(planned, Plan) and planned.delivery == ToFork(FORK_PULL)
 
 
 def test_a_pull_request_of_the_repository_runs_anywhere():
     own = dataclasses.replace(FORK_PULL, head_repo="octo/calendar")
-    assert isinstance(plan(FORK_COMMENT, Facts(REPO, PR_AS_ISSUE, own), run_id="r1", sandbox_mode="local"), Plan)
+    assert isinstance(plan(FORK_COMMENT, Facts(REPO, PR_AS_ISSUE, own), tag="cli:r1", sandbox_mode="local"), Plan)
 
 
 # -- the edited-since note ------------------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ NOW = IssueInfo(7, "Weekend check", "Saturdays count.", "alice", False, "https:/
 
 def test_an_issue_edited_since_it_was_labeled_gets_a_note_and_the_text_as_labeled():
     now = dataclasses.replace(NOW, body="Sundays count too.")
-    planned = plan(LABELED, Facts(REPO, now), run_id="r1", sandbox_mode="local")
+    planned = plan(LABELED, Facts(REPO, now), tag="cli:r1", sandbox_mode="local")
     assert isinstance(planned, Plan) and "Saturdays count." in planned.task
     assert planned.note == ("ℹ️ The issue was edited after it was labeled; decode-bot worked on the text as it "
                             "was when labeled. Run it again to work on the current text.")
@@ -165,7 +165,7 @@ def test_an_issue_edited_since_it_was_labeled_gets_a_note_and_the_text_as_labele
 def test_the_same_text_with_other_line_ends_or_no_text_in_the_event_is_no_edit():
     assert edited_note(LABELED, dataclasses.replace(NOW, body="Saturdays count.\r\n")) is None
     assert edited_note(dataclasses.replace(LABELED, title=None, body=None), NOW) is None
-    planned = plan(LABELED, Facts(REPO, NOW), run_id="r1", sandbox_mode="local")
+    planned = plan(LABELED, Facts(REPO, NOW), tag="cli:r1", sandbox_mode="local")
     assert isinstance(planned, Plan) and planned.note is None
 
 
@@ -181,7 +181,7 @@ def test_the_note_names_what_was_edited_and_what_started_the_work():
 
 def test_a_refused_fork_still_carries_the_note():
     comment = dataclasses.replace(FORK_COMMENT, title="Old title", body=PR_AS_ISSUE.body)
-    skipped = plan(comment, Facts(REPO, PR_AS_ISSUE, FORK_PULL), run_id="r1", sandbox_mode="local")
+    skipped = plan(comment, Facts(REPO, PR_AS_ISSUE, FORK_PULL), tag="cli:r1", sandbox_mode="local")
     assert isinstance(skipped, Skip) and skipped.reason.startswith("🔒")
     assert skipped.reason.endswith("\n\nℹ️ The pull request was edited after the command was posted; decode-bot "
                                    "worked on the text as it was when the command was posted. Run it again to "

@@ -22,14 +22,14 @@ def review(**kw) -> Review:
 
 
 def test_a_review_on_the_repositorys_pull_request_pushes_to_its_branch_and_answers_each_thread_once():
-    p = plan(review(), Facts(REPO, PR_AS_ISSUE, OWN_PULL, COMMENTS), run_id="r1", sandbox_mode="docker")
+    p = plan(review(), Facts(REPO, PR_AS_ISSUE, OWN_PULL, COMMENTS), tag="cli:r1", sandbox_mode="docker")
     assert (p.branch, p.clone_base, p.config_base) == ("fast-parse", "fast-parse", "release")
     assert p.delivery == PushToPull(9)
     assert p.threads == Threads(9, 55, (11, 12))  # the reply to 11 is answered in 11's thread
 
 
 def test_the_task_lists_every_comment_with_its_file_line_and_hunk_fenced():
-    task = plan(review(), Facts(REPO, PR_AS_ISSUE, OWN_PULL, COMMENTS), run_id="r1", sandbox_mode="docker").task
+    task = plan(review(), Facts(REPO, PR_AS_ISSUE, OWN_PULL, COMMENTS), tag="cli:r1", sandbox_mode="docker").task
     assert "address every comment of the review (3 below)" in task
     for i, text in enumerate(("Rename `x`.", "Add a test.", "And the docstring."), 1):
         assert f"Review comment {i} of 3" in task and text in task
@@ -41,16 +41,16 @@ def test_the_task_lists_every_comment_with_its_file_line_and_hunk_fenced():
 
 def test_a_review_without_instructions_asks_for_what_the_comments_say():
     facts = Facts(REPO, PR_AS_ISSUE, OWN_PULL, COMMENTS)
-    task = plan(review(instructions=""), facts, run_id="r1", sandbox_mode="docker").task
+    task = plan(review(instructions=""), facts, tag="cli:r1", sandbox_mode="docker").task
     assert "do what the review comments above ask" in task
 
 
 def test_a_review_on_a_fork_goes_to_the_fork():
-    p = plan(review(), Facts(REPO, PR_AS_ISSUE, FORK_PULL, COMMENTS[:1]), run_id="r1", sandbox_mode="docker")
+    p = plan(review(), Facts(REPO, PR_AS_ISSUE, FORK_PULL, COMMENTS[:1]), tag="cli:r1", sandbox_mode="docker")
     assert p.delivery == ToFork(FORK_PULL) and p.clone_base == "refs/pull/9/head"
     assert p.threads == Threads(9, 55, (11,))
 
 
 def test_a_review_needs_its_pull_request():
     with pytest.raises(ValueError, match="pull request #9"):
-        plan(review(), Facts(REPO, PR_AS_ISSUE), run_id="r1", sandbox_mode="docker")
+        plan(review(), Facts(REPO, PR_AS_ISSUE), tag="cli:r1", sandbox_mode="docker")

@@ -52,7 +52,7 @@ def fork_run(tmp_path, *, edits: bool, meanwhile: dict[str, str] | None = None):
     if meanwhile:
         push_commit(fork, pull.head_ref, meanwhile)
     forge = MemoryForge()
-    return base, fork, pull, outcome, publish(fork_plan(pull), outcome, forge, REPO, "r1", keep), forge
+    return base, fork, pull, outcome, publish(fork_plan(pull), outcome, forge, REPO, "origin:r1", keep), forge
 
 
 def issue_run(tmp_path, **said):
@@ -60,7 +60,7 @@ def issue_run(tmp_path, **said):
     run went (see `finished`)."""
     remote, forge = bare(tmp_path / "base.git"), MemoryForge()
     outcome = finished(remote, tmp_path / "run", branch=ISSUE_BRANCH, **said)
-    return remote, outcome, publish(issue_plan(), outcome, forge, REPO, "r1", keep), forge
+    return remote, outcome, publish(issue_plan(), outcome, forge, REPO, "origin:r1", keep), forge
 
 
 def texts(forge: MemoryForge) -> list[str]:
@@ -77,7 +77,7 @@ def test_a_completed_run_opens_one_pull_request_and_a_second_publish_updates_it(
     assert (conclusion.state, conclusion.exit_code, conclusion.pr_url) == ("success", 0, pr.html_url)
     assert conclusion.message.startswith(f"✅ Opened {pr.html_url}.")
 
-    again = publish(issue_plan(), outcome, forge, REPO, "r1", keep)
+    again = publish(issue_plan(), outcome, forge, REPO, "origin:r1", keep)
     assert [p.number for p in forge.pulls] == [pr.number] and pr.edits == 1
     assert again.pr_url == pr.html_url and again.message.startswith(f"✅ Updated {pr.html_url}.")
 
@@ -117,7 +117,7 @@ def test_a_pull_request_of_this_repository_gets_the_commit_on_its_own_branch(tmp
     remote = bare(tmp_path / "base.git", branches={"weekend-fix": {"NOTES.md": "Saturdays count.\n"}})
     before, forge = head(remote, "refs/heads/weekend-fix"), MemoryForge()
     outcome = finished(remote, tmp_path / "run", branch="weekend-fix", base="weekend-fix")
-    conclusion = publish(pull_plan(), outcome, forge, REPO, "r1", keep)
+    conclusion = publish(pull_plan(), outcome, forge, REPO, "origin:r1", keep)
     assert head(remote, "refs/heads/weekend-fix") == outcome.result.commit
     git(remote, "merge-base", "--is-ancestor", before, outcome.result.commit)  # a fast-forward, not a force-push
     assert forge.pulls == []
@@ -176,7 +176,7 @@ def test_a_secret_in_the_summary_reaches_github_nowhere(tmp_path, delivery):
         pull = fork_pull(remote, tmp_path / "fork.git", number=8, branch="fork-fix", maintainer_can_modify=False)
         the_plan = fork_plan(pull)
         outcome = finished(remote, tmp_path / "run", branch="fork-fix", base="refs/pull/8/head", **said)
-    conclusion = publish(the_plan, outcome, forge, REPO, "r1", hide)
+    conclusion = publish(the_plan, outcome, forge, REPO, "origin:r1", hide)
     written = texts(forge) + [conclusion.message]  # the message becomes the tracking comment
     assert not [t for t in written if SECRET in t]
     assert "I used [hidden] to log in." in "\n".join(written)

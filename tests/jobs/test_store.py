@@ -4,6 +4,7 @@ under SIGKILL, exclusive claims, leases, per-key order. The last tests are SQLit
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -326,6 +327,16 @@ def test_runs_filters_by_repository_and_state_newest_first(store: JobStore) -> N
     assert store.runs(repos=[]) == []
 
 
+def test_a_store_keeps_the_id_its_first_open_drew_and_its_jobs_carry_it(store_factory: StoreFactory) -> None:
+    first = store_factory()
+    [job_id] = enqueue(first)
+    again = store_factory()
+    assert re.fullmatch(r"[0-9a-f]{16}", first.store_id) and again.store_id == first.store_id
+    claimed = again.claim("w")
+    assert claimed is not None and claimed.store_id == first.store_id
+    assert {j.store_id for j in (first.job(job_id), *first.runs(), *again.take_exhausted("w"))} == {first.store_id}
+
+
 # -- SQLite's own ---------------------------------------------------------
 
 
@@ -381,6 +392,15 @@ def test_a_store_written_before_call_ids_gains_them_and_a_newer_one_is_refused(t
     newer.close()
     with pytest.raises(StoreError, match="newer than this decode-bot"):
         Store(path)
+
+
+def test_two_store_files_draw_two_ids(tmp_path: Path) -> None:
+    one, two = Store(tmp_path / "one.sqlite3"), Store(tmp_path / "two.sqlite3")
+    try:
+        assert one.store_id != two.store_id
+    finally:
+        one.close()
+        two.close()
 
 
 def test_a_store_error_says_what_failed(tmp_path: Path) -> None:

@@ -182,3 +182,35 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(env, tmp_path):
         assert server.post("ping", example("ping")) == 200  # still serving
     finally:
         assert server.stop() == 0
+
+
+def test_a_server_on_an_empty_data_dir_leaves_an_earlier_servers_comments_alone(
+        env, fake_github, fake_anthropic, tmp_path):
+    """Job ids restart at 1 in a new store; the new job's markers must not find the old job's comment."""
+    fake_anthropic.script(NOTES, by_position=True)
+    number = fake_github.add_issue(OWNER, NAME, "Write notes", "Please.", user="alice")
+    first = Server(env, tmp_path / "first.log")
+    try:
+        assert first.post("issues", labeled(fake_github, number)) == 202
+        wait_for(lambda: "Opened" in (fake_github.comments(OWNER, NAME, number) or [{"body": ""}])[0]["body"],
+                 what="the first run")
+    finally:
+        assert first.stop() == 0
+    before = fake_github.comments(OWNER, NAME, number)
+    second = Server({**env, "DECODE_DATA_DIR": str(tmp_path / "empty")}, tmp_path / "second.log")
+    try:
+        comment = fake_github.add_comment(OWNER, NAME, number, "/decode once more", user="alice")
+        payload = example("issue_comment", "created", repo=f"{OWNER}/{NAME}", sender="alice", sender_type="User",
+                          issue__number=number, comment__id=comment, comment__body="/decode once more")
+        assert second.post("issue_comment", payload) == 202
+
+        def settled() -> bool:  # the second job posted or edited a comment, and no comment is still working
+            now = fake_github.comments(OWNER, NAME, number)
+            moved = len(now) > len(before) + 1 or now[:len(before)] != before
+            return moved and not any("👀 decode-bot is" in c["body"] for c in now)
+        wait_for(settled, what="the second run's report")
+    finally:
+        assert second.stop() == 0
+    after = fake_github.comments(OWNER, NAME, number)
+    assert after[:len(before)] == before  # the first run's report, untouched
+    assert len(after) == len(before) + 2  # the /decode comment and the second run's tracking comment
