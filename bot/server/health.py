@@ -66,6 +66,17 @@ class Recheck:
                 self._on_change(error)
             return error
 
+    @property
+    def answered(self) -> bool:
+        """Whether the first answer has come."""
+        with self._lock:
+            return self._at is not None
+
+    def hold(self) -> str | DecodeError | None:
+        """Why work must wait: the last refusal, or that the first answer has not come yet; None to go on."""
+        error = self.error()
+        return error if error is not None or self.answered else "the first check has not answered yet"
+
     def error(self) -> DecodeError | None:
         """The last answer, at once (None before the first); when it is older than `every_s`, a recheck
         starts on a thread of its own and a later call sees its answer."""
@@ -109,8 +120,8 @@ def healthz():  # type: ignore[no-untyped-def]
     if not ctx.store.writable():
         return jsonify(status="unavailable", reason="the job store is not writable: check DECODE_DATA_DIR"), 503
     for check in (ctx.credentials, ctx.model):
-        if check is not None and (error := check.error()) is not None:
-            return jsonify(status="unavailable", reason=str(error)), 503
+        if check is not None and (why := check.hold()) is not None:
+            return jsonify(status="unavailable", reason=str(why)), 503
     return jsonify(status="ok")
 
 

@@ -65,8 +65,8 @@ class ModelGate:
     def __init__(self, settings: Settings) -> None:
         self.model: Model | None = shared_model(settings.model)
         self.check = model_check(settings, self.model)
-        if self.check is not None:
-            self.check.now()  # its answer is logged; a failure holds the jobs, it does not stop the server
+        if self.check is not None:  # asked on a thread of its own: an unreachable API must not keep the
+            self.check.error()      # server from taking deliveries; jobs wait for its first answer (`hold`)
 
 
 def listen(app: Any, host: str, port: int) -> Any:
@@ -98,7 +98,7 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
     prepare_host(settings.sandbox.mode, sandbox_spec(settings.sandbox, settings.store.data_dir))
     handle = job_handler(settings, forge, metrics.record_run, model=gate.model)
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge),
-                       hold=gate.check.error if gate.check is not None else None)
+                       hold=gate.check.hold if gate.check is not None else None)
     pool.start()
     store.watch(pool.wake)  # a job another process queued (PostgreSQL) starts at once, not at the next poll
     return pool

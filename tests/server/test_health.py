@@ -5,6 +5,7 @@ against the fake GitHub and the fake Messages API."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 import urllib.request
@@ -34,14 +35,37 @@ def labeled_and_held(fake_github, server: Server, seconds: float = 4.0) -> int:
     return number
 
 
+def refused(server: Server, reason: str) -> None:
+    """/healthz answers 503 saying `reason` once the start-up check (asked on a thread) has answered."""
+    status, body = wait_for(lambda: answer if reason in (answer := healthz(server))[1].get("reason", "") else None,
+                            timeout=15, what=f"/healthz to say {reason!r}")
+    assert status == 503, body
+
+
+def test_a_server_whose_model_api_is_unreachable_takes_deliveries_at_once(env, fake_github, tmp_path):
+    """The start-up check of an API that does not answer (its client retries for about a minute) must not keep
+    the server from listening: deliveries are stored and wait, /healthz says the model is not checked yet."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    started = time.monotonic()
+    server = Server({**env, "ANTHROPIC_BASE_URL": dead}, tmp_path / "serve.log")
+    try:
+        status, body = healthz(server)
+        assert time.monotonic() - started < 20, "the server waited for the model's check before it listened"
+        assert status == 503 and "not answered yet" in body["reason"], body
+        labeled_and_held(fake_github, server)
+    finally:
+        assert server.stop() == 0
+
+
 def test_a_server_with_a_rejected_key_holds_the_job_and_runs_it_once_the_key_is_accepted(
         env, fake_github, fake_anthropic, tmp_path):
     fake_anthropic.script(NOTES, by_position=True)
     log = tmp_path / "serve.log"
     server = Server({**env, "ANTHROPIC_API_KEY": WRONG_KEY, "DECODE_HEALTH_RECHECK_SECONDS": "0.5"}, log)
     try:
-        status, body = healthz(server)
-        assert status == 503 and "ANTHROPIC_API_KEY was rejected" in body["reason"], body
+        refused(server, "ANTHROPIC_API_KEY was rejected")
         number = labeled_and_held(fake_github, server)
         assert fake_anthropic.requests == []  # no run asked the model: only its key was checked
 
@@ -63,8 +87,7 @@ def test_a_server_without_a_key_says_so_and_posts_nothing(env, fake_github, tmp_
     no_key = {k: v for k, v in env.items() if k != "ANTHROPIC_API_KEY"}
     server = Server({**no_key, "DECODE_HEALTH_RECHECK_SECONDS": "0.5"}, tmp_path / "serve.log")
     try:
-        status, body = healthz(server)
-        assert status == 503 and "ANTHROPIC_API_KEY is not set" in body["reason"], body
+        refused(server, "ANTHROPIC_API_KEY is not set")
         labeled_and_held(fake_github, server)
     finally:
         assert server.stop() == 0

@@ -46,6 +46,7 @@ def test_healthz_is_503_when_the_store_directory_cannot_be_written(env, fake_git
     data = tmp_path / "data"
     server = Server(env, tmp_path / "serve.log")
     try:
+        wait_for(lambda: healthz(server)[0] == 200, timeout=10, what="/healthz to say ok (the model's check answered)")
         for _ in range(5):
             assert healthz(server) == (200, {"status": "ok"})
         assert len(fake_github.calls("GET", "^/app$")) == 1  # at start-up; /healthz reuses the answer
@@ -61,7 +62,7 @@ def test_healthz_is_503_when_the_store_directory_cannot_be_written(env, fake_git
 def test_healthz_is_503_once_github_refuses_the_app_key(env, fake_github, tmp_path):
     server = Server({**env, "DECODE_HEALTH_RECHECK_SECONDS": "0.5"}, tmp_path / "serve.log")
     try:
-        assert healthz(server)[0] == 200
+        wait_for(lambda: healthz(server)[0] == 200, timeout=10, what="/healthz to say ok (the model's check answered)")
         fake_github.app.replace_key()  # the App's key deleted on its settings page, mid-run
         body = wait_for(lambda: (lambda s, b: b if s == 503 else None)(*healthz(server)), timeout=10,
                         what="/healthz to turn 503")
