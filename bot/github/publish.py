@@ -20,7 +20,6 @@ from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
 from bot.run.pipeline import Ran
-from bot.run.result import Figures
 from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
 
 OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request's copy of the transcript
@@ -66,7 +65,8 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     """The delivery itself: a pull request, commits on one, or a fork's branch or patch."""
     result, branch, delivery = ran.agent, the_plan.branch, the_plan.delivery
     commit, ws = ran.result.commit, ran.workspace
-    figs = render_figures(Figures.of(result), result.stop_reason)
+    assert ran.result.figures is not None, "a finished run's result carries its figures"
+    figs = render_figures(ran.result.figures, result.stop_reason)
     summary = safe_prose(redact(result.summary))  # whole, before any cap
     notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked))
     changes = b"" if commit is None or ws is None else ws.git(
