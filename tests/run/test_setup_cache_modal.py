@@ -1,8 +1,9 @@
 """The setup cache under SANDBOX_MODE=modal: the real pipeline against tests/fakes/modal_double.py (Modal's
 servers are out of reach; tests/conftest.py injects the double), real git, the scripted model.
 
-A setup that sleeps 2 s and writes one file outside the workspace and HOME (/opt, kept by the snapshot), one
-under an ignored workspace path (kept by the archive) and one in HOME (/root, kept by the snapshot).
+A setup that sleeps 4 s (so that skipping it shows above a loaded machine's noise) and writes one file
+outside the workspace and HOME (/opt, kept by the snapshot), one under an ignored workspace path (kept by the
+archive) and one in HOME (/root, kept by the snapshot).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tests.support.setup_cache import run as run_pipeline
 from tests.sandbox.conftest import require
 
 pytestmark = pytest.mark.bwrap  # the double runs its sandboxes under bubblewrap
-SETUP = ("sleep 2 && echo from-snapshot > /opt/decode-marker && mkdir -p build $HOME/.local && "
+SETUP = ("sleep 4 && echo from-snapshot > /opt/decode-marker && mkdir -p build $HOME/.local && "
          "echo from-workspace > build/marker && echo from-home > $HOME/.local/marker")
 FILES = {"README.md": "# app\n", "old.txt": "deleted later\n", ".gitignore": "build/\n",
          "requirements.lock": "a==1\n",
