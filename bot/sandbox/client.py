@@ -168,8 +168,8 @@ class AgentdSandbox:
             self._unless_cancelled(op)
             self._recover(op, e, _retried)
             return self._call(op, _timeout, True, **fields)
+        self._unless_cancelled(op)  # an answer that came from the teardown (its command killed) is no answer
         if line is None:
-            self._unless_cancelled(op)
             error = SandboxError(f"the sandbox process has exited: {transport.diagnostics()}")
             self._recover(op, error, _retried)
             return self._call(op, _timeout, True, **fields)
