@@ -111,7 +111,7 @@ def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conc
     work = action_router(settings, env.get("DECODE_PROMPT", ""), repo).decide(event, read_event(event_path))
     if isinstance(work, Ignore):
         return Conclusion("skipped", work.reason)
-    if not settings.model.name.startswith("scripted:"):
+    if settings.model.provider == "anthropic" and not settings.model.name.startswith("scripted:"):
         require(env, "ANTHROPIC_API_KEY", "the anthropic_api_key input is empty: set it to "
                 "${{ secrets.ANTHROPIC_API_KEY }} (add the secret under Settings > Secrets and variables > Actions)")
     token = require(env, "GITHUB_TOKEN", "the github_token input is empty: leave it at its default "

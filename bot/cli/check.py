@@ -119,6 +119,10 @@ def model_line(settings: Settings, say: Callable[[str], None]) -> None:
                               "transcript.jsonl to replay")
         say(f"model: replaying {session} (no API key needed)")
         return
+    if settings.model.provider != "anthropic":
+        say(f"model: {settings.model.name} on {settings.model.provider} (its credentials and region are checked "
+            "when a run starts: docs/providers.md)")
+        return
     if not settings.model.api_key:
         raise ConfigError("ANTHROPIC_API_KEY is not set: set it to an Anthropic API key "
                           "(or DECODE_MODEL=scripted:FILE to replay a recorded session)")

@@ -36,8 +36,20 @@ class ModelSettings:
     """The model and its API: what `make_model` builds a client from."""
 
     name: str
+    provider: str  # anthropic | bedrock | vertex (bot.model.providers)
     api_key: str | None = field(repr=False)  # a secret
     base_url: str | None
+    aws_region: str | None
+    aws_access_key_id: str | None
+    aws_secret_access_key: str | None = field(repr=False)  # a secret
+    aws_session_token: str | None = field(repr=False)  # a secret
+    aws_profile: str | None
+    aws_bearer_token: str | None = field(repr=False)  # a secret
+    bedrock_base_url: str | None
+    vertex_region: str | None
+    vertex_project_id: str | None
+    vertex_base_url: str | None
+    google_credentials: Path | None  # a key file: hidden from every sandbox
     prices: Mapping[str, Mapping[str, float]]
 
 
@@ -70,7 +82,7 @@ class GitHubSettings:
 class SandboxSettings:
     """What the sandbox layer needs to build a run's `SandboxSpec` (`bot.sandbox.sandbox_spec`). `hide` is
     every host path holding a secret: the data dir, the operator's `hide_paths` (DECODE_HIDE_PATHS), the
-    program's `sandbox_hide` and the App key file; the backends read `hide` only."""
+    program's `sandbox_hide`, the App key file and GOOGLE_APPLICATION_CREDENTIALS; the backends read `hide` only."""
 
     mode: str
     image: str
@@ -218,9 +230,8 @@ def _compose(rows: Mapping[str, Any]) -> dict[str, Any]:
     for row in ROWS:
         fields[_group(row)][_field(row)] = rows[row.key]
     data = Path(rows["data_dir"])
-    key_file = rows["github_app_private_key_path"]
-    fields["sandbox"]["hide"] = (data, *rows["hide_paths"], *rows["sandbox_hide"],
-                                 *([key_file] if key_file is not None else []))
+    key_files = [f for f in (rows["github_app_private_key_path"], rows["google_credentials"]) if f is not None]
+    fields["sandbox"]["hide"] = (data, *rows["hide_paths"], *rows["sandbox_hide"], *key_files)
     fields["sandbox"]["pool_dir"] = data / "pool"
     return {name: GROUPS[name](**fields[name]) for name in GROUPS}
 

@@ -29,6 +29,7 @@ from bot.core.errors import ConfigError
 DEFAULT_MODEL = "claude-sonnet-5-5"
 PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 SANDBOX_MODES = ("local", "bwrap", "docker", "modal")  # equal to bot.sandbox.BACKENDS' keys (a test checks)
+PROVIDERS = ("anthropic", "bedrock", "vertex")  # equal to bot.model.providers.CONNECT's keys (a test checks)
 
 Parser = Callable[[Mapping[str, str], "Row"], Any]
 
@@ -198,9 +199,36 @@ ROWS: tuple[Row, ...] = (
     Row("model", "DECODE_MODEL", "model.name", DEFAULT_MODEL, text,
         "the model id; `scripted:FILE` replays a session JSON or a `transcript.jsonl` instead"),
     Row("anthropic_api_key", "ANTHROPIC_API_KEY", "model.api_key", None, text,
-        "the model API's key (the SDK's own name)", secret=True),
+        "anthropic: the Anthropic API's key (the SDK's own name)", secret=True),
     Row("anthropic_base_url", "ANTHROPIC_BASE_URL", "model.base_url", None, text,
-        "the model API's base URL: any Anthropic-compatible endpoint"),
+        "anthropic: the API's base URL: any Anthropic-compatible endpoint"),
+    Row("provider", "DECODE_PROVIDER", "model.provider", "anthropic", choice(PROVIDERS),
+        "who serves the model: `anthropic` (the Anthropic API), `bedrock` (Amazon Bedrock) or `vertex` (Google "
+        "Vertex AI), each through the SDK's own client and its own variables below (docs/providers.md)"),
+    Row("aws_region", "AWS_REGION", "model.aws_region", None, text,
+        "bedrock: the AWS region; unset: AWS_DEFAULT_REGION, else the AWS profile's region"),
+    Row("aws_access_key_id", "AWS_ACCESS_KEY_ID", "model.aws_access_key_id", None, text,
+        "bedrock: the AWS access key id, with AWS_SECRET_ACCESS_KEY; unset: AWS_PROFILE or boto3's own chain "
+        "(shared credentials file, instance role)"),
+    Row("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY", "model.aws_secret_access_key", None, text,
+        "bedrock: the AWS secret access key", secret=True),
+    Row("aws_session_token", "AWS_SESSION_TOKEN", "model.aws_session_token", None, text,
+        "bedrock: the session token of temporary AWS credentials", secret=True),
+    Row("aws_profile", "AWS_PROFILE", "model.aws_profile", None, text,
+        "bedrock: the AWS profile (in ~/.aws/config and ~/.aws/credentials) to take credentials and region from"),
+    Row("aws_bearer_token_bedrock", "AWS_BEARER_TOKEN_BEDROCK", "model.aws_bearer_token", None, text,
+        "bedrock: a Bedrock API key, instead of AWS credentials", secret=True),
+    Row("bedrock_base_url", "ANTHROPIC_BEDROCK_BASE_URL", "model.bedrock_base_url", None, url,
+        "bedrock: the runtime endpoint; unset: `https://bedrock-runtime.REGION.amazonaws.com`"),
+    Row("vertex_region", "CLOUD_ML_REGION", "model.vertex_region", None, text,
+        "vertex: the Vertex AI region (`us-east5`, `europe-west1`, `global`, ...); required"),
+    Row("vertex_project_id", "ANTHROPIC_VERTEX_PROJECT_ID", "model.vertex_project_id", None, text,
+        "vertex: the Google Cloud project; unset: the service account key file's project"),
+    Row("vertex_base_url", "ANTHROPIC_VERTEX_BASE_URL", "model.vertex_base_url", None, url,
+        "vertex: the Vertex AI endpoint; unset: `https://REGION-aiplatform.googleapis.com/v1`"),
+    Row("google_credentials", "GOOGLE_APPLICATION_CREDENTIALS", "model.google_credentials", None, path,
+        "vertex: a service account key file (JSON); unset: Application Default Credentials (gcloud, the "
+        "metadata server). Hidden from every sandbox"),
     Row("prices", "DECODE_PRICES", "model.prices", None, prices,
         'JSON `{"model-id": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}}`, USD per '
         'million tokens; unset: the built-in prices'),
@@ -333,5 +361,9 @@ OTHER_VARIABLES: tuple[tuple[str, str], ...] = (
     ("GIT_SSH_COMMAND", "see HTTPS_PROXY"),
     ("SSH_AUTH_SOCK", "see HTTPS_PROXY"),
     ("TMPDIR", "see HTTPS_PROXY"),
+    ("AWS_DEFAULT_REGION", "bedrock: read by the SDK and boto3 when AWS_REGION is unset, as are boto3's "
+                           "AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE"),
+    ("AWS_CONFIG_FILE", "see AWS_DEFAULT_REGION"),
+    ("AWS_SHARED_CREDENTIALS_FILE", "see AWS_DEFAULT_REGION"),
     ("DECODE_EGRESS_SOCKET", "set by the bot inside the sandbox: where agentd reaches the egress proxy"),
 )

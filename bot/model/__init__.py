@@ -4,7 +4,7 @@
 in Anthropic's Messages format and returns the assistant's content blocks plus
 token usage. Implementations are picked by `make_model` from the model id:
 `scripted:PATH` replays a recorded or hand-written session, anything else goes
-to the Anthropic API. The protocol itself is in `protocol.py`. The Anthropic SDK
+to the Messages API of `DECODE_PROVIDER` (Anthropic, Bedrock or Vertex AI, `providers.py`). The protocol itself is in `protocol.py`. The Anthropic SDK
 is imported only when a model is made: it takes over a second to load, and
 `decode --version`, `decode check` and every input error answer without it.
 """
@@ -12,6 +12,7 @@ is imported only when a model is made: it takes over a second to load, and
 from __future__ import annotations
 
 from bot.config import ModelSettings
+from bot.core.errors import ConfigError
 from bot.model.protocol import Model, Reply, Usage
 from bot.model.scripted import ScriptedModel
 
@@ -29,9 +30,13 @@ def make_model(model: ModelSettings) -> Model:
 
 def shared_model(model: ModelSettings) -> Model | None:
     """The model a long-running process (`decode serve`, `decode worker`) builds once and gives every run:
-    the Anthropic client, with its connection pool. None for a scripted session, which each run replays
-    from its start, and without an API key: the server's model check (bot/server/health.py) then holds
-    every job in the store, naming ANTHROPIC_API_KEY, so no run gets that far."""
-    if model.name.startswith("scripted:") or not model.api_key:
+    the provider's client, with its connection pool. None for a scripted session, which each run replays
+    from its start, and when the provider's configuration is incomplete (no ANTHROPIC_API_KEY, no
+    CLOUD_ML_REGION, ...): the server's model check (bot/server/health.py) then holds every job in the
+    store, naming the variable to set, so no run gets that far."""
+    if model.name.startswith("scripted:"):
         return None
-    return make_model(model)
+    try:
+        return make_model(model)
+    except ConfigError:
+        return None

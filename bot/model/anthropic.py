@@ -1,4 +1,7 @@
-"""The Anthropic Messages API behind the `Model` protocol.
+"""The Anthropic Messages API behind the `Model` protocol, served by Anthropic, Bedrock or Vertex AI.
+
+The provider (`providers.py`) only builds the SDK client and names its credentials in errors; the request,
+the retries and the reply are the same for all three.
 
 One retry policy owns every retry: the SDK's own retries are off, and tenacity
 retries rate limits (429), overload (529), other 5xx and lost connections,
@@ -24,8 +27,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from bot.config import ModelSettings
 from bot.core.errors import ConfigError, DecodeError
 from bot.model.protocol import Reply, Usage
+from bot.model.providers import connect
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 EPHEMERAL = {"type": "ephemeral"}
 
 log = logging.getLogger(__name__)
@@ -44,78 +47,87 @@ class AnthropicModel:
         timeout_s: float = 600.0,
     ) -> None:
         """`sleep` waits between attempts (tests pass a recorder); waits never exceed `max_wait_s`."""
-        if not model.api_key:
-            raise ConfigError(
-                "ANTHROPIC_API_KEY is not set: set it to an Anthropic API key "
-                "(or DECODE_MODEL=scripted:FILE to replay a recorded session)"
-            )
         self.name = model.name
-        self.base_url = model.base_url or DEFAULT_BASE_URL
         self.max_attempts = max_attempts
         self.max_wait_s = max_wait_s
-        self._secret = model.api_key
+        self.provider = connect(model, httpx2.Timeout(timeout_s, connect=10.0))
+        self.base_url = self.provider.base_url
+        self._secrets = [s for s in (model.api_key, model.aws_secret_access_key, model.aws_session_token,
+                                     model.aws_bearer_token) if s]
+        self._client = self.provider.client
         self._sleep = sleep
         self._backoff = wait_exponential_jitter(initial=1, max=max_wait_s, jitter=1)
-        # base_url is always passed, so the SDK never falls back to reading the environment.
-        self._client = anthropic.Anthropic(
-            api_key=model.api_key,
-            base_url=self.base_url,
-            max_retries=0,
-            timeout=httpx2.Timeout(timeout_s, connect=10.0),
-        )
 
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
     ) -> Reply:
         """One Messages API call, retried on transient failures; a final failure is a `DecodeError`."""
         params = cached_request(system, messages, tools)
-        attempts = 0
-
-        def call() -> Any:
-            nonlocal attempts
-            attempts += 1
-            return self._client.messages.create(model=self.name, max_tokens=max_tokens, **params)
-
-        try:
-            message = self._retrying()(call)
-        except anthropic.APIError as e:
-            # Not chained: the SDK's own message quotes the response body unredacted.
-            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
-        return to_reply(message)
+        return to_reply(self._call(lambda: self._client.messages.create(model=self.name, max_tokens=max_tokens,
+                                                                        **params)))
 
     def check(self) -> None:
         """Preflight: one token count (no tokens generated, https://docs.anthropic.com/en/api/messages-count-tokens)
-        proves the key works and the model id is one it may use; a `DecodeError` that says what to fix if not."""
-        attempts = 0
+        proves the credentials work and the model id is one they may use; where the provider or endpoint has no
+        token counting (Bedrock), a one-token message instead. A `DecodeError` that says what to fix if not:
+        rejected credentials are a `ConfigError` naming the provider's variables."""
         ping = [{"role": "user", "content": "ping"}]
+
+        def call() -> Any:
+            if self.provider.counts_tokens:
+                try:
+                    return self._client.messages.count_tokens(model=self.name, messages=ping)
+                except anthropic.NotFoundError as e:
+                    if (e.api_message or "").lower().startswith("model"):
+                        raise
+            # An endpoint without token counting: a one-token message instead.
+            return self._client.messages.create(model=self.name, max_tokens=1, messages=ping)
+
+        try:
+            self._call(call, raw=True)
+        except anthropic.APIStatusError as e:
+            raise self._refusal(e) from None
+
+    def _call(self, request: Callable[[], Any], *, raw: bool = False) -> Any:
+        """`request` under the retry policy. A final failure is a `DecodeError` (with `raw`, an API status error
+        is left to the caller); a credential lookup that fails (boto3, google-auth) is a `ConfigError`."""
+        attempts = 0
 
         def call() -> Any:
             nonlocal attempts
             attempts += 1
-            try:
-                return self._client.messages.count_tokens(model=self.name, messages=ping)
-            except anthropic.NotFoundError as e:
-                if (e.api_message or "").lower().startswith("model"):
-                    raise
-            # An Anthropic-compatible endpoint without token counting: a one-token message instead.
-            return self._client.messages.create(model=self.name, max_tokens=1, messages=ping)
+            return request()
 
         try:
-            self._retrying()(call)
+            return self._retrying()(call)
         except anthropic.APIStatusError as e:
-            detail = self._redact(_summary(e).split(": ", 1)[-1])
-            what = f"{e.status_code} {e.type or 'error'}"
-            if e.status_code == 401:
-                message = f"ANTHROPIC_API_KEY was rejected ({what}): set a valid key"
-            elif e.status_code == 403:
-                message = f"ANTHROPIC_API_KEY may not use the Messages API ({what}: {detail}): check the key's permissions"
-            elif e.status_code == 404 or detail.lower().startswith("model"):
-                message = f"DECODE_MODEL={self.name} is not a model this key can use: {detail}"
-            else:
-                message = self._redact(self._describe(e, attempts))
-            raise DecodeError(message, status=e.status_code) from None
+            if raw:
+                raise
+            # Not chained: the SDK's own message quotes the response body unredacted.
+            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
         except anthropic.APIError as e:
             raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
+        except self.provider.auth_errors as e:
+            raise ConfigError(self._redact(f"{self.provider.api}: the credentials could not be obtained "
+                                           f"({str(e).splitlines()[0]}): check {self.provider.credentials}")) from None
+
+    def _refusal(self, e: anthropic.APIStatusError) -> DecodeError:
+        """What the preflight says when the provider refuses: the credentials, the model id, or the answer."""
+        detail = self._redact(_summary(e).split(": ", 1)[-1])
+        what = f"{e.status_code} {e.type or 'error'}"
+        anthropic_api = self.provider.name == "anthropic"
+        if e.status_code == 401 and anthropic_api:
+            return ConfigError(f"ANTHROPIC_API_KEY was rejected ({what}): set a valid key", status=401)
+        if e.status_code == 403 and anthropic_api:
+            return ConfigError(f"ANTHROPIC_API_KEY may not use the Messages API ({what}: {detail}): check the key's "
+                               "permissions", status=403)
+        if e.status_code in (401, 403):
+            return ConfigError(f"{self.provider.api} refused the credentials ({what}: {detail}): check "
+                               f"{self.provider.credentials}", status=e.status_code)
+        if e.status_code == 404 or detail.lower().startswith("model") or "model identifier" in detail.lower():
+            whose = "this key" if anthropic_api else f"these credentials can use on {self.provider.api}"
+            return DecodeError(f"DECODE_MODEL={self.name} is not a model {whose}: {detail}", status=e.status_code)
+        return DecodeError(self._redact(self._describe(e, 1)), status=e.status_code)
 
     def _retrying(self) -> Retrying:
         return Retrying(
@@ -139,25 +151,26 @@ class AnthropicModel:
         error = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         log.warning(
-            "the Anthropic API %s; retrying in %.1fs (attempt %d of %d)",
+            "%s %s; retrying in %.1fs (attempt %d of %d)", self.provider.api,
             self._redact(_summary(error, self._redact)), wait, state.attempt_number + 1, self.max_attempts,
         )
 
     def _describe(self, error: anthropic.APIError, attempts: int) -> str:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
+        api = f"{self.provider.api} at {self.base_url}"
         if isinstance(error, anthropic.APIStatusError):
-            hint = ": check ANTHROPIC_API_KEY" if error.status_code in (401, 403) else ""
+            hint = f": check {self.provider.credentials}" if error.status_code in (401, 403) else ""
             request = f" (request {error.request_id})" if error.request_id else ""
-            return f"the Anthropic API at {self.base_url} {_summary(error, self._redact)}{tries}{request}{hint}"
+            return f"{api} {_summary(error, self._redact)}{tries}{request}{hint}"
         if isinstance(error, anthropic.APIConnectionError):
-            return (
-                f"cannot reach the Anthropic API at {self.base_url}{tries}: {_summary(error, self._redact)}: "
-                "check ANTHROPIC_BASE_URL and the network"
-            )
-        return f"the Anthropic API at {self.base_url} gave an unusable answer: {error.message}"
+            return (f"cannot reach {api}{tries}: {_summary(error, self._redact)}: "
+                    f"check {self.provider.base_url_var} and the network")
+        return f"{api} gave an unusable answer: {error.message}"
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "[redacted]") if self._secret else text
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -245,7 +258,10 @@ def _unmarked_message(message: dict[str, Any]) -> dict[str, Any]:
 def _summary(error: BaseException | None, redact: Callable[[str], str] = lambda text: text) -> str:
     """One line about `error`; the API's own detail is redacted whole before it is shortened."""
     if isinstance(error, anthropic.APIStatusError):
-        detail = error.api_message or (error.body if isinstance(error.body, str) else None) or error.message
+        # Anthropic's and Google's errors nest the message under "error"; Bedrock's is a top-level "message".
+        body = error.body if isinstance(error.body, dict) else {}
+        detail = (error.api_message or body.get("message") or (error.body if isinstance(error.body, str) else None)
+                  or error.message)
         return f"answered {error.status_code} {error.type or 'error'}: {redact(str(detail))[:300]}"
     if isinstance(error, anthropic.APITimeoutError):
         return "the request timed out"

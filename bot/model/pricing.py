@@ -6,6 +6,7 @@ writes cost 1.25x input (5-minute TTL), cache reads 0.1x input.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from bot.model.protocol import Usage
@@ -20,12 +21,24 @@ FAMILY_PRICES: dict[str, dict[str, float]] = {
 }
 
 
+def family_id(model: str) -> str:
+    """`model` as the Anthropic API spells it: Bedrock's `us.anthropic.claude-sonnet-4-5-20250929-v1:0` (a
+    cross-region prefix, `anthropic.`, a `-vN:N` version) and Vertex's `claude-sonnet-4-5@20250929` become
+    `claude-sonnet-4-5-20250929`."""
+    name = model.split("/")[-1]  # a Bedrock inference profile ARN ends in the model id
+    name = re.sub(r"^(?:[a-z]{2,6}\.)?anthropic\.", "", name)
+    name = re.sub(r"-v\d+(?::\d+)?$", "", name)
+    return name.replace("@", "-")
+
+
 def price_for(model: str, overrides: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, float]:
-    """The price row for `model`: an exact override, else the longest matching family prefix."""
+    """The price row for `model`: an exact override, else the longest matching family prefix of its
+    Anthropic id (`family_id`: Bedrock and Vertex ids are priced as the model they serve)."""
     if overrides and model in overrides:
         row = dict(overrides[model])
     else:
-        family = max((f for f in FAMILY_PRICES if model.startswith(f)), key=len, default="claude-sonnet")
+        name = family_id(model)
+        family = max((f for f in FAMILY_PRICES if name.startswith(f)), key=len, default="claude-sonnet")
         row = dict(FAMILY_PRICES[family])
     row.setdefault("cache_write", row["input"] * 1.25)
     row.setdefault("cache_read", row["input"] * 0.1)

@@ -8,8 +8,8 @@ forwards the request, 403 otherwise (`metrics.metrics_refusal`; docs/web.md says
 The credentials and the model are each a `Recheck`: asked at start, then again at most every
 `DECODE_HEALTH_RECHECK_SECONDS` on a thread of their own, so a load balancer polling /healthz neither
 becomes traffic to GitHub or Anthropic nor waits for it, and an App key revoked mid-run turns
-/healthz to 503. While the model's check fails (a rejected or missing ANTHROPIC_API_KEY, a DECODE_MODEL
-the key cannot use, the API unreachable), the worker pool claims nothing (`model_check`): jobs wait
+/healthz to 503. While the model's check fails (rejected or missing credentials of the provider, a DECODE_MODEL
+the credentials cannot use, the API unreachable), the worker pool claims nothing (`model_check`): jobs wait
 in the store instead of failing on their issues, and run once a recheck passes.
 """
 
@@ -96,9 +96,10 @@ class Recheck:
 
 
 def model_check(settings: Settings, model: Model | None) -> Recheck | None:
-    """The check of the process's shared `model` (`bot.model.shared_model`; None without an API key,
-    whose check then fails naming ANTHROPIC_API_KEY), as `decode run` does it before each run; None for
-    a scripted session, which needs no key. Each change of its answer is logged."""
+    """The check of the process's shared `model` (`bot.model.shared_model`; None when the provider's
+    configuration is incomplete, whose check then fails naming the variable to set), as `decode run` does it
+    before each run; None for a scripted session, which needs no credentials. Each change of its answer is
+    logged."""
     if settings.model.name.startswith("scripted:"):
         return None
     every_s = settings.web.health_recheck_s
