@@ -11,7 +11,8 @@ import pytest
 from bot.sandbox.modal import use_client
 from tests.fakes import modal_double
 
-pytest_plugins = ["tests.fakes.anthropic_api", "tests.fakes.github", "tests.support.stores"]
+pytest_plugins = ["tests.fakes.anthropic_api", "tests.fakes.anthropic_bedrock", "tests.fakes.anthropic_vertex",
+                  "tests.fakes.github", "tests.support.stores"]
 
 TIERS = ("unit", "integration", "e2e")
 # What makes a test e2e: its module drives the real console script or server process (names imported
@@ -21,7 +22,7 @@ E2E_FIXTURES = frozenset({"runner"})
 # What makes a test integration: a real component behind a fixture (the fake HTTP servers, the fake
 # internet, a sandbox backend, git repositories made on the spot)...
 INTEGRATION_FIXTURES = frozenset({
-    "fake_github", "fake_anthropic", "internet", "world", "repo_factory", "buggy_repo",
+    "fake_github", "fake_anthropic", "fake_bedrock", "fake_vertex", "internet", "world", "repo_factory", "buggy_repo",
     "mode", "isolated_mode", "sandbox", "open_box", "workspace", "browser", "store_factory", "postgres_factory",
 })
 # ...a module that drives real git, a sandbox, the docker image or other processes directly...

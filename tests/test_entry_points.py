@@ -327,12 +327,12 @@ LOCAL = ["--repo", "{repo}", TASK]
 ON_GITHUB = ["--repo", REPO, TASK]
 
 ROWS: dict[str, Row] = {
-    # a wrong key: failed everywhere, before any clone
-    "run local, wrong key": Row("run", 1, f"decode: {REJECTED}", LOCAL, arrange=wrong_key, check=nothing_cloned,
+    # a wrong key: failed everywhere, before any clone; a setting to fix (exit 2), whichever the provider
+    "run local, wrong key": Row("run", 2, f"decode: {REJECTED}", LOCAL, arrange=wrong_key, check=nothing_cloned,
                                 api=True),
-    "run --issue, wrong key": Row("run", 1, f"decode: {REJECTED}", ["--repo", REPO, "--issue", "{issue}"],
+    "run --issue, wrong key": Row("run", 2, f"decode: {REJECTED}", ["--repo", REPO, "--issue", "{issue}"],
                                   arrange=wrong_key, check=tracking_names_the_key, api=True),
-    "action, wrong key": Row("action", 1, REJECTED, arrange=wrong_key, check=action_failed_on_the_key, api=True),
+    "action, wrong key": Row("action", 2, REJECTED, arrange=wrong_key, check=action_failed_on_the_key, api=True),
     "worker, wrong key": Row("worker", 0, "worker pool stopped", arrange=lambda w: (wrong_key(w), queue_the_issue(w)),
                              until=held_a_while, check=worker_held_the_job, api=True),
     # the model: unknown, or an outage that outlasts every retry (the work so far is kept)

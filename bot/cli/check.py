@@ -111,7 +111,8 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
 
 
 def model_line(settings: Settings, say: Callable[[str], None]) -> None:
-    """The model a run would call; a missing API key (which would end every run) is the error."""
+    """The model a run would call; a missing API key, or the region or project of Bedrock or Vertex AI (which
+    would end every run), is the error."""
     if settings.model.name.startswith("scripted:"):
         session = Path(settings.model.name.removeprefix("scripted:"))
         if not session.is_file():
@@ -120,8 +121,11 @@ def model_line(settings: Settings, say: Callable[[str], None]) -> None:
         say(f"model: replaying {session} (no API key needed)")
         return
     if settings.model.provider != "anthropic":
-        say(f"model: {settings.model.name} on {settings.model.provider} (its credentials and region are checked "
-            "when a run starts: docs/providers.md)")
+        from bot.model import make_model  # builds the provider's client, without a request
+
+        model = make_model(settings.model)  # a ConfigError names the variable the provider lacks
+        say(f"model: {settings.model.name} on {settings.model.provider} at {getattr(model, 'base_url', '')} "
+            "(the credentials are checked by the first request of a run)")
         return
     if not settings.model.api_key:
         raise ConfigError("ANTHROPIC_API_KEY is not set: set it to an Anthropic API key "

@@ -27,7 +27,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from bot.config import ModelSettings
 from bot.core.errors import ConfigError, DecodeError
 from bot.model.protocol import Reply, Usage
-from bot.model.providers import connect
+from bot.model.providers import connect, reason
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -109,7 +109,7 @@ class AnthropicModel:
             raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
         except self.provider.auth_errors as e:
             raise ConfigError(self._redact(f"{self.provider.api}: the credentials could not be obtained "
-                                           f"({str(e).splitlines()[0]}): check {self.provider.credentials}")) from None
+                                           f"({reason(e)}): check {self.provider.credentials}")) from None
 
     def _refusal(self, e: anthropic.APIStatusError) -> DecodeError:
         """What the preflight says when the provider refuses: the credentials, the model id, or the answer."""
@@ -125,7 +125,7 @@ class AnthropicModel:
             return ConfigError(f"{self.provider.api} refused the credentials ({what}: {detail}): check "
                                f"{self.provider.credentials}", status=e.status_code)
         if e.status_code == 404 or detail.lower().startswith("model") or "model identifier" in detail.lower():
-            whose = "this key" if anthropic_api else f"these credentials can use on {self.provider.api}"
+            whose = "this key can use" if anthropic_api else f"these credentials can use on {self.provider.api}"
             return DecodeError(f"DECODE_MODEL={self.name} is not a model {whose}: {detail}", status=e.status_code)
         return DecodeError(self._redact(self._describe(e, 1)), status=e.status_code)
 

@@ -21,6 +21,7 @@ Missing configuration is a `ConfigError` naming the variable to set, before any 
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -112,12 +113,14 @@ def _vertex(model: ModelSettings, timeout: httpx2.Timeout) -> Provider:
                           "of the model (e.g. us-east5, europe-west1 or global)")
     credentials, project = None, model.vertex_project_id
     if model.google_credentials is not None:
-        try:
-            credentials, in_file = google.auth.load_credentials_from_file(str(model.google_credentials),
-                                                                          scopes=[CLOUD_PLATFORM])
+        try:  # as google.auth.default() loads this variable's file: any credential type, the warning off
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                credentials, in_file = google.auth.load_credentials_from_file(str(model.google_credentials),
+                                                                              scopes=[CLOUD_PLATFORM])
         except google.auth.exceptions.GoogleAuthError as e:
             raise ConfigError(f"GOOGLE_APPLICATION_CREDENTIALS={model.google_credentials}: not a usable "
-                              f"credentials file ({str(e).splitlines()[0]})") from None
+                              f"credentials file ({reason(e)})") from None
         project = project or in_file
     if not project:
         raise ConfigError("DECODE_PROVIDER=vertex: ANTHROPIC_VERTEX_PROJECT_ID is not set: set it to the Google "
@@ -127,8 +130,14 @@ def _vertex(model: ModelSettings, timeout: httpx2.Timeout) -> Provider:
     where = ("GOOGLE_APPLICATION_CREDENTIALS" if credentials is not None
              else "the Application Default Credentials (or set GOOGLE_APPLICATION_CREDENTIALS)")
     return Provider("vertex", client, "Vertex AI", str(client.base_url).rstrip("/"), "ANTHROPIC_VERTEX_BASE_URL",
-                    f"{where} and ANTHROPIC_VERTEX_PROJECT_ID", models_api=False,
+                    f"{where}, ANTHROPIC_VERTEX_PROJECT_ID and CLOUD_ML_REGION", models_api=False,
                     auth_errors=(google.auth.exceptions.GoogleAuthError,))
+
+
+def reason(error: BaseException) -> str:
+    """The first line of what a boto3 or google-auth error says (google-auth's carry a tuple of details)."""
+    first = error.args[0] if error.args else error
+    return (str(first).splitlines() or [type(error).__name__])[0]
 
 
 def _need(extra: str, module: str, package: str) -> None:

@@ -97,7 +97,11 @@ def test_reads_the_committed_file_not_the_working_tree(tmp_path):
     ({"ANTHROPIC_API_KEY": ""}, "ANTHROPIC_API_KEY is not set"),
     ({"DECODE_MODEL": "scripted:/nowhere.json"}, "DECODE_MODEL=scripted:/nowhere.json: no file /nowhere.json"),
     ({"DECODE_MAX_COST_USD": "free"}, "DECODE_MAX_COST_USD='free' is not valid"),
-], ids=["sandbox mode", "no key", "missing session", "budget"])
+    ({"DECODE_PROVIDER": "vertex", "ANTHROPIC_VERTEX_PROJECT_ID": "p"}, "DECODE_PROVIDER=vertex: CLOUD_ML_REGION is "
+                                                                         "not set"),
+    ({"DECODE_PROVIDER": "bedrock", "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAX"},
+     "DECODE_PROVIDER=bedrock: AWS_SECRET_ACCESS_KEY is not set"),
+], ids=["sandbox mode", "no key", "missing session", "budget", "vertex without region", "bedrock half a key"])
 def test_a_bad_setting_is_one_line_and_exit_2(tmp_path, env, says):
     repo = make_repo(tmp_path / "repo", {"a.py": ""})
     res = decode_check(tmp_path, "--repo", str(repo), **env)
@@ -113,6 +117,17 @@ def test_a_scripted_model_needs_no_key(tmp_path):
                        SANDBOX_MODE="bwrap")
     assert res.returncode == 0, res.stderr
     assert lines(res.stdout)["model"] == f"replaying {session} (no API key needed)"
+
+
+def test_a_provider_needs_no_anthropic_key_and_names_its_endpoint(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": ""})
+    res = decode_check(tmp_path, "--repo", str(repo), ANTHROPIC_API_KEY="", DECODE_PROVIDER="vertex",
+                       CLOUD_ML_REGION="europe-west1", ANTHROPIC_VERTEX_PROJECT_ID="acme", SANDBOX_MODE="bwrap",
+                       DECODE_MODEL="claude-sonnet-4-5@20250929")
+    assert res.returncode == 0, res.stderr
+    assert lines(res.stdout)["model"] == ("claude-sonnet-4-5@20250929 on vertex at https://europe-west1-aiplatform."
+                                          "googleapis.com/v1 (the credentials are checked by the first request of a "
+                                          "run)")
 
 
 def test_not_a_repository(tmp_path):

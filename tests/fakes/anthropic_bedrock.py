@@ -19,14 +19,16 @@ import hmac
 import json
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from anthropic._constants import ANTHROPIC_API_VERSION
 
 from tests.fakes.anthropic_api import FakeAnthropic, Received
 from tests.fakes.anthropic_api import _Handler as JsonHandler  # answers with `server.fake.handle(...)`
-from tests.fakes.http import start_server, stop_server
+from tests.fakes.http import Served
 
 # The documented version, and the one this SDK sends (anthropic._constants.ANTHROPIC_API_VERSION).
 VERSIONS = ("bedrock-2023-05-31", ANTHROPIC_API_VERSION)
@@ -48,7 +50,7 @@ class BedrockError(Exception):
 
 
 @dataclass
-class FakeBedrock:
+class FakeBedrock(Served):
     """Start it, script `messages` (the wrapped fake), point the SDK at `url` with `env()`."""
 
     messages: FakeAnthropic
@@ -57,21 +59,7 @@ class FakeBedrock:
     region: str = "us-east-1"
     requests: list[Received] = field(default_factory=list)  # every request, signed or not
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: Any = None
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> "FakeBedrock":
-        self._server = start_server(JsonHandler, self)
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            stop_server(self._server)
-            self._server = None
+    handler = JsonHandler
 
     def env(self) -> dict[str, str]:
         """The variables a user sets for this endpoint (the SDK's and AWS's own names)."""
@@ -149,3 +137,11 @@ class FakeBedrock:
         expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
         if not hmac.compare_digest(expected, found["signature"]):
             raise BedrockError(403, BAD_SIGNATURE, "InvalidSignatureException")
+
+
+@pytest.fixture
+def fake_bedrock(fake_anthropic: FakeAnthropic) -> Iterator[FakeBedrock]:
+    """A started fake Bedrock runtime in front of `fake_anthropic`; stopped after the test."""
+    fake = FakeBedrock(fake_anthropic).start()
+    yield fake
+    fake.stop()
