@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,12 +24,15 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from bot.config import ModelSettings
 from bot.core.errors import ConfigError, DecodeError
-from bot.model.protocol import Reply, Usage
+from bot.model.info import ModelInfo, built_in, from_models_api
+from bot.model.protocol import PromptTooLong, Reply, Usage
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 EPHEMERAL = {"type": "ephemeral"}
 
 log = logging.getLogger(__name__)
+_INFO: dict[tuple[str, str], ModelInfo] = {}  # (base URL, model id) -> what the Models API said, once per process
+_INFO_LOCK = threading.Lock()
 
 
 class AnthropicModel:
@@ -80,8 +84,27 @@ class AnthropicModel:
             message = self._retrying()(call)
         except anthropic.APIError as e:
             # Not chained: the SDK's own message quotes the response body unredacted.
-            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
+            error = PromptTooLong if too_long(e) else DecodeError
+            raise error(self._redact(self._describe(e, attempts)), status=_status(e)) from None
         return to_reply(message)
+
+    def info(self) -> ModelInfo:
+        """The Models API's figures for this model, asked once per process; the built-in family figures where
+        the endpoint has no Models API or the lookup fails (logged: the run goes on with them)."""
+        key = (self.base_url, self.name)
+        with _INFO_LOCK:
+            if key in _INFO:
+                return _INFO[key]
+        try:
+            answer = self._retrying()(lambda: self._client.models.retrieve(self.name))
+        except anthropic.APIError as e:
+            log.warning("the Models API did not describe %s (%s): using the built-in figures of its family",
+                        self.name, self._redact(_summary(e, self._redact)))
+            return built_in(self.name)
+        info = from_models_api(answer.model_dump(mode="json"))
+        with _INFO_LOCK:
+            _INFO[key] = info
+        return info
 
     def check(self) -> None:
         """Preflight: one token count (no tokens generated, https://docs.anthropic.com/en/api/messages-count-tokens)
@@ -165,6 +188,12 @@ def is_retryable(error: BaseException) -> bool:
     if isinstance(error, anthropic.APIStatusError):
         return error.status_code == 429 or error.status_code >= 500
     return isinstance(error, anthropic.APIConnectionError)
+
+
+def too_long(error: anthropic.APIError) -> bool:
+    """The API's answer to a prompt over the model's window: 400 "prompt is too long: N tokens > M maximum"."""
+    return (isinstance(error, anthropic.BadRequestError)
+            and "prompt is too long" in str(error.api_message or error.message).lower())
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core.errors import ConfigError, DecodeError
+from bot.model.info import ModelInfo, built_in
 from bot.model.protocol import Reply, Usage
 
 
@@ -55,6 +56,10 @@ class ScriptedModel:
 
     def check(self) -> None:
         """Nothing to check: the session is already loaded."""
+
+    def info(self) -> ModelInfo:
+        """The built-in figures of a model of no known family: a 200k window, no thinking."""
+        return built_in(self.name)
 
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
