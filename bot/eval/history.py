@@ -4,9 +4,10 @@ Each such pull request becomes one task: its `base` is the commit the pull reque
 fix, and every other non-test change, is not there), its `task` the text of the issue it closes
 ("Fixes #N", "Closes #N", "Resolves #N") or else its own title and body, and its `check` a self-contained
 shell command that writes the pull request's test files as they were merged (heredocs, so the line holds
-them whole and the check needs nothing but the repository) and runs them with a test command guessed from
-the repository: `go test ./...` with a go.mod, `cargo test` with a Cargo.toml, `npm test` with a
-package.json, else `python -m pytest` on the changed Python test files. The test files are written, not
+them whole and the check needs nothing but the repository) and runs them with the repository's own test
+command: its decode.yml `verify:` commands at the base when it has them, else a guess: `go test ./...` with a
+go.mod, `cargo test` with a Cargo.toml, `npm test` with a package.json, else `python3 -m pytest` on the
+changed Python test files. The test files are written, not
 patched, so whatever the agent did to them, the check runs the merged ones. Pull requests that change only
 tests, or no tests, or whose test files are not text (or over 256 KB together) are passed over; docs/eval.md
 says how to edit the file by hand.
@@ -20,9 +21,12 @@ import shlex
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
+from bot.core.errors import ConfigError
 from bot.eval.tasks import Task
 from bot.github.forge import GitHubForge
 from bot.github.info import MergedPull
+from bot.run.repo_config import PATH as CONFIG_PATH
+from bot.run.repo_config import config_of
 
 MAX_TEST_BYTES = 256 * 1024
 SCAN_PER_TASK = 10  # closed pull requests read for each task asked for: most are not merged test changes
@@ -99,12 +103,18 @@ def task_text(forge: GitHubForge, repo: str, pull: MergedPull) -> str:
 
 def test_command(forge: GitHubForge, repo: str, base_sha: str, tests: list[str]) -> str | None:
     """The command that runs `tests` in `repo` as it was at `base_sha`; None when none is known."""
+    try:
+        verify = config_of(forge.file_at(repo, CONFIG_PATH, base_sha), f" at {base_sha[:12]}").verify
+    except ConfigError:
+        verify = ()  # a decode.yml the run would refuse: its `verify` says nothing reliable
+    if verify:
+        return " && ".join(f"( {command} )" for command in verify)
     for marker, command in _COMMANDS:
         if forge.file_at(repo, marker, base_sha) is not None:
             return command
     python = [path for path in tests if path.endswith(".py")]
     if python:
-        return "python -m pytest -q " + " ".join(shlex.quote(path) for path in python)
+        return "python3 -m pytest -q " + " ".join(shlex.quote(path) for path in python)
     return None
 
 

@@ -82,6 +82,9 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
     if before.exit_code == 0 and not before.timed_out:
         return Outcome(task.id, "invalid", seconds=time.monotonic() - started,
                        reason=f"the check passes on the base {task.base} (see {logs / 'base'})")
+    if before.exit_code in (126, 127):  # the shell's "cannot execute" and "not found": the check itself is broken
+        raise DecodeError(f"the check cannot run on the base {task.base} (exit {before.exit_code}: a command is "
+                          f"missing or not executable in the sandbox; see {logs / 'base'})")
     run_id = Job.new_run_id()
     job = Job(repo=source, task=task.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id,
               base=task.base, token=token)
