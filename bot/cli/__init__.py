@@ -132,7 +132,7 @@ INTERRUPTED = 130
 def main(argv: list[str] | None = None) -> int:
     """The console script `decode`: parse `argv` (default: the process's), run the command; the exit status."""
     args = build_parser().parse_args(argv)
-    if args.command in ("run", "action"):
+    if args.command in ("run", "action", "eval"):
         with sigterm_interrupts():
             return _main(args)
     return _main(args)

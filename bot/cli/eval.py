@@ -2,7 +2,9 @@
 
 Each task's progress goes to stderr prefixed with its id; the table, then the last lines (`resolved R of
 V`, cost, time, where results.jsonl is) to stdout. Exit 0 when every task ran, 1 when one errored, 2 for
-bad input (one line naming the fix). The logic is in bot/eval/; docs/eval.md is the user's guide.
+bad input (one line naming the fix), 130 when interrupted (Ctrl-C or SIGTERM: no further task starts, the
+running ones lose their sandboxes, results.jsonl keeps the tasks that ended). The logic is in bot/eval/;
+docs/eval.md is the user's guide.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import argparse
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from bot.core.errors import ConfigError
 from bot.eval.runner import Outcome, run_task
 from bot.eval.summary import Results, last_lines, table
 from bot.eval.tasks import Task, read_tasks
+from bot.sandbox import close_all
 from bot.workspace.clone import git_url
 
 EVAL_HELP = """Each line of TASKS.jsonl: {"id", "repo" (a local path, git URL or OWNER/NAME), "base" (commit or
@@ -92,8 +95,19 @@ def run_all(tasks: list[Task], settings: Settings, out: Path, results: Results, 
         results.add(outcome)
         return outcome
 
-    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="eval") as pool:
-        return list(pool.map(one, tasks))
+    pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="eval")
+    futures = [pool.submit(one, task) for task in tasks]
+    try:
+        return [future.result() for future in futures]
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: no task starts, the running ones lose their sandboxes
+        for future in futures:
+            future.cancel()
+        while not all(future.done() for future in futures):
+            close_all()  # again until they end: a task between two steps opens its next sandbox after the first
+            wait(futures, timeout=0.5)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def resolve(repo: str, settings: Settings) -> tuple[str, str | None]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,36 @@ def test_a_bad_input_is_one_line_and_exit_2(tmp_path, content, argv, says):
     assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
     assert done.stderr.startswith("decode: ") and "Traceback" not in done.stderr
     assert not (tmp_path / "data" / "runs").exists()
+
+
+def test_sigterm_stops_the_evaluation_and_keeps_the_results_so_far(tmp_path, task_set):
+    quick = json.loads(task_set.read_text().splitlines()[0])
+    slow = {**quick, "id": "slow", "task": "A slow task."}
+    waiting = {**quick, "id": "waiting", "task": "A task that never starts."}
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in (quick, slow, waiting)))
+    session = json.loads(SESSIONS.read_text())
+    session["sessions"].append({"when": "A slow task.", "turns": [[
+        {"type": "tool_use", "name": "bash", "input": {"command": "sleep 120"}}], "done"]})
+    (tmp_path / "sessions.json").write_text(json.dumps(session))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT),
+           "DECODE_MODEL": f"scripted:{tmp_path / 'sessions.json'}", "SANDBOX_MODE": "bwrap",
+           "DECODE_DATA_DIR": str(tmp_path / "data")}
+    proc = subprocess.Popen([DECODE, "eval", str(path), "--out", "out"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "out" / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while not list((tmp_path / "data" / "runs").glob("*/workspace")) or not log.exists() \
+            or "pager-off-by-one" not in log.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(1)  # the slow task is somewhere in its run, most likely in its `sleep 120`
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-3000:]
+    assert time.monotonic() - started < 30
+    assert err.splitlines()[-1] == "decode: interrupted" and "Traceback" not in err
+    assert [r["id"] for r in map(json.loads, log.read_text().splitlines())] == ["pager-off-by-one"]
+    assert "[waiting]" not in err, "no task starts after the interrupt"
+    assert out == ""
