@@ -21,7 +21,9 @@ import shlex
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
-from bot.core.errors import ConfigError
+from github import GithubException
+
+from bot.core.errors import ConfigError, DecodeError
 from bot.eval.tasks import Task
 from bot.github.forge import GitHubForge
 from bot.github.info import MergedPull
@@ -48,14 +50,18 @@ def tasks_from_history(forge: GitHubForge, repo: str, limit: int,
     why each passed-over pull request was."""
     forge.repository(repo)  # a repository the token cannot read is a ConfigError naming the fix
     tasks: list[Task] = []
-    for pull in forge.merged_pulls(repo, scan=limit * SCAN_PER_TASK):
-        try:
-            tasks.append(task_of(forge, repo, pull))
-        except _PassOver as e:
-            note(f"#{pull.number}: passed over: {e}")
-            continue
-        if len(tasks) >= limit:
-            break
+    try:
+        for pull in forge.merged_pulls(repo, scan=limit * SCAN_PER_TASK):
+            try:
+                tasks.append(task_of(forge, repo, pull))
+            except _PassOver as e:
+                note(f"#{pull.number}: passed over: {e}")
+                continue
+            if len(tasks) >= limit:
+                break
+    except GithubException as e:
+        said = e.data.get("message", "") if isinstance(e.data, dict) else ""
+        raise DecodeError(f"reading the pull requests of {repo}: GitHub answered {e.status} {said}".strip()) from None
     return tasks
 
 
@@ -95,9 +101,14 @@ def task_text(forge: GitHubForge, repo: str, pull: MergedPull) -> str:
     """The text of the issue `pull` closes, else the pull request's own title and body."""
     closes = _CLOSES.search(pull.body)
     if closes:
-        issue = forge.issue(repo, int(closes.group(1)))
-        if not issue.is_pull:
-            return f"{issue.title}\n\n{issue.body}".strip()
+        try:
+            issue = forge.issue(repo, int(closes.group(1)))
+        except GithubException as e:
+            if e.status not in (404, 410):  # a deleted or moved issue: the pull request's own text will do
+                raise
+        else:
+            if not issue.is_pull:
+                return f"{issue.title}\n\n{issue.body}".strip()
     return f"{pull.title}\n\n{pull.body}".strip()
 
 

@@ -84,6 +84,18 @@ def test_merged_pull_requests_with_tests_become_tasks_that_run(fake_github, tmp_
     assert fake_github.token not in ran.stdout + ran.stderr + (tmp_path / "out" / "results.jsonl").read_text()
 
 
+def test_a_pull_request_closing_an_issue_that_is_gone_keeps_its_own_text(fake_github, tmp_path):
+    fake_github.add_repo("octo", "pager", {"pager.py": BUGGY, "tests/test_pager.py": OLD_TEST})
+    fake_github.add_merged_pull("octo", "pager", "Count the partial page", "Fixes #99, which was deleted.",
+                                files={"pager.py": FIXED, "tests/test_pager.py": NEW_TEST})
+    done = decode_eval(tmp_path, "--from-history", "octo/pager", "--write", "tasks.jsonl",
+                       GITHUB_TOKEN=fake_github.token, GITHUB_API_URL=fake_github.api_url)
+    assert done.returncode == 0, done.stderr
+    [task] = [json.loads(line) for line in (tmp_path / "tasks.jsonl").read_text().splitlines()]
+    assert task["task"] == "Count the partial page\n\nFixes #99, which was deleted."
+    assert task["check"].endswith("python3 -m pytest -q tests/test_pager.py"), "no decode.yml: the guess"
+
+
 @pytest.mark.parametrize("text", ["plain\n", "no newline at the end", "", "$HOME `id` '\"quotes\"' \\n\nEOF\n"])
 def test_the_check_writes_the_merged_test_files_byte_for_byte_then_runs_the_command(tmp_path, text):
     (tmp_path / "tests").mkdir()
