@@ -63,7 +63,10 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     settings = with_budget_flags(settings.replace(pool_size=0), args)
     tasks = read_tasks(Path(args.tasks))
     out = Path(args.out or datetime.now(timezone.utc).strftime("decode-eval-%Y%m%d-%H%M%S"))
-    results = Results(out)
+    try:
+        results = Results(out)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write results.jsonl there ({e.strerror}): give a directory") from None
     started = time.monotonic()
     try:
         outcomes = run_all(tasks, settings, out, results, args.parallel)
