@@ -115,7 +115,8 @@ LINE = {"id": "a", "repo": ".", "base": "main", "task": "t", "check": "true"}
     (json.dumps(LINE) + "\n", ["tasks.jsonl", "--parallel", "0"], "--parallel 0 is not valid: give 1 or more"),
     (json.dumps(LINE) + "\n", ["tasks.jsonl", "--max-turns", "0"], "--max-turns 0 is not valid"),
     (None, [], "give a task file (decode eval TASKS.jsonl), or --from-history"),
-    (json.dumps(LINE) + "\n", ["tasks.jsonl", "--out", "tasks.jsonl"], "--out tasks.jsonl: cannot write results.jsonl there"),
+    (json.dumps(LINE) + "\n", ["tasks.jsonl", "--out", "tasks.jsonl"],
+     "--out tasks.jsonl: cannot write results.jsonl there"),
     (None, ["--from-history", "octo/pager"], "--from-history needs --write TASKS.jsonl"),
     (None, ["--from-history", "not a repo", "--write", "t.jsonl"], "give a GitHub repository as OWNER/NAME"),
 ])
