@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from bot.config import ModelSettings
 from bot.core.errors import ConfigError
-from bot.model.protocol import Model, Reply, Usage
+from bot.model.info import ModelInfo
+from bot.model.protocol import Model, PromptTooLong, Reply, Usage
 from bot.model.scripted import ScriptedModel
 
-__all__ = ["Model", "Reply", "Usage", "make_model", "shared_model"]
+__all__ = ["Model", "ModelInfo", "PromptTooLong", "Reply", "Usage", "make_model", "shared_model"]
 
 
 def make_model(model: ModelSettings) -> Model:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,12 +27,15 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from bot.config import ModelSettings
 from bot.core.errors import ConfigError, DecodeError
-from bot.model.protocol import Reply, Usage
+from bot.model.info import ModelInfo, built_in, from_models_api
+from bot.model.protocol import PromptTooLong, Reply, Usage
 from bot.model.providers import connect, reason
 
 EPHEMERAL = {"type": "ephemeral"}
 
 log = logging.getLogger(__name__)
+_INFO: dict[tuple[str, str], ModelInfo] = {}  # (base URL, model id) -> what the Models API said, once per process
+_INFO_LOCK = threading.Lock()
 
 
 class AnthropicModel:
@@ -66,6 +70,27 @@ class AnthropicModel:
         return to_reply(self._call(lambda: self._client.messages.create(model=self.name, max_tokens=max_tokens,
                                                                         **params)))
 
+    def info(self) -> ModelInfo:
+        """The Models API's figures for this model, asked once per process; the built-in family figures where
+        the endpoint has no Models API or the lookup fails (logged: the run goes on with them). Bedrock and
+        Vertex AI have no Models API: their figures are the built-in ones, without a request."""
+        if not self.provider.models_api:
+            return built_in(self.name)
+        key = (self.base_url, self.name)
+        with _INFO_LOCK:
+            if key in _INFO:
+                return _INFO[key]
+        try:
+            answer = self._retrying()(lambda: self._client.models.retrieve(self.name))
+        except anthropic.APIError as e:
+            log.warning("the Models API did not describe %s (%s): using the built-in figures of its family",
+                        self.name, self._redact(_summary(e, self._redact)))
+            return built_in(self.name)
+        info = from_models_api(answer.model_dump(mode="json"))
+        with _INFO_LOCK:
+            _INFO[key] = info
+        return info
+
     def check(self) -> None:
         """Preflight: one token count (no tokens generated, https://docs.anthropic.com/en/api/messages-count-tokens)
         proves the credentials work and the model id is one they may use; where the provider or endpoint has no
@@ -89,8 +114,9 @@ class AnthropicModel:
             raise self._refusal(e) from None
 
     def _call(self, request: Callable[[], Any], *, raw: bool = False) -> Any:
-        """`request` under the retry policy. A final failure is a `DecodeError` (with `raw`, an API status error
-        is left to the caller); a credential lookup that fails (boto3, google-auth) is a `ConfigError`."""
+        """`request` under the retry policy. A final failure is a `DecodeError` (`PromptTooLong` for a prompt over
+        the window; with `raw`, an API status error is left to the caller); a credential lookup that fails
+        (boto3, google-auth) is a `ConfigError`."""
         attempts = 0
 
         def call() -> Any:
@@ -100,13 +126,12 @@ class AnthropicModel:
 
         try:
             return self._retrying()(call)
-        except anthropic.APIStatusError as e:
-            if raw:
+        except anthropic.APIError as e:
+            if raw and isinstance(e, anthropic.APIStatusError):
                 raise
             # Not chained: the SDK's own message quotes the response body unredacted.
-            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
-        except anthropic.APIError as e:
-            raise DecodeError(self._redact(self._describe(e, attempts)), status=_status(e)) from None
+            error = PromptTooLong if too_long(e) else DecodeError
+            raise error(self._redact(self._describe(e, attempts)), status=_status(e)) from None
         except self.provider.auth_errors as e:
             raise ConfigError(self._redact(f"{self.provider.api}: the credentials could not be obtained "
                                            f"({reason(e)}): check {self.provider.credentials}")) from None
@@ -178,6 +203,12 @@ def is_retryable(error: BaseException) -> bool:
     if isinstance(error, anthropic.APIStatusError):
         return error.status_code == 429 or error.status_code >= 500
     return isinstance(error, anthropic.APIConnectionError)
+
+
+def too_long(error: anthropic.APIError) -> bool:
+    """The API's answer to a prompt over the model's window: 400 "prompt is too long: N tokens > M maximum"."""
+    return (isinstance(error, anthropic.BadRequestError)
+            and "prompt is too long" in str(error.api_message or error.message).lower())
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:

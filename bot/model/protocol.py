@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.core.errors import DecodeError
+from bot.model.info import ModelInfo
+
 
 @dataclass(frozen=True)
 class Usage:
@@ -57,6 +60,10 @@ class Reply:
         return "\n".join(b["text"] for b in self.content if b.get("type") == "text").strip()
 
 
+class PromptTooLong(DecodeError):
+    """The API refused the request as larger than the model's window: trim the conversation and ask again."""
+
+
 class Model(Protocol):
     """Something that answers a Messages API request."""
 
@@ -64,6 +71,10 @@ class Model(Protocol):
 
     def check(self) -> None:
         """Preflight, before any work: one cheap call that fails (`DecodeError`) on a bad key or model id."""
+        ...
+
+    def info(self) -> ModelInfo:
+        """The model's window, output cap and capabilities (the Models API's, else the built-in family figures)."""
         ...
 
     def complete(

@@ -13,7 +13,8 @@ from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.model import make_model
 from bot.model.anthropic import AnthropicModel
-from tests.fakes.anthropic_api import FakeAnthropic, count_cache_control
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.anthropic_rules import count_cache_control
 
 SYSTEM = "You are decode-bot. Fix the issue, run the tests, then summarise."
 TOOLS = [

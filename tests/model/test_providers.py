@@ -125,6 +125,17 @@ def test_vertex_refusals_name_the_google_variables(fake_vertex, fake_anthropic, 
     assert len(fake_vertex.requests) == 1  # only the other project's: no token, no request
 
 
+def test_bedrock_and_vertex_have_no_models_api_so_info_is_the_built_in_figures(fake_bedrock, fake_vertex,
+                                                                               fake_anthropic, tmp_path, sleeps):
+    on_vertex = AnthropicModel(Settings.from_env({**fake_vertex.env(fake_vertex.key_file(tmp_path / "sa.json")),
+                                                  "DECODE_MODEL": "claude-opus-4-1@20250805"}).model)
+    for model in (bedrock(fake_bedrock, sleeps, DECODE_MODEL="us.anthropic.claude-opus-4-1-20250805-v1:0"),
+                  on_vertex):
+        info = model.info()
+        assert (info.source, info.window, info.max_output, info.thinking) == ("built-in", 200_000, 32_000, True)
+    assert fake_bedrock.requests == fake_vertex.requests == fake_anthropic.model_lookups == []
+
+
 def test_an_unknown_provider_is_one_line_naming_the_choices():
     with pytest.raises(ConfigError, match=r"^DECODE_PROVIDER='azure' is not valid: set it to one of anthropic, "
                                           r"bedrock, vertex$"):
