@@ -63,6 +63,8 @@ def test_decode_hide_paths_joins_the_hidden_paths_and_wants_absolute_ones(tmp_pa
         Path("/etc/creds"), Path("/srv/token"), Path("/runner"))  # the Action's paths add to the operator's
     with pytest.raises(ConfigError, match=r"^DECODE_HIDE_PATHS: 'creds' is not an absolute path"):
         Settings.from_env({"DECODE_HIDE_PATHS": "/etc/x:creds"})
+    vertex = Settings.from_env({"DECODE_DATA_DIR": "/srv/d", "GOOGLE_APPLICATION_CREDENTIALS": "/etc/gcp/sa.json"})
+    assert vertex.sandbox.hide == (Path("/srv/d"), Path("/etc/gcp/sa.json"))  # Vertex AI's key file, like the App's
 
 
 def test_docs_settings_md_is_generated_from_the_table():
@@ -140,9 +142,11 @@ def test_no_part_of_the_settings_shows_a_secret_in_its_repr():
     env = {"ANTHROPIC_API_KEY": "sk-ant-key1", "GITHUB_TOKEN": "ghp_token1", "GITHUB_WEBHOOK_SECRET": "hook1",
            "GITHUB_APP_PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----\npem1\n-----END RSA PRIVATE KEY-----",
            "GITHUB_CLIENT_SECRET": "oauth1", "DECODE_METRICS_TOKEN": "metrics1",
-           "DECODE_DATABASE_URL": "postgresql://u:dbpass1@h/d"}
+           "DECODE_DATABASE_URL": "postgresql://u:dbpass1@h/d", "AWS_SECRET_ACCESS_KEY": "awssecret1",
+           "AWS_SESSION_TOKEN": "awssession1", "AWS_BEARER_TOKEN_BEDROCK": "bedrockkey1"}
     settings = Settings.from_env(env)
     shown = " ".join(repr(getattr(settings, part)) for part in ("model", "github", "store", "web"))
     assert "claude" in shown and "https://api.github.com" in shown  # the parts are shown...
-    assert not [s for s in ("sk-ant-key1", "ghp_token1", "hook1", "pem1", "oauth1", "metrics1", "dbpass1")
-                if s in shown]  # ...without their secrets
+    assert not [s for s in ("sk-ant-key1", "ghp_token1", "hook1", "pem1", "oauth1", "metrics1", "dbpass1",
+                            "awssecret1", "awssession1", "bedrockkey1") if s in shown]  # ...without their secrets
+    assert {"awssecret1", "awssession1", "bedrockkey1"} <= set(settings.secrets())  # and redacted everywhere
