@@ -4,7 +4,8 @@
 in Anthropic's Messages format and returns the assistant's content blocks plus
 token usage. Implementations are picked by `make_model` from the model id:
 `scripted:PATH` replays a recorded or hand-written session, anything else goes
-to the Messages API of `DECODE_PROVIDER` (Anthropic, Bedrock or Vertex AI, `providers.py`). The protocol itself is in `protocol.py`. The Anthropic SDK
+to the Messages API of `DECODE_PROVIDER` (Anthropic, Bedrock or Vertex AI,
+`providers.py`). The protocol itself is in `protocol.py`. The Anthropic SDK
 is imported only when a model is made: it takes over a second to load, and
 `decode --version`, `decode check` (but for Bedrock and Vertex AI, whose configuration it checks by
 building the client) and every input error answer without it.

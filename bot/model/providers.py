@@ -34,7 +34,8 @@ from bot.core.errors import ConfigError
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-AWS_CREDENTIALS = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_SESSION_TOKEN, AWS_PROFILE, AWS_BEARER_TOKEN_BEDROCK)"
+AWS_CREDENTIALS = ("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_SESSION_TOKEN, AWS_PROFILE, "
+                   "AWS_BEARER_TOKEN_BEDROCK)")
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ def _bedrock(model: ModelSettings, timeout: httpx2.Timeout) -> Provider:
         aws_session_token=model.aws_session_token, aws_profile=model.aws_profile, aws_region=region,
         api_key=model.aws_bearer_token, base_url=model.bedrock_base_url, max_retries=0, timeout=timeout)
     return Provider("bedrock", client, "Amazon Bedrock", str(client.base_url).rstrip("/"),
-                    "ANTHROPIC_BEDROCK_BASE_URL", AWS_CREDENTIALS, counts_tokens=False, models_api=False, auth_errors=(botocore.exceptions.BotoCoreError,))
+                    "ANTHROPIC_BEDROCK_BASE_URL", AWS_CREDENTIALS, counts_tokens=False, models_api=False,
+                    auth_errors=(botocore.exceptions.BotoCoreError,))
 
 
 def _vertex(model: ModelSettings, timeout: httpx2.Timeout) -> Provider:

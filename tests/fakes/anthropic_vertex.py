@@ -68,8 +68,8 @@ class FakeVertex(Served):
         pem = self._key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                       serialization.NoEncryption()).decode()
         path.write_text(json.dumps({
-            "type": "service_account", "project_id": self.project if project is None else project, "private_key_id": "k1",
-            "private_key": pem, "client_email": self.client_email, "client_id": "1",
+            "type": "service_account", "project_id": self.project if project is None else project,
+            "private_key_id": "k1", "private_key": pem, "client_email": self.client_email, "client_id": "1",
             "token_uri": f"{self.url}/token", "universe_domain": "googleapis.com"}))
         return path
 

@@ -72,6 +72,15 @@ def test_bedrock_overload_is_retried_by_the_one_retry_policy(fake_bedrock, fake_
     assert len(sleeps) == 2 and [r.status for r in fake_anthropic.requests] == [529, 529, 200]
 
 
+def test_a_model_bedrock_does_not_serve_is_named_at_the_preflight(fake_bedrock, fake_anthropic, sleeps):
+    fake_anthropic.models = {BEDROCK_ID}
+    model = bedrock(fake_bedrock, sleeps, DECODE_MODEL="us.anthropic.claude-nope-v1:0")
+    with pytest.raises(DecodeError, match=r"^DECODE_MODEL=us.anthropic.claude-nope-v1:0 is not a model these "
+                                          r"credentials can use on Amazon Bedrock: "):
+        model.check()
+    assert sleeps == []
+
+
 def test_bedrock_with_one_half_of_a_key_pair_says_which_is_missing(fake_bedrock):
     env = {**fake_bedrock.env(), "AWS_SECRET_ACCESS_KEY": ""}
     with pytest.raises(ConfigError, match="^DECODE_PROVIDER=bedrock: AWS_SECRET_ACCESS_KEY is not set: "):
