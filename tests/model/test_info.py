@@ -8,8 +8,6 @@ from bot.model import make_model
 from bot.model.info import built_in
 from tests.fakes.anthropic_api import FakeAnthropic
 
-pytestmark = pytest.mark.unit
-
 
 def test_info_comes_from_the_models_api_once_per_process() -> None:
     with FakeAnthropic(window=50_000, max_output=12_000, thinking={"enabled", "adaptive"},
