@@ -39,6 +39,7 @@ class ModelSettings:
     api_key: str | None = field(repr=False)  # a secret
     base_url: str | None
     prices: Mapping[str, Mapping[str, float]]
+    thinking: str | int  # DECODE_THINKING: "on", "off" or a budget in tokens
 
 
 @dataclass(frozen=True)
