@@ -106,8 +106,8 @@ class AnthropicModel:
 
     def _stream(self, max_tokens: int, params: dict[str, Any], on_stream: StreamProgress | None
                 ) -> tuple[Any, str | None]:
-        """The answer to one request and its request id, read as Server-Sent Events to its end; a stream that breaks off is an
-        `APIConnectionError` (or `APITimeoutError`), as a request that never got an answer is."""
+        """The answer to one request and its request id, read as Server-Sent Events to its end; a stream that
+        breaks off is an `APIConnectionError` (or `APITimeoutError`), as a request that never got an answer is."""
         watch = _Watch(on_stream, self.progress_every_s)
         try:
             with self._client.messages.stream(model=self.name, max_tokens=max_tokens, **params) as stream:
