@@ -3,7 +3,7 @@
 `decode run` (bot/cli/run.py) is the headless run; progress goes to stderr, the
 results (branch, commit, transcript paths) to stdout. `decode check` (check.py),
 `decode runs` (runs.py) and `decode cache` (cache.py) read the settings, a
-repository and the data directory; `decode serve`, `decode worker`
+repository and the data directory; `decode eval` (eval.py) runs a task file and measures it; `decode serve`, `decode worker`
 (bot/server/run.py) and `decode action` (bot/action.py) start the other doors.
 Exit status: 0 when the agent finished, 3 when it stopped at a budget cap (the
 partial work is still handed back), 1 for an error, 2 for bad usage or
@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 
+from bot.cli import eval as eval_door
 from bot.cli.cache import cmd_cache
 from bot.cli.run import cmd_run
 from bot.config import Settings
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="the runs DECODE_DATA_DIR holds, newest first: id, repository, state, "
                                        "PR or branch, cost, time")
     runs.add_argument("--limit", type=int, default=20, help="show at most N runs (default 20)")
+    eval_door.add_parser(sub)
     return parser
 
 
@@ -130,7 +132,7 @@ INTERRUPTED = 130
 def main(argv: list[str] | None = None) -> int:
     """The console script `decode`: parse `argv` (default: the process's), run the command; the exit status."""
     args = build_parser().parse_args(argv)
-    if args.command in ("run", "action"):
+    if args.command in ("run", "action", "eval"):
         with sigterm_interrupts():
             return _main(args)
     return _main(args)
@@ -162,6 +164,8 @@ def _main(args: argparse.Namespace) -> int:
             from bot.cli.check import cmd_check
 
             return cmd_check(args, settings)
+        if args.command == "eval":
+            return eval_door.cmd_eval(args, settings)
         if args.command == "runs":
             from bot.cli.runs import cmd_runs
 

@@ -28,21 +28,7 @@ from bot.workspace.run_dirs import drop_clones
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """`decode run`: the budget flags over the settings, then the run on GitHub or locally; the exit status."""
     settings = settings.replace(pool_size=0)  # one run per process: a warm pool would only start containers
-    budget = settings.budget
-    caps = {  # budget field: (the flag as typed, its value, the factor to the field's unit)
-        "max_turns": ("--max-turns", args.max_turns, 1),
-        "max_cost_usd": ("--max-cost", args.max_cost, 1),
-        "max_wall_s": ("--timeout-minutes", args.timeout_minutes, 60),
-    }
-    changes = {}
-    for name, (flag, value, factor) in caps.items():
-        if value is None:
-            continue
-        if not math.isfinite(value) or value <= 0:
-            raise ConfigError(f"{flag} {value} is not valid: give a positive number")
-        changes[name] = value * factor
-    if changes:
-        settings = settings.replace(budget=budget.__class__(**{**vars(budget), **changes}))
+    settings = with_budget_flags(settings, args)
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     args.task = task_text(args)
     if args.issue is None and args.task is None:
@@ -72,6 +58,25 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         drop_clones(ran.run_dir)
     report(ran, delivered)
     return ran.result.exit_code
+
+
+def with_budget_flags(settings: Settings, args: argparse.Namespace) -> Settings:
+    """`settings` with the budget flags given in `args` (--max-turns, --max-cost, --timeout-minutes) over
+    their variables; a flag that is not a positive number is a ConfigError."""
+    budget = settings.budget
+    caps = {  # budget field: (the flag as typed, its value, the factor to the field's unit)
+        "max_turns": ("--max-turns", getattr(args, "max_turns", None), 1),
+        "max_cost_usd": ("--max-cost", getattr(args, "max_cost", None), 1),
+        "max_wall_s": ("--timeout-minutes", getattr(args, "timeout_minutes", None), 60),
+    }
+    changes = {}
+    for name, (flag, value, factor) in caps.items():
+        if value is None:
+            continue
+        if not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"{flag} {value} is not valid: give a positive number")
+        changes[name] = value * factor
+    return settings.replace(budget=budget.__class__(**{**vars(budget), **changes})) if changes else settings
 
 
 def task_text(args: argparse.Namespace) -> str | None:

@@ -8,7 +8,7 @@ a 502 that hid a success never doubles it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
 import requests
@@ -18,7 +18,7 @@ from bot.core.errors import ConfigError, DecodeError
 from bot.github.auth import Credentials, client
 from bot.github import checks
 from bot.github.checks import CommitIdentity, FailedChecks
-from bot.github.info import IssueInfo, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
+from bot.github.info import IssueInfo, MergedPull, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
 from bot.github.retry import GitHubRetry
 
 T = TypeVar("T")
@@ -118,6 +118,20 @@ class GitHubForge:
             return PullInfo(p.number, p.title or "", p.body or "", p.head.ref, p.head.sha, head_repo,
                             p.base.ref, p.html_url, clone_url, bool(p.maintainer_can_modify))
         return self._call(fetch)
+
+    def merged_pulls(self, repo: str, *, scan: int) -> Iterator[MergedPull]:
+        """The merged pull requests of `repo`, most recently updated first, among its `scan` most recently
+        updated closed ones (the closed-but-unmerged are passed over); each page is read under the retry."""
+        pulls = self._gh(repo).get_repo(repo).get_pulls(state="closed", sort="updated", direction="desc")
+        listed = iter(pulls)
+        for _ in range(scan):
+            p = self._call(lambda: next(listed, None))
+            if p is None:
+                return
+            if p.merged_at is None or not p.merge_commit_sha:
+                continue
+            files = self._call(lambda p=p: tuple((f.filename, f.status, f.previous_filename) for f in p.get_files()))
+            yield MergedPull(p.number, p.title or "", p.body or "", p.base.sha, p.merge_commit_sha, files)
 
     def permission(self, repo: str, login: str) -> str:
         """The sender's base permission: admin, write, read or none.

@@ -62,3 +62,16 @@ class PullRef:
     number: int
     html_url: str
     created: bool
+
+
+@dataclass(frozen=True)
+class MergedPull:
+    """A merged pull request as `decode eval --from-history` reads it: the commit it started from
+    (`base_sha`), the commit it merged as, and each changed file as (path, status, previous path)."""
+
+    number: int
+    title: str
+    body: str
+    base_sha: str
+    merge_sha: str
+    files: tuple[tuple[str, str, str | None], ...]

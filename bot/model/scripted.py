@@ -4,6 +4,10 @@ Ships with the package for tests, demos and replays: `DECODE_MODEL=scripted:FILE
 where FILE is either a session (JSON: a list of turns, or {"turns": [...]},
 each turn a list of content blocks or {"content": [...]}) or a transcript JSONL
 written by a previous run, whose recorded responses are replayed in order.
+
+A file of several sessions, `{"sessions": [{"when": TEXT, "turns": [...]}, ...]}`, replays the first one
+whose `when` occurs in the run's first user message (the task): one file serves a task set whose runs each
+need their own session, as the evaluation set in bench/eval/ does (`decode eval`, docs/eval.md).
 """
 
 from __future__ import annotations
@@ -25,9 +29,12 @@ class ScriptExhausted(DecodeError):
 class ScriptedModel:
     """Answers the n-th request with the n-th scripted turn."""
 
-    def __init__(self, turns: list[list[dict[str, Any]]], name: str = "scripted") -> None:
+    def __init__(self, turns: list[list[dict[str, Any]]], name: str = "scripted", *,
+                 sessions: dict[str, list[Any]] | None = None) -> None:
         self.name = name
         self.turns = [normalize_turn(t, i) for i, t in enumerate(turns)]
+        self.sessions = {when: [normalize_turn(t, i) for i, t in enumerate(session)]
+                         for when, session in (sessions or {}).items()}
         self.calls = 0
 
     @classmethod
@@ -39,18 +46,20 @@ class ScriptedModel:
         except OSError as e:
             raise ConfigError(f"DECODE_MODEL=scripted:{path}: cannot read the script ({e.strerror})") from None
         try:
+            sessions = None
             if path.suffix == ".jsonl":
                 events = [json.loads(line) for line in text.splitlines() if line.strip()]
                 turns = [e["content"] for e in events if e.get("type") == "model_response"]
             else:
                 data = json.loads(text)
-                turns = data["turns"] if isinstance(data, dict) else data
+                sessions = _sessions(data["sessions"]) if isinstance(data, dict) and "sessions" in data else None
+                turns = [] if sessions else data["turns"] if isinstance(data, dict) else data
             if not isinstance(turns, list):
                 raise TypeError("the turns must be a list")
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"DECODE_MODEL=scripted:{path}: not a session or transcript file ({e})") from None
         try:
-            return cls(turns, name=f"scripted:{path.name}")
+            return cls(turns, name=f"scripted:{path.name}", sessions=sessions)
         except ConfigError as e:
             raise ConfigError(f"DECODE_MODEL=scripted:{path}: {e}") from None
 
@@ -67,6 +76,8 @@ class ScriptedModel:
     ) -> Reply:
         """The next scripted turn, thinking blocks included as scripted (`thinking` and `on_stream` change
         nothing: the answer is already written)."""
+        if self.calls == 0 and self.sessions:
+            self.turns = self._session_for(messages)
         if self.calls >= len(self.turns):
             raise ScriptExhausted(f"the scripted session has only {len(self.turns)} turns")
         content = copy.deepcopy(self.turns[self.calls])
@@ -75,6 +86,29 @@ class ScriptedModel:
         usage = Usage(input_tokens=prompt_chars // 4, output_tokens=len(json.dumps(content)) // 4)
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
         return Reply(content=content, stop_reason=stop, usage=usage, model=self.name)
+
+
+    def _session_for(self, messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """The session whose `when` text occurs in the first user message; an error naming none that does."""
+        first = json.dumps(messages[0]["content"] if messages else "", ensure_ascii=False)
+        for when, turns in self.sessions.items():
+            if json.dumps(when, ensure_ascii=False)[1:-1] in first:
+                return turns
+        raise ScriptExhausted(f"no session of {self.name} matches the task: give one a `when` text the task "
+                              "contains")
+
+
+def _sessions(entries: Any) -> dict[str, list[Any]]:
+    """`{"sessions": [{"when", "turns"}]}` as when -> turns, in file order."""
+    if not isinstance(entries, list) or not entries:
+        raise TypeError("`sessions` must be a non-empty list of {\"when\", \"turns\"}")
+    found = {}
+    for n, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict) or not isinstance(entry.get("when"), str) or not entry["when"] \
+                or not isinstance(entry.get("turns"), list):
+            raise TypeError(f"session {n} needs a non-empty `when` text and a list of `turns`")
+        found[entry["when"]] = entry["turns"]
+    return found
 
 
 def normalize_turn(turn: Any, index: int) -> list[dict[str, Any]]:

@@ -165,7 +165,7 @@ def render_issue(fake: FakeGitHub, repo: Repo, number: int) -> dict:
         data["html_url"] = f"{web}/pull/{number}"
         data["pull_request"] = {"url": f"{api}/pulls/{number}", "html_url": f"{web}/pull/{number}",
                                 "diff_url": f"{web}/pull/{number}.diff", "patch_url": f"{web}/pull/{number}.patch",
-                                "merged_at": None}
+                                "merged_at": repo.pulls[number].get("merged_at")}
     return data
 
 
@@ -174,9 +174,9 @@ def render_pull(fake: FakeGitHub, repo: Repo, number: int) -> dict:
     head_repo = fake.repo(pull["head_owner"], pull["head_name"])
     api = f"{fake.api_url}/repos/{repo.full_name}"
 
-    def end(r: Repo, ref: str) -> dict:
+    def end(r: Repo, ref: str, at: str | None = None) -> dict:
         try:
-            sha = fake.branch_sha(r.owner, r.name, ref)
+            sha = at or fake.branch_sha(r.owner, r.name, ref)
         except KeyError:
             sha = "0" * 40
         return {"label": f"{r.owner}:{ref}", "ref": ref, "sha": sha, "user": render_user(fake, r.owner),
@@ -188,9 +188,10 @@ def render_pull(fake: FakeGitHub, repo: Repo, number: int) -> dict:
             "diff_url": issue["html_url"] + ".diff", "patch_url": issue["html_url"] + ".patch",
             "comments_url": issue["comments_url"], "review_comments_url": f"{api}/pulls/{number}/comments",
             "review_comment_url": f"{api}/pulls/comments{{/number}}", "commits_url": f"{api}/pulls/{number}/commits",
-            "draft": pull["draft"], "merged": pull["merged"], "merged_at": None, "mergeable": None,
+            "draft": pull["draft"], "merged": pull["merged"], "merged_at": pull.get("merged_at"), "mergeable": None,
+            "merge_commit_sha": pull.get("merge_sha"),
             "maintainer_can_modify": pull.get("maintainer_can_modify", False), "head": end(head_repo, pull["head_ref"]),
-            "base": end(repo, pull["base_ref"]), "requested_reviewers": [], "requested_teams": []}
+            "base": end(repo, pull["base_ref"], pull.get("base_sha")), "requested_reviewers": [], "requested_teams": []}
 
 
 def render_comment(fake: FakeGitHub, c: dict) -> dict:

@@ -288,6 +288,25 @@ def list_pull_commits(fake, request, identity, owner, name, number) -> Result:
     return paginate(fake, request, commits_of(fake, repo, head_dir, ["--reverse", f"{base}..{head}"]))
 
 
+@route("GET", "{o_r}/pulls/" + N + "/files")
+def list_pull_files(fake, request, identity, owner, name, number) -> Result:
+    """The files the pull request changes, with their status (https://docs.github.com/en/rest/pulls/pulls)."""
+    repo = access(fake, identity, owner, name)
+    pull = pull_of(repo, number)
+    base = pull.get("base_sha") or fake.branch_sha(repo.owner, repo.name, pull["base_ref"])
+    head = pull.get("merge_sha") or fake.branch_sha(pull["head_owner"], pull["head_name"], pull["head_ref"])
+    changed = subprocess.run(["git", "diff", "--name-status", "-M", base, head], cwd=repo.path, capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    statuses = {"A": "added", "M": "modified", "D": "removed", "R": "renamed"}
+    files = []
+    for line in changed:
+        code, *paths = line.split("\t")
+        entry = {"sha": "0" * 40, "filename": paths[-1], "status": statuses.get(code[0], "changed"), "additions": 0,
+                 "deletions": 0, "changes": 0, "blob_url": "", "raw_url": "", "contents_url": ""}
+        files.append({**entry, "previous_filename": paths[0]} if code.startswith("R") else entry)
+    return paginate(fake, request, files)
+
+
 @route("GET", "{o_r}/commits/(?P<ref>[0-9a-f]{40})")
 def get_commit(fake, request, identity, owner, name, ref) -> Result:
     repo = access(fake, identity, owner, name)

@@ -288,6 +288,21 @@ class GitHubState:
             self.sync_pull_refs(head)
             return number
 
+    def add_merged_pull(self, owner: str, repo: str, title: str, body: str = "", *, files: dict[str, str],
+                        user: str = "octocat") -> int:
+        """A pull request that committed `files` on the default branch and was merged (fast-forward):
+        closed, with its `merged_at`, its base commit and its merge commit; returns its number."""
+        r = self.repo(owner, repo)
+        base_sha = self.branch_sha(owner, repo, r.default_branch)
+        branch = f"contrib-{r.next_number}"
+        head = self.push_branch(owner, repo, branch, files)
+        number = self.add_pull(owner, repo, title, body, head_branch=branch, user=user)
+        git(r.path, "update-ref", f"refs/heads/{r.default_branch}", head)
+        with self.lock:
+            r.pulls[number].update(merged=True, merged_at=now_iso(), base_sha=base_sha, merge_sha=head)
+            r.issues[number].update(state="closed", closed_at=now_iso())
+        return number
+
     def add_comment(self, owner: str, repo: str, number: int, body: str, *, user: str = "octocat") -> int:
         """An issue comment (on an issue or a pull request); returns its id."""
         with self.lock:

@@ -80,6 +80,25 @@ def test_a_missing_file_is_a_config_error_naming_it(tmp_path):
         ScriptedModel.load(tmp_path / "missing.json")
 
 
+def test_a_file_of_sessions_replays_the_one_whose_text_the_task_holds(tmp_path):
+    path = write(tmp_path, "sessions.json", {"sessions": [{"when": "the pager", "turns": ["pager fixed"]},
+                                                          {"when": "the bug", "turns": [[LS], "bug fixed"]}]})
+    one, other = ScriptedModel.load(path), ScriptedModel.load(path)
+    assert one.complete(**ARGS).stop_reason == "tool_use" and one.complete(**ARGS).text == "bug fixed"
+    pager = {**ARGS, "messages": [{"role": "user", "content": [{"type": "text", "text": "Task: fix the pager"}]}]}
+    assert other.complete(**pager).text == "pager fixed"
+    with pytest.raises(DecodeError, match="no session of scripted:sessions.json matches the task"):
+        ScriptedModel.load(path).complete(**{**ARGS, "messages": [{"role": "user", "content": "other"}]})
+
+
+@pytest.mark.parametrize("sessions", [[], [{"when": "", "turns": []}], [{"when": "x"}], "x"])
+def test_a_file_of_malformed_sessions_is_a_config_error_naming_the_file(tmp_path, sessions):
+    path = write(tmp_path, "sessions.json", {"sessions": sessions})
+    with pytest.raises(ConfigError, match="not a session or transcript file") as caught:
+        ScriptedModel.load(path)
+    assert str(path) in str(caught.value)
+
+
 @pytest.mark.parametrize("text", ['"hello"', "5", '[[{"type": "text", "text": "a"}], 7]'])
 def test_a_script_of_the_wrong_shape_is_a_config_error_naming_the_file(tmp_path, text):
     path = write(tmp_path, "odd.json", text)

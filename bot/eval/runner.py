@@ -1,0 +1,151 @@
+"""One task of `decode eval`: its check on the base, the run through the real pipeline, its check on the result.
+
+The check runs in a sandbox of the run's backend (SANDBOX_MODE), on a fresh clone of the commit it judges,
+after the repository's decode.yml `setup:` (with network) and under decode.yml's network policy, exactly as
+the agent's own commands would run; never in the agent's sandbox, so nothing the agent left behind there
+(or did to the tests) counts. A check that passes on the base makes the task `invalid`: the model is never
+asked. A run that commits nothing is `unresolved` without a second check (its result is the base).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.config import Settings
+from bot.core.errors import DecodeError
+from bot.core.names import CLI_ORIGIN, run_branch, run_tag
+from bot.eval.tasks import Task
+from bot.run.pipeline import Job, execute, run_setup
+from bot.run.repo_config import load_repo_config
+from bot.run.transcript import Transcript
+from bot.sandbox import CommandResult, open_sandbox, sandbox_spec
+from bot.sandbox.egress_policy import EgressPolicy
+from bot.workspace.clone import prepare
+
+CHECK_TIMEOUT_S = 900.0  # one check command, after setup
+STATUSES = ("resolved", "unresolved", "invalid", "error")
+
+Progress = Callable[[str], None]
+# A task's `repo` as the pipeline clones it: (what to clone, the token to clone with). The door supplies it
+# (bot/cli/eval.py), as `decode run` resolves --repo.
+Resolve = Callable[[str], tuple[str, str | None]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one task ended: one line of results.jsonl (`reason` only for `invalid` and `error`)."""
+
+    id: str
+    status: str
+    turns: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    branch: str | None = None
+    transcript: str | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The contract's fields, and `reason` when there is one."""
+        data: dict[str, object] = {"id": self.id, "status": self.status, "turns": self.turns,
+                                   "cost_usd": round(self.cost_usd, 6), "seconds": round(self.seconds, 1),
+                                   "branch": self.branch, "transcript": self.transcript}
+        if self.reason:
+            data["reason"] = self.reason
+        return data
+
+
+def run_task(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress) -> Outcome:
+    """Run `task` to its outcome; any error (a clone, the sandbox, the model) is its `error` outcome, never
+    an exception, so the other tasks go on."""
+    started = time.monotonic()
+    try:
+        return _run(task, settings, resolve, out, progress, started)
+    except Exception as e:  # noqa: BLE001 - one task's failure is its outcome, whatever it was
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        progress(f"error: {reason}")
+        return Outcome(task.id, "error", seconds=time.monotonic() - started, reason=settings.redactor.redact(reason))
+
+
+def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress,
+         started: float) -> Outcome:
+    source, token = resolve(task.repo)
+    logs = out / "checks" / slug(task.id)
+    progress(f"checking the base {task.base}")
+    before = run_check(task.check, settings, source, task.base, token, logs / "base")
+    if before.exit_code == 0 and not before.timed_out:
+        return Outcome(task.id, "invalid", seconds=time.monotonic() - started,
+                       reason=f"the check passes on the base {task.base} (see {logs / 'base'})")
+    if before.exit_code in (126, 127):  # the shell's "cannot execute" and "not found": the check itself is broken
+        raise DecodeError(f"the check cannot run on the base {task.base} (exit {before.exit_code}: a command is "
+                          f"missing or not executable in the sandbox; see {logs / 'base'})")
+    run_id = Job.new_run_id()
+    job = Job(repo=source, task=task.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id,
+              base=task.base, token=token)
+    ran = execute(job, settings, progress=progress)
+    result, figures = ran.result, ran.result.figures
+    status, reason = "unresolved", None
+    if result.commit is not None and ran.workspace is not None:
+        progress("checking the result")
+        after = run_check(task.check, settings, str(ran.workspace.clean), job.branch, None, logs / "result")
+        status = "resolved" if after.exit_code == 0 and not after.timed_out else status
+    if status == "unresolved" and result.stop_reason == "error":
+        status, reason = "error", result.error or "the run ended in an error"
+    return Outcome(task.id, status, turns=figures.turns if figures else 0,
+                   cost_usd=figures.cost_usd if figures else 0.0, seconds=time.monotonic() - started,
+                   branch=job.branch if result.commit else None, transcript=str(ran.transcript_md), reason=reason)
+
+
+def run_check(command: str, settings: Settings, source: str, ref: str, token: str | None,
+              log_dir: Path) -> CommandResult:
+    """`command` in a fresh sandbox on `source` at `ref`, after decode.yml's setup there; its transcript
+    (setup and check output) goes to `log_dir`. A setup that fails is a `DecodeError`."""
+    redactor = settings.redactor.plus(token)
+    transcript = Transcript(log_dir, redactor)
+    work = Path(tempfile.mkdtemp(prefix="eval-check-", dir=_scratch(settings)))
+    try:
+        ws = prepare(source, work, "decode-eval-check", ref, token, redactor=redactor)
+        config = load_repo_config(ws.git, ws.base_sha)
+        policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
+                              allow_domains=config.allow_domains)
+        spec = sandbox_spec(settings.sandbox, ws.path, image=config.image or settings.sandbox.image,
+                            name=f"decode-check-{work.name.removeprefix('eval-check-').lower()}", gpu=config.gpu,
+                            pool_size=0)
+        setup_policy = EgressPolicy(internet=True, allow_cidrs=config.allow_cidrs)
+        sandbox = open_sandbox(settings.sandbox.mode, spec, network=setup_policy if config.setup else policy)
+        try:
+            run_setup(sandbox, config, transcript, lambda line: None, redactor.redact)
+            if config.setup:
+                sandbox.set_network(policy)
+            result = sandbox.run(command, timeout=CHECK_TIMEOUT_S)
+        finally:
+            sandbox.close()
+        transcript.record("check", command=command, ref=ref, commit=ws.base_sha, exit_code=result.exit_code,
+                          timed_out=result.timed_out, output=redactor.redact(result.output)[-20_000:])
+        return result
+    except DecodeError as e:
+        transcript.record("check", command=command, ref=ref, error=str(e))
+        raise DecodeError(f"the check could not run on {ref}: {e}") from None
+    finally:
+        transcript.close()
+        transcript.write_markdown()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _scratch(settings: Settings) -> Path:
+    """Where check clones are made (under the data dir, like the runs' own)."""
+    path = settings.store.data_dir / "eval-checks"
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return path
+
+
+def slug(task_id: str) -> str:
+    """`task_id` as a file name (an id that needed changing gets a short digest of itself, so two stay two)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", task_id).lstrip(".")
+    return safe if safe == task_id else f"{safe or 'task'}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
