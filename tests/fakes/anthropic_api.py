@@ -11,9 +11,8 @@ https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching.
 
 Simplifications: a block costs len(json.dumps(block)) // 4 tokens (at least 1),
 thinking blocks of earlier turns included (the real API leaves them out of the
-count);
-cache entries never expire; the minimum cacheable prefix is `min_cache_tokens`
-(0 by default, where the real API asks for 1024 or more).
+count); cache entries never expire; the minimum cacheable prefix is
+`min_cache_tokens` (0 by default, where the real API asks for 1024 or more).
 """
 
 from __future__ import annotations
