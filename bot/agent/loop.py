@@ -20,9 +20,11 @@ from bot.config import Budget
 from bot.core.errors import DecodeError
 from bot.model import Model, Reply, Usage
 from bot.model.pricing import cost_usd
+from bot.model.thinking import ThinkingPlan
 from bot.sandbox import Sandbox
 
-MAX_OUTPUT_TOKENS = 16_000
+MAX_OUTPUT_TOKENS = 16_000  # room for the answer; thinking gets its budget on top (bot.model.thinking)
+NO_THINKING = ThinkingPlan(None, MAX_OUTPUT_TOKENS)
 
 STOP_MESSAGES = {
     "completed": "the agent finished",
@@ -105,6 +107,7 @@ def run_agent(
     redact: Callable[[str], str] = lambda text: text,
     before_finish: Callable[[bool], str | None] | None = None,
     started: float | None = None,
+    thinking: ThinkingPlan = NO_THINKING,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
 
@@ -118,7 +121,9 @@ def run_agent(
     out, once, and feeds failing `verify` commands back, up to `verify_rounds`); it
     decides when to stop asking for more by returning None. The wall
     clock counts from `started` (a `time.monotonic()` value; the pipeline passes the
-    run's start, so setup time counts), else from now.
+    run's start, so setup time counts), else from now. `thinking` is how the model is asked to think
+    (`plan_thinking`; its thinking blocks go back in the conversation as received), and a long answer is
+    told in `progress` lines and `model_progress` events while it streams.
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
@@ -129,7 +134,7 @@ def run_agent(
             if reason := meter.exceeded():
                 return _finish(meter, reason, last_text, recorder, progress)
             try:
-                reply = _ask(model, system, messages, sent, meter, recorder, prices)
+                reply = _ask(model, system, messages, sent, meter, recorder, prices, thinking, progress)
             except DecodeError as e:
                 return _finish(meter, "error", last_text, recorder, progress, error=str(e))
             sent = len(messages)
@@ -153,15 +158,22 @@ def run_agent(
 
 
 def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,
-         prices: dict[str, dict[str, float]] | None) -> Reply:
+         prices: dict[str, dict[str, float]] | None, thinking: ThinkingPlan, progress: Callable[[str], None]) -> Reply:
     """One model turn, recorded (the request with the messages after the first `sent`), counted in `meter`.
     A `DecodeError` (the model failed after its retries) propagates."""
+    turn = meter.turns + 1
     recorder.record(
-        "model_request", turn=meter.turns + 1, system=system if sent == 0 else None,
-        new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=MAX_OUTPUT_TOKENS,
+        "model_request", turn=turn, system=system if sent == 0 else None,
+        new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=thinking.max_tokens,
     )
     began = time.monotonic()
-    reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=MAX_OUTPUT_TOKENS)
+
+    def streaming(phase: str, tokens: int) -> None:
+        recorder.record("model_progress", turn=turn, phase=phase, tokens=tokens)
+        progress(f"turn {turn:>3} | {phase}… {tokens:,} tokens ({time.monotonic() - began:.0f}s)")
+
+    reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=thinking.max_tokens,
+                           thinking=thinking.request, on_stream=streaming)
     meter.turns += 1
     meter.usage += reply.usage
     turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)

@@ -21,6 +21,7 @@ from pathlib import Path
 from bot.cli.repo import github_repo_name, local_repository
 from bot.config import Settings
 from bot.core.errors import ConfigError
+from bot.model.thinking import DEFAULT_BUDGET
 from bot.run.repo_config import PATH, RepoConfig, config_of, load_repo_config
 from bot.sandbox import capabilities, offering
 from bot.sandbox.egress_policy import check_ceiling
@@ -78,6 +79,8 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
     model_line(settings, say)
     config = found.config
     say(f"repository: {found.where}; {PATH}: {'valid' if found.present else 'none, so the defaults'}")
+    say(f"thinking: {thinking_line(settings.model.thinking if config.thinking is None else config.thinking)} "
+        f"({'thinking: in ' + PATH if config.thinking is not None else 'DECODE_THINKING'})")
     mode = settings.sandbox.mode
     offers = capabilities(mode)
     if offers.image:
@@ -108,6 +111,15 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
         + "".join(f"; {e}" for e in extras))
     say("ok: a run would start with these settings")
     return 0
+
+
+def thinking_line(setting: str | int) -> str:
+    """What a thinking setting asks for; whether the model has it is known only when a run asks its Models API."""
+    if setting == "off":
+        return "off"
+    if setting == "on":
+        return f"on where the model supports it (adaptive, else a {DEFAULT_BUDGET:,}-token budget)"
+    return f"a budget of {setting:,} tokens where the model supports it"
 
 
 def model_line(settings: Settings, say: Callable[[str], None]) -> None:

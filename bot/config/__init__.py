@@ -51,6 +51,7 @@ class ModelSettings:
     vertex_base_url: str | None
     google_credentials: Path | None  # a key file: hidden from every sandbox
     prices: Mapping[str, Mapping[str, float]]
+    thinking: str | int  # DECODE_THINKING: "on", "off" or a budget in tokens
 
 
 @dataclass(frozen=True)

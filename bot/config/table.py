@@ -27,6 +27,7 @@ from typing import Any
 from bot.core.errors import ConfigError
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
+MIN_THINKING_BUDGET = 1024  # the Messages API's smallest `budget_tokens`
 PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 SANDBOX_MODES = ("local", "bwrap", "docker", "modal")  # equal to bot.sandbox.BACKENDS' keys (a test checks)
 PROVIDERS = ("anthropic", "bedrock", "vertex")  # equal to bot.model.providers.CONNECT's keys (a test checks)
@@ -169,6 +170,25 @@ def database_url(env: Mapping[str, str], row: Row) -> str | None:
     return value
 
 
+def thinking_value(value: object, where: str) -> str | int:
+    """A thinking setting as `DECODE_THINKING` or decode.yml's `thinking` spells it: `on`, `off` (YAML's
+    true/false too), or a budget in tokens of at least the API's minimum; `where` names it in the error."""
+    if value is True or value is False:
+        return "on" if value else "off"
+    raw = str(value).strip().lower() if isinstance(value, (str, int)) else ""
+    if raw in ("on", "off"):
+        return raw
+    if raw.isdigit() and int(raw) >= MIN_THINKING_BUDGET:
+        return int(raw)
+    raise ConfigError(f"{where}={value!r} is not valid: set it to on, off or a thinking budget in tokens of at "
+                      f"least {MIN_THINKING_BUDGET} (such as 16000)")
+
+
+def thinking(env: Mapping[str, str], row: Row) -> str | int:
+    """DECODE_THINKING: on, off or a budget in tokens."""
+    return thinking_value(env.get(row.var or "") or row.default, str(row.var))
+
+
 def prices(env: Mapping[str, str], row: Row) -> dict[str, dict[str, float]]:
     """DECODE_PRICES: JSON, model id -> USD per million tokens of each kind."""
     raw = env.get(row.var or "")
@@ -232,6 +252,10 @@ ROWS: tuple[Row, ...] = (
     Row("prices", "DECODE_PRICES", "model.prices", None, prices,
         'JSON `{"model-id": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}}`, USD per '
         'million tokens; unset: the built-in prices'),
+    Row("thinking", "DECODE_THINKING", "model.thinking", "on", thinking,
+        "extended thinking: `on` (where the Models API says the model supports it: adaptive, else a 10,000-token "
+        "budget), `off`, or a budget in tokens (at least 1024); a repository's decode.yml `thinking` overrides it "
+        "(docs/model.md)"),
     # GitHub
     Row("github_token", "GITHUB_TOKEN", "github.token", None, text,
         "token mode (the Action, the CLI): clone, push, pull requests and comments", secret=True),

@@ -2,10 +2,11 @@
 
 `Tracker.on_event` watches the run's transcript events (already redacted): a
 `phase` event moves the checklist (preparing, sandbox, setup, agent, verifying,
-publishing), a model response counts a turn and its cost, a tool call is the
-last action. A phase change edits the comment at once; anything else at most
-once per `interval_s` (10 s), which keeps a run far below GitHub's secondary
-rate limits on content-creating requests
+publishing), a model response counts a turn and its cost, a tool call (or a
+long answer's progress while it streams, `thinking… 1,204 tokens`) is the last
+action. A phase change edits the comment at once; anything else at most once
+per `interval_s` (10 s), which keeps a run far below GitHub's secondary rate
+limits on content-creating requests
 (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits).
 A failed edit is logged and never fails the run: the comment is a view of the
 run, and the next edit (or the final one) brings it up to date.
@@ -86,6 +87,8 @@ class Tracker:
                 self.cost_usd += float(event.get("cost_usd") or 0)
             elif kind == "tool_call":
                 self.action = _action(event)
+            elif kind == "model_progress":  # a long answer streaming: it is alive
+                self.action = f"{event.get('phase', 'writing')}… {int(event.get('tokens') or 0):,} tokens"
             else:
                 return
             self._edit(force=False)

@@ -10,6 +10,13 @@ waiting as long as the API's `retry-after-ms` / `retry-after` headers ask
 with jitter. Every request carries prompt-cache breakpoints on the tool schemas,
 the system prompt and the conversation tail
 (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching).
+
+Answers stream (https://docs.anthropic.com/en/api/messages-streaming): the
+client's read timeout applies to each chunk, never to the whole answer, so a
+long answer cannot time out while it is being written, and `on_stream` hears
+how far it has got. A failure before the answer completes (a dropped stream,
+an `error` event such as an overload) retries the whole request, under the
+same policy.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from bot.config import ModelSettings
 from bot.core.errors import ConfigError, DecodeError
 from bot.model.info import ModelInfo, built_in, from_models_api
-from bot.model.protocol import PromptTooLong, Reply, Usage
+from bot.model.protocol import PromptTooLong, Reply, StreamProgress, Usage
 from bot.model.providers import connect, reason
 
+KEPT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")  # what a turn passes back to the API
+MID_STREAM_RETRYABLE = ("overloaded_error", "api_error", "rate_limit_error")  # `error` events after a 200
 EPHEMERAL = {"type": "ephemeral"}
 
 log = logging.getLogger(__name__)
@@ -49,8 +58,10 @@ class AnthropicModel:
         max_attempts: int = 6,
         max_wait_s: float = 60.0,
         timeout_s: float = 600.0,
+        progress_every_s: float = 5.0,
     ) -> None:
-        """`sleep` waits between attempts (tests pass a recorder); waits never exceed `max_wait_s`."""
+        """`sleep` waits between attempts (tests pass a recorder); waits never exceed `max_wait_s`; `timeout_s`
+        is the longest wait for one chunk of an answer; `on_stream` hears of an answer every `progress_every_s`."""
         self.name = model.name
         self.max_attempts = max_attempts
         self.max_wait_s = max_wait_s
@@ -59,16 +70,37 @@ class AnthropicModel:
         self._secrets = [s for s in (model.api_key, model.aws_secret_access_key, model.aws_session_token,
                                      model.aws_bearer_token) if s]
         self._client = self.provider.client
+        self.progress_every_s = progress_every_s
         self._sleep = sleep
         self._backoff = wait_exponential_jitter(initial=1, max=max_wait_s, jitter=1)
 
     def complete(
-        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int,
+        thinking: dict[str, Any] | None = None, on_stream: StreamProgress | None = None,
     ) -> Reply:
-        """One Messages API call, retried on transient failures; a final failure is a `DecodeError`."""
+        """One streamed Messages API call, retried whole on transient failures; a final failure is a
+        `DecodeError`. `thinking` is the request's `thinking` parameter (None: off)."""
         params = cached_request(system, messages, tools)
-        return to_reply(self._call(lambda: self._client.messages.create(model=self.name, max_tokens=max_tokens,
-                                                                        **params)))
+        if thinking is not None:
+            params["thinking"] = thinking
+        message, request_id = self._call(lambda: self._stream(max_tokens, params, on_stream))
+        return to_reply(message, request_id)
+
+    def _stream(self, max_tokens: int, params: dict[str, Any], on_stream: StreamProgress | None
+                ) -> tuple[Any, str | None]:
+        """The answer to one request and its request id, read as Server-Sent Events to its end; a stream that
+        breaks off is an `APIConnectionError` (or `APITimeoutError`), as a request that never got an answer is."""
+        watch = _Watch(on_stream, self.progress_every_s)
+        try:
+            with self._client.messages.stream(model=self.name, max_tokens=max_tokens, **params) as stream:
+                for event in stream:
+                    watch.see(event)
+                return stream.get_final_message(), stream.request_id
+        except httpx2.TimeoutException as e:
+            raise anthropic.APITimeoutError(request=httpx2.Request("POST", self.base_url)) from e
+        except httpx2.TransportError as e:
+            raise anthropic.APIConnectionError(message=f"the answer broke off ({type(e).__name__}: {e})",
+                                               request=httpx2.Request("POST", self.base_url)) from e
 
     def info(self) -> ModelInfo:
         """The Models API's figures for this model, asked once per process; the built-in family figures where
@@ -198,9 +230,34 @@ class AnthropicModel:
         return text
 
 
+class _Watch:
+    """Follows a streamed answer and tells `on_stream` what it is writing (`thinking` or `writing`) and about how
+    many tokens so far (4 characters a token), at most once every `every_s` seconds, the first after `every_s`:
+    a short answer says nothing."""
+
+    def __init__(self, on_stream: StreamProgress | None, every_s: float) -> None:
+        self.on_stream, self.every_s = on_stream, every_s
+        self.told = time.monotonic()
+        self.chars = 0
+
+    def see(self, event: Any) -> None:
+        if self.on_stream is None or event.type != "content_block_delta":
+            return
+        delta = event.delta
+        phase = "thinking" if delta.type == "thinking_delta" else "writing"
+        self.chars += len(getattr(delta, "thinking", None) or getattr(delta, "text", None)
+                          or getattr(delta, "partial_json", None) or "")
+        if time.monotonic() - self.told >= self.every_s:
+            self.told = time.monotonic()
+            self.on_stream(phase, self.chars // 4)
+
+
 def is_retryable(error: BaseException) -> bool:
-    """429, 529 and other 5xx answers and lost connections or timeouts; never another 4xx."""
+    """429, 529 and other 5xx answers, an overload or server error in the middle of a streamed answer, and lost
+    connections or timeouts; never another 4xx."""
     if isinstance(error, anthropic.APIStatusError):
+        if error.status_code < 400:
+            return error.type in MID_STREAM_RETRYABLE
         return error.status_code == 429 or error.status_code >= 500
     return isinstance(error, anthropic.APIConnectionError)
 
@@ -251,12 +308,13 @@ def cached_request(system: str, messages: list[dict[str, Any]], tools: list[dict
     return params
 
 
-def to_reply(message: Any) -> Reply:
-    """The SDK's `Message` as a `Reply` of plain text and tool_use dicts."""
+def to_reply(message: Any, request_id: str | None) -> Reply:
+    """The SDK's `Message` as a `Reply` of plain dicts: text, tool_use, and thinking blocks with their signatures
+    (and redacted_thinking with its data) exactly as received, since a tool-use turn must send them back."""
     content = [
-        block.model_dump(mode="json", exclude_none=True)
+        _plain(block.model_dump(mode="json", exclude_none=True))
         for block in message.content
-        if block.type in ("text", "tool_use")
+        if block.type in KEPT_BLOCKS
     ]
     usage = Usage(
         input_tokens=message.usage.input_tokens,
@@ -269,8 +327,13 @@ def to_reply(message: Any) -> Reply:
         stop_reason=message.stop_reason or "end_turn",
         usage=usage,
         model=message.model,
-        request_id=message._request_id,
+        request_id=request_id,
     )
+
+
+def _plain(block: dict[str, Any]) -> dict[str, Any]:
+    """A block as the API defines it: the streaming helper's own additions (a text's `parsed_output`) left out."""
+    return {k: v for k, v in block.items() if k != "parsed_output"}
 
 
 def _unmarked(block: dict[str, Any]) -> dict[str, Any]:
@@ -293,6 +356,8 @@ def _summary(error: BaseException | None, redact: Callable[[str], str] = lambda 
         body = error.body if isinstance(error.body, dict) else {}
         detail = (error.api_message or body.get("message") or (error.body if isinstance(error.body, str) else None)
                   or error.message)
+        if error.status_code < 400:
+            return f"failed mid-answer with {error.type or 'an error'}: {redact(str(detail))[:300]}"
         return f"answered {error.status_code} {error.type or 'error'}: {redact(str(detail))[:300]}"
     if isinstance(error, anthropic.APITimeoutError):
         return "the request timed out"

@@ -8,10 +8,14 @@ which imports them, so the two never import each other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot.core.errors import DecodeError
 from bot.model.info import ModelInfo
+
+
+StreamProgress = Callable[[str, int], None]  # (`thinking` or `writing`, about how many tokens so far)
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,8 @@ class Usage:
 
 @dataclass(frozen=True)
 class Reply:
-    """One assistant turn: content blocks as plain dicts (`text`, `tool_use`)."""
+    """One assistant turn: content blocks as plain dicts (`text`, `tool_use`, `thinking`, `redacted_thinking`),
+    which go back to the API as they are."""
 
     content: list[dict[str, Any]]
     stop_reason: str
@@ -78,5 +83,9 @@ class Model(Protocol):
         ...
 
     def complete(
-        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
-    ) -> Reply: ...
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int,
+        thinking: dict[str, Any] | None = None, on_stream: StreamProgress | None = None,
+    ) -> Reply:
+        """One assistant turn. `thinking` is the Messages API's `thinking` parameter (None: off); `on_stream`
+        hears now and then how a long answer is getting on (`thinking` or `writing`, tokens so far)."""
+        ...

@@ -19,7 +19,7 @@ from typing import Any
 
 from bot.core.errors import ConfigError, DecodeError
 from bot.model.info import ModelInfo, built_in
-from bot.model.protocol import Reply, Usage
+from bot.model.protocol import Reply, StreamProgress, Usage
 
 
 class ScriptExhausted(DecodeError):
@@ -71,8 +71,11 @@ class ScriptedModel:
         return built_in(self.name)
 
     def complete(
-        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
+        self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int,
+        thinking: dict[str, Any] | None = None, on_stream: StreamProgress | None = None,
     ) -> Reply:
+        """The next scripted turn, thinking blocks included as scripted (`thinking` and `on_stream` change
+        nothing: the answer is already written)."""
         if self.calls == 0 and self.sessions:
             self.turns = self._session_for(messages)
         if self.calls >= len(self.turns):
@@ -109,7 +112,8 @@ def _sessions(entries: Any) -> dict[str, list[Any]]:
 
 
 def normalize_turn(turn: Any, index: int) -> list[dict[str, Any]]:
-    """A turn as a list of content blocks; tool_use blocks get ids when they lack one."""
+    """A turn as a list of content blocks (text, tool_use, thinking, redacted_thinking, as the API writes them);
+    tool_use blocks get ids when they lack one."""
     if isinstance(turn, dict):
         turn = turn.get("content")
     if isinstance(turn, str):
@@ -126,6 +130,11 @@ def normalize_turn(turn: Any, index: int) -> list[dict[str, Any]]:
         if block["type"] == "tool_use" and not isinstance(block.get("input", {}), dict):
             raise ConfigError(f"scripted turn {index + 1}, block {n + 1}: the `input` of a tool_use block must be "
                               "an object")
+        if block["type"] == "thinking" and not isinstance(block.get("thinking"), str):
+            raise ConfigError(f"scripted turn {index + 1}, block {n + 1}: a thinking block needs a string `thinking`")
+        if block["type"] == "redacted_thinking" and not isinstance(block.get("data"), str):
+            raise ConfigError(f"scripted turn {index + 1}, block {n + 1}: a redacted_thinking block needs a string "
+                              "`data`")
         if block["type"] == "tool_use":
             block.setdefault("id", f"toolu_s{index + 1:03d}_{n}")
             block.setdefault("input", {})

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bot.agent.loop import AgentResult, run_agent
+from bot.agent.loop import MAX_OUTPUT_TOKENS, AgentResult, run_agent
 from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
 from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
@@ -25,6 +25,7 @@ from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
 from bot.core.text import one_line
 from bot.model import Model, make_model
+from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.instructions import Instructions, load_instructions
 from bot.run.repo_config import RepoConfig, load_repo_config
 from bot.run.result import Figures, RunResult, state_of, write_record
@@ -109,6 +110,7 @@ class _Repo:
     config: RepoConfig
     config_sha: str
     instructions: Instructions
+    thinking: ThinkingPlan
 
 
 def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print,
@@ -160,15 +162,19 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
     config = load_repo_config(ws.git, config_sha)
     check_ceiling(config.allow_cidrs, ctx.settings.sandbox.allow_cidrs_max)
+    setting = ctx.settings.model.thinking if config.thinking is None else config.thinking
+    thinking = plan_thinking(setting, model.info(), MAX_OUTPUT_TOKENS)
     transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                       config_sha=config_sha, model=model.name, sandbox=ctx.settings.sandbox.mode,
-                      budget=vars(ctx.settings.budget))
+                      budget=vars(ctx.settings.budget), thinking=thinking.label)
+    if thinking.note:
+        _note(ctx, thinking.note)
     instructions = load_instructions(ws.git, config_sha)
     if instructions.parts or instructions.notes:
         transcript.record("instructions", files=list(instructions.used), notes=list(instructions.notes))
     for note in ws.notes:  # e.g. a submodule the host could not fetch
         _note(ctx, note)
-    return _Repo(ws, config, config_sha, instructions)
+    return _Repo(ws, config, config_sha, instructions, thinking)
 
 
 def note_unoffered(ctx: _Context, config: RepoConfig) -> None:
@@ -260,7 +266,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Sandbox, model: Model) ->
         system=system_prompt(root=sandbox.root, network=network, instructions=repo.instructions.parts),
         task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
         recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
-        started=ctx.started,
+        started=ctx.started, thinking=repo.thinking,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript),
                                   verifier),
     )

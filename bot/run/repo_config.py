@@ -17,6 +17,7 @@
     verify_rounds: 2  # how many times a failing verify goes back to the agent (1 to 5)
     review_trigger: changes_requested  # a writer's review asking for changes on a decode-bot PR starts a run
     ci_fix: {rounds: 2}  # failed checks on a decode-bot PR start up to this many fix runs (1 to 5)
+    thinking: 16000   # extended thinking: on, off or a budget in tokens (overrides DECODE_THINKING; docs/model.md)
     setup_cache_key:  # docker: keep what setup left, keyed on these files' content (bot/run/setup_cache.py);
       - requirements.lock  # [] keys on the image and the setup commands alone; absent: no cache
 
@@ -34,12 +35,13 @@ from dataclasses import dataclass
 
 import yaml
 
+from bot.config.table import thinking_value
 from bot.core.errors import ConfigError
 from bot.workspace.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
-        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key")
+        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking")
 MAX_CACHE_KEY_FILES = 20
 MAX_VERIFY_ROUNDS = 5
 # A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
@@ -66,6 +68,7 @@ class RepoConfig:
     review_trigger: str | None = None  # "changes_requested": such a review on a decode-bot PR starts a run
     ci_fix_rounds: int = 0  # `ci_fix: {rounds: N}`: failed checks on a decode-bot PR start up to N fix runs
     setup_cache_key: tuple[str, ...] | None = None  # files keying the setup cache; None: no setup cache
+    thinking: str | int | None = None  # "on", "off" or a budget in tokens; None: DECODE_THINKING decides
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
@@ -126,7 +129,9 @@ def parse_repo_config(data: object) -> RepoConfig:
                       _commands(data, "verify"), rounds,
                       review_trigger=parse_review_trigger(data.get("review_trigger")),
                       ci_fix_rounds=parse_ci_fix(data.get("ci_fix")),
-                      setup_cache_key=parse_setup_cache_key(data.get("setup_cache_key"), "setup_cache_key" in data))
+                      setup_cache_key=parse_setup_cache_key(data.get("setup_cache_key"), "setup_cache_key" in data),
+                      thinking=None if data.get("thinking") is None else thinking_value(data["thinking"],
+                                                                                         f"{PATH}: thinking"))
 
 
 def parse_setup_cache_key(value: object, given: bool) -> tuple[str, ...] | None:

@@ -6,13 +6,17 @@ through the `Redactor` before it is written; nothing unredacted touches disk.
 
 Event types and their fields, as the agent loop records them:
 
-- `run_start`: task, repo, model, sandbox, budget (dict), branch, base or base_sha
+- `run_start`: task, repo, model, sandbox, budget (dict), branch, base or base_sha, thinking (`off`,
+  `adaptive` or `budget N tokens`)
 - `phase`: name (preparing, sandbox, setup, agent, verifying)
 - `setup`: command, exit_code, output, timed_out, duration_s (the repository's setup commands)
 - `verify`: command, round, exit_code, passed, output (its redacted tail), timed_out, duration_s
   (decode.yml's `verify` commands after the agent's answer, `bot.run.verify`)
 - `model_request`: turn, system, new_messages, tools (names), max_tokens
-- `model_response`: turn, content (blocks as dicts), stop_reason, usage
+- `model_progress`: turn, phase (`thinking` or `writing`), tokens (about how many so far): a long answer
+  streaming
+- `model_response`: turn, content (blocks as dicts; thinking blocks keep their signatures here and are never
+  shown with them), stop_reason, usage
   {input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens},
   cost_usd, duration_s, request_id
 - `tool_call`: turn, id, name, input
@@ -224,6 +228,8 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
                     out += [safe_prose(block["text"].strip()), ""]
                 elif block.get("type") == "thinking" and block.get("thinking", "").strip():
                     out += ["> " + safe_prose(block["thinking"].strip()).replace("\n", "\n> "), ""]
+                elif block.get("type") == "redacted_thinking":
+                    out += ["> *(thinking the API keeps encrypted)*", ""]
                 elif block.get("type") == "tool_use" and block.get("id") not in called:
                     out += _call(block.get("name", "?"), block.get("input") or {}, results.get(block.get("id")), cap)
                     shown.add(block.get("id"))
@@ -254,7 +260,8 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
 
 
 _HEADER_FIELDS = (("repo", "repo"), ("branch", "branch"), ("base", "base"), ("base_sha", "base"),
-                  ("config_sha", "decode.yml from"), ("model", "model"), ("sandbox", "sandbox"))
+                  ("config_sha", "decode.yml from"), ("model", "model"), ("thinking", "thinking"),
+                  ("sandbox", "sandbox"))
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
 _LANGS = {"py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "jsx": "jsx", "json": "json",
           "yml": "yaml", "yaml": "yaml", "toml": "toml", "md": "markdown", "sh": "bash", "go": "go", "rs": "rust",

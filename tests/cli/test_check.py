@@ -23,6 +23,7 @@ verify: python -m unittest -q
 verify_rounds: 3
 setup_cache_key: [requirements.lock]
 ci_fix: {rounds: 2}
+thinking: 20000
 """
 
 
@@ -52,6 +53,7 @@ def test_says_what_a_run_would_do(tmp_path):
     assert said["setup cache"].startswith("on, keyed on requirements.lock")
     assert said["budget"].startswith("12 turns, 5,000,000 tokens, $10, 60 minutes")
     assert "ci_fix: up to 2 fix runs" in said["triggers"]
+    assert said["thinking"] == "a budget of 20,000 tokens where the model supports it (thinking: in .github/decode.yml)"
     assert said["ok"] == "a run would start with these settings"
 
 
@@ -89,7 +91,7 @@ def test_reads_the_committed_file_not_the_working_tree(tmp_path):
     assert res.stderr.strip().splitlines()[-1] == ("decode: .github/decode.yml: unknown key 'bogus'; the keys are "
                                                    "setup, network, setup_timeout, allow_cidrs, allow_domains, "
                                                    "allow_workflow_changes, gpu, image, verify, verify_rounds, "
-                                                   "review_trigger, ci_fix, setup_cache_key")
+                                                   "review_trigger, ci_fix, setup_cache_key, thinking")
 
 
 @pytest.mark.parametrize("env, says", [
@@ -101,13 +103,36 @@ def test_reads_the_committed_file_not_the_working_tree(tmp_path):
                                                                          "not set"),
     ({"DECODE_PROVIDER": "bedrock", "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AKIAX"},
      "DECODE_PROVIDER=bedrock: AWS_SECRET_ACCESS_KEY is not set"),
-], ids=["sandbox mode", "no key", "missing session", "budget", "vertex without region", "bedrock half a key"])
+    ({"DECODE_THINKING": "500"}, "DECODE_THINKING='500' is not valid: set it to on, off or a thinking budget in "
+                                 "tokens of at least 1024"),
+], ids=["sandbox mode", "no key", "missing session", "budget", "vertex without region", "bedrock half a key",
+        "thinking"])
 def test_a_bad_setting_is_one_line_and_exit_2(tmp_path, env, says):
     repo = make_repo(tmp_path / "repo", {"a.py": ""})
     res = decode_check(tmp_path, "--repo", str(repo), **env)
     assert res.returncode == 2 and res.stdout == "", res.stderr
     [line] = res.stderr.strip().splitlines()
     assert line.startswith("decode: ") and says in line
+
+
+@pytest.mark.parametrize("value", ["lots", "512", "[on]"])
+def test_a_bad_thinking_in_decode_yml_is_one_line_and_exit_2(tmp_path, value):
+    repo = make_repo(tmp_path / "repo", {"a.py": "", ".github/decode.yml": f"thinking: {value}\n"})
+    res = decode_check(tmp_path, "--repo", str(repo))
+    assert res.returncode == 2 and res.stdout == "", res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("decode: .github/decode.yml: thinking=") and line.endswith(
+        "is not valid: set it to on, off or a thinking budget in tokens of at least 1024 (such as 16000)")
+
+
+def test_thinking_off_in_decode_yml_overrides_the_setting(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": "", ".github/decode.yml": "thinking: off\n"})
+    res = decode_check(tmp_path, "--repo", str(repo), DECODE_THINKING="30000", SANDBOX_MODE="bwrap")
+    assert res.returncode == 0, res.stderr
+    assert lines(res.stdout)["thinking"] == "off (thinking: in .github/decode.yml)"
+    res = decode_check(tmp_path, "--repo", str(make_repo(tmp_path / "plain", {"a.py": ""})), DECODE_THINKING="30000",
+                       SANDBOX_MODE="bwrap")
+    assert lines(res.stdout)["thinking"] == "a budget of 30,000 tokens where the model supports it (DECODE_THINKING)"
 
 
 def test_a_scripted_model_needs_no_key(tmp_path):

@@ -134,6 +134,7 @@ def interfaces(proc_net_dev: str) -> set[str]:
         ({"SANDBOX_MODE": "vm"}, "SANDBOX_MODE='vm' is not valid"),
         ({"ANTHROPIC_API_KEY": ""}, "ANTHROPIC_API_KEY is not set"),
         ({"DECODE_MAX_TURNS": "many"}, "DECODE_MAX_TURNS='many' is not valid"),
+        ({"DECODE_THINKING": "100"}, "DECODE_THINKING='100' is not valid: set it to on, off or a thinking budget"),
     ],
 )
 def test_bad_settings_are_one_line_errors(fake_anthropic, tmp_path, buggy_repo, env, message):
@@ -148,6 +149,16 @@ def test_an_invalid_repo_config_names_the_key(fake_anthropic, tmp_path):
     res = decode_run(fake_anthropic, tmp_path, repo, "anything")
     assert res.returncode == 2 and "unknown key 'netwrk'" in res.stderr
     assert not fake_anthropic.requests  # nothing started
+
+
+def test_a_bad_thinking_in_decode_yml_stops_the_run_before_any_work(fake_anthropic, tmp_path):
+    repo = make_repo(tmp_path / "r", {".github/decode.yml": "thinking: lots\n"})
+    res = decode_run(fake_anthropic, tmp_path, repo, "anything")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == ("decode: .github/decode.yml: thinking='lots' is not valid: set it "
+                                                   "to on, off or a thinking budget in tokens of at least 1024 (such "
+                                                   "as 16000)")
+    assert not fake_anthropic.requests
 
 
 def test_allow_cidrs_beyond_the_operators_ceiling_stops_the_run_before_any_sandbox(fake_anthropic, tmp_path):

@@ -53,6 +53,19 @@ def test_a_malformed_variable_is_one_line_naming_it_and_the_fix():
     assert Settings.from_env({"DECODE_TIMEOUT_MINUTES": "2"}).budget.max_wall_s == 120
 
 
+@pytest.mark.parametrize("raw, value", [("", "on"), ("on", "on"), ("OFF", "off"), ("1024", 1024), ("32000", 32000)])
+def test_decode_thinking_is_on_off_or_a_budget_of_at_least_1024_tokens(raw, value):
+    assert Settings.from_env({"DECODE_THINKING": raw}).model.thinking == value
+
+
+@pytest.mark.parametrize("raw", ["1023", "yes", "-5000", "16k"])
+def test_a_bad_decode_thinking_names_the_fix(raw):
+    with pytest.raises(ConfigError) as e:
+        Settings.from_env({"DECODE_THINKING": raw})
+    assert str(e.value) == (f"DECODE_THINKING={raw!r} is not valid: set it to on, off or a thinking budget in tokens "
+                            "of at least 1024 (such as 16000)")
+
+
 def test_decode_hide_paths_joins_the_hidden_paths_and_wants_absolute_ones(tmp_path):
     key = tmp_path / "app.pem"
     key.write_text("-----BEGIN RSA PRIVATE KEY-----\nx\n-----END RSA PRIVATE KEY-----\n")

@@ -3,13 +3,16 @@
 The real `anthropic` SDK talks to it through `base_url`. It checks each request
 the way https://docs.anthropic.com/en/api/messages does and answers with
 Anthropic-shaped errors (https://docs.anthropic.com/en/api/errors), replies from
-a scripted session (turns as in `bot.model.scripted`), injects faults on demand
-and counts tokens with the prefix rules of
+a scripted session (turns as in `bot.model.scripted`), streamed as Server-Sent
+Events when the request asks (tests/fakes/anthropic_stream.py), enforces the
+extended-thinking rules (tests/fakes/anthropic_thinking.py), injects faults on
+demand (before the answer, or mid-stream) and counts tokens with the prefix rules of
 https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching.
 
-Simplifications: a block costs len(json.dumps(block)) // 4 tokens (at least 1);
-cache entries never expire; the minimum cacheable prefix is `min_cache_tokens`
-(0 by default, where the real API asks for 1024 or more).
+Simplifications: a block costs len(json.dumps(block)) // 4 tokens (at least 1),
+thinking blocks of earlier turns included (the real API leaves them out of the
+count); cache entries never expire; the minimum cacheable prefix is
+`min_cache_tokens` (0 by default, where the real API asks for 1024 or more).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from bot.model.scripted import normalize_turn
 from tests.fakes.anthropic_models import model_info
 from tests.fakes.anthropic_rules import (FAULT_TEXT, ApiError, bad, count_cache_control, prompt_blocks,
                                          prompt_tokens, require, strip_cache_control, validate)
+from tests.fakes.anthropic_stream import MidStreamError, Streamed, broken_off, stream_events, write_stream
+from tests.fakes.anthropic_thinking import answer_content, check_thinking, thinking_on
 from tests.fakes.http import start_server, stop_server
 from tests.fakes.pause import Pause
 
@@ -80,6 +85,7 @@ class FakeAnthropic:
         self._faults: deque[ApiError | None] = deque()
         self._faults_at: dict[int, ApiError] = {}
         self._cache: set[str] = set()
+        self._pace_s = 0.0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -124,16 +130,24 @@ class FakeAnthropic:
             self._pauses[position] = pause
         return pause
 
+    def pace(self, seconds: float) -> "FakeAnthropic":
+        """Wait `seconds` before each event of a streamed answer: a slow answer."""
+        self._pace_s = seconds
+        return self
+
     def inject(self, status: int = 529, *, retry_after: float | None = None, retry_after_ms: int | None = None,
                message: str | None = None, error_type: str | None = None, disconnect: bool = False,
-               times: int = 1, at: int | None = None) -> "FakeAnthropic":
-        """Queue `times` error answers (or dropped connections) before the next real reply. With `at`, every
-        Messages request at that conversation position (0 = the first turn) gets the error instead, for
-        good: an outage that starts mid-run and outlasts every retry. Token counts never get faults."""
+               times: int = 1, at: int | None = None, mid_stream: bool = False) -> "FakeAnthropic":
+        """Queue `times` error answers (or dropped connections) before the next real reply; `mid_stream`: a
+        streamed request gets a 200 and the answer's first events, then the error as an `error` event. With
+        `at`, every Messages request at that conversation position (0 = the first turn) gets the error
+        instead, for good: an outage that starts mid-run and outlasts every retry. Token counts never get
+        faults."""
         headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
         if retry_after_ms is not None:
             headers["retry-after-ms"] = str(retry_after_ms)
-        fault = ApiError(status, message or FAULT_TEXT.get(status, "Internal server error"), error_type, headers)
+        kind = MidStreamError if mid_stream else ApiError
+        fault = kind(status, message or FAULT_TEXT.get(status, "Internal server error"), error_type, headers)
         with self._lock:
             if at is not None:
                 self._faults_at[at] = fault
@@ -185,11 +199,15 @@ class FakeAnthropic:
                     if fault is None:
                         received.status = -1
                         return None
+                    if isinstance(fault, MidStreamError) and isinstance(body, dict) and body.get("stream"):
+                        received.status = 200
+                        return 200, extra, Streamed(broken_off(_stub(body), fault), self._pace_s)
                     raise fault
                 if body is None:
                     raise bad("There was an error parsing the body of your request: expected JSON")
                 validate(body)
                 self._check_model(body["model"])
+                check_thinking(body, self.thinking)
                 self._check_window(body)
                 if self._by_position:
                     self._served = min(_position(body), len(self._turns))
@@ -204,7 +222,7 @@ class FakeAnthropic:
                 error = {"type": e.error_type, "message": e.message}
                 return e.status, extra, {"type": "error", "error": error, "request_id": request_id}
             received.status = 200
-            return 200, extra, reply
+            return 200, extra, Streamed(stream_events(reply), self._pace_s) if body.get("stream") else reply
 
     def _count(self, body: Any) -> dict[str, Any]:
         """POST /v1/messages/count_tokens (https://docs.anthropic.com/en/api/messages-count-tokens): the
@@ -265,7 +283,7 @@ class FakeAnthropic:
             raise bad("anthropic-version: header is required")
 
     def _reply(self, body: dict[str, Any], request_id: str) -> dict[str, Any]:
-        content = json.loads(json.dumps(self._turns[self._served]))
+        content = answer_content(json.loads(json.dumps(self._turns[self._served])), thinking_on(body))
         self._served += 1
         usage = self._account(body)
         usage["output_tokens"] = max(1, len(json.dumps(content)) // 4)
@@ -310,6 +328,15 @@ class FakeAnthropic:
         }
 
 
+def _stub(body: dict[str, Any]) -> dict[str, Any]:
+    """The start of an answer that an error breaks off."""
+    return {"id": "msg_" + uuid.uuid4().hex[:24], "type": "message", "role": "assistant", "model": body["model"],
+            "content": [{"type": "text", "text": "Looking at the failing test first, then"}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0}}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -321,6 +348,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, extra, payload = answer
+        if isinstance(payload, Streamed):
+            write_stream(self, payload, extra)
+            return
         data = json.dumps(payload).encode()
         self.send_response(status, "Overloaded" if status == 529 else None)
         self.send_header("content-type", "application/json")

@@ -46,7 +46,7 @@ def validate(body: Any) -> None:
     max_tokens = body.get("max_tokens")
     require(max_tokens is not None, "max_tokens: Field required")
     require(type(max_tokens) is int and max_tokens > 0, "max_tokens: Input should be a positive integer")
-    require(not body.get("stream"), "stream: this fake serves only non-streaming requests")
+    require(isinstance(body.get("stream", False), bool), "stream: Input should be a valid boolean")
     tools = body.get("tools", [])
     _check_tools(tools)
     _check_system(body.get("system"))

@@ -84,3 +84,13 @@ def test_a_tool_call_with_backticks_cannot_break_out_of_its_code_span():
     clock.now += INTERVAL_S
     tracker.on_event(turn(1))
     assert "last: `bash: echo '@octocat' fixes #1`" in forge.comments[0].body
+
+
+def test_a_long_answer_streaming_is_the_last_action():
+    forge, clock = MemoryForge(), Clock()
+    tracker = started(forge, clock)
+    tracker.on_event({"type": "phase", "name": "agent"})
+    tracker.on_event(turn(1))
+    clock.now += INTERVAL_S
+    tracker.on_event({"type": "model_progress", "turn": 2, "phase": "thinking", "tokens": 1204})
+    assert "turn 1 · last: thinking… 1,204 tokens" in forge.comments[0].body

@@ -120,3 +120,14 @@ def test_a_process_shares_one_anthropic_client_but_never_a_scripted_session(tmp_
     assert shared_model(Settings(model="claude-x").model) is None  # no key: each run says what to set, on the issue
     model = shared_model(Settings(model="claude-x", anthropic_api_key="sk-ant-test-0123456789abcdef").model)
     assert isinstance(model, AnthropicModel) and model.name == "claude-x"
+
+
+def test_thinking_blocks_replay_as_written_and_malformed_ones_name_the_turn(tmp_path):
+    thinking = {"type": "thinking", "thinking": "ls first", "signature": "c2ln"}
+    model = ScriptedModel.load(write(tmp_path, "s.json", [[thinking, {"type": "redacted_thinking", "data": "x"}, LS]]))
+    assert model.complete(**ARGS, thinking={"type": "adaptive"}).content[:2] == [
+        thinking, {"type": "redacted_thinking", "data": "x"}]
+    with pytest.raises(ConfigError, match=r"turn 1, block 1: a thinking block needs a string `thinking`"):
+        ScriptedModel([[{"type": "thinking", "signature": "c2ln"}]])
+    with pytest.raises(ConfigError, match=r"turn 2, block 1: a redacted_thinking block needs a string `data`"):
+        ScriptedModel([[LS], [{"type": "redacted_thinking"}]])

@@ -37,6 +37,21 @@ def test_a_single_setup_command_string_is_accepted():
     assert parse_repo_config({"setup": "make deps"}).setup == ("make deps",)
 
 
+def test_thinking_is_read_as_yaml_spells_it(repo_factory, tmp_path):
+    assert config_of(repo_factory, tmp_path, {".github/decode.yml": "thinking: on\n"}).thinking == "on"  # YAML's true
+    assert config_of(repo_factory, tmp_path, {".github/decode.yml": "thinking: off\n"}).thinking == "off"
+    assert config_of(repo_factory, tmp_path, {".github/decode.yml": "thinking: 16000\n"}).thinking == 16000
+    assert config_of(repo_factory, tmp_path, {".github/decode.yml": "setup: [ls]\n"}).thinking is None  # the setting's
+
+
+@pytest.mark.parametrize("value", ["maybe", 1000, 2.5, [16000]])
+def test_a_bad_thinking_is_one_line_naming_the_fix(value):
+    with pytest.raises(ConfigError) as e:
+        parse_repo_config({"thinking": value})
+    assert str(e.value) == (f".github/decode.yml: thinking={value!r} is not valid: set it to on, off or a thinking "
+                            "budget in tokens of at least 1024 (such as 16000)")
+
+
 @pytest.mark.parametrize(
     "data, key",
     [

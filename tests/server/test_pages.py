@@ -44,6 +44,20 @@ def test_a_signed_link_shows_the_transcript_with_strict_headers(env):
     assert re.findall(r"<script[^>]*>", text) == ['<script src="/assets/live.js">']
 
 
+def test_thinking_shows_as_a_quote_and_never_its_signature(env):
+    app, client, store, data = env
+    run_id = add_run(client, store, repo="octo/app", number=2, state="done")
+    thinking = {"type": "thinking", "thinking": "The parser drops the year.", "signature": "U2lnbmF0dXJlT2ZUaGlz"}
+    first = turn(1, "Fixing the parser")
+    first[0]["content"] = [thinking, {"type": "redacted_thinking", "data": "RW5jcnlwdGVk"}, *first[0]["content"]]
+    write_run(data, run_id, [{"type": "run_start", "task": "Fix it", "repo": "octo/app", "thinking": "adaptive"},
+                             *first], record={"turns": 1, "cost_usd": 0.01, "wall_s": 3, "stop_reason": "completed"})
+    text = client.get(f"/runs/{run_id}?{query(app, run_id)}").get_data(as_text=True)
+    assert "<blockquote>\n<p>The parser drops the year.</p>" in text and "thinking the API keeps encrypted" in text
+    assert "thinking <code>adaptive</code>" in text
+    assert "U2lnbmF0dXJlT2ZUaGlz" not in text and "RW5jcnlwdGVk" not in text
+
+
 def test_a_bad_signature_is_the_same_404_as_an_unknown_run(env):
     app, client, store, data = env
     run_id = add_run(client, store, repo="octo/app", number=1, state="running")
