@@ -10,7 +10,6 @@ ADAPTIVE = ModelInfo("claude-new", max_output=64_000, thinking=True, adaptive_th
 BUDGETED = ModelInfo("claude-mid", max_output=64_000, thinking=True, source="models-api")
 NONE = ModelInfo("claude-old", max_output=8_192, source="models-api")
 
-pytestmark = pytest.mark.unit
 
 
 def test_on_is_adaptive_where_the_model_has_it_else_the_default_budget():
