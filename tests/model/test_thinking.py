@@ -1,7 +1,6 @@
 """`plan_thinking`: what DECODE_THINKING (or decode.yml's `thinking`) becomes for a model, by what its Models API
 says it supports."""
 
-import pytest
 
 from bot.model.info import ModelInfo
 from bot.model.thinking import DEFAULT_BUDGET, plan_thinking
