@@ -15,14 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.agent.context import Context, Trim
 from bot.agent.tools import TOOL_SCHEMAS, call_tool
 from bot.config import Budget
 from bot.core.errors import DecodeError
-from bot.model import Model, Reply, Usage
+from bot.model import Model, PromptTooLong, Reply, Usage
 from bot.model.pricing import cost_usd
 from bot.sandbox import Sandbox
 
-MAX_OUTPUT_TOKENS = 16_000
+MAX_OUTPUT_TOKENS = 16_000  # per answer; at most a quarter of a small model's window
+SUMMARY_SYSTEM = (
+    "You condense the history of a coding agent's session so that it can go on without the full history. "
+    "Write the summary it will continue from: what it found (files, functions, causes, with paths and names), "
+    "what it changed and where, the commands it ran and what they showed (failures, test names, numbers), "
+    "and what is left to do. Plain prose and lists, no preamble."
+)
 
 STOP_MESSAGES = {
     "completed": "the agent finished",
@@ -50,6 +57,7 @@ class AgentResult:
     cost_usd: float = 0.0
     seconds: float = 0.0
     error: str | None = None
+    trims: int = 0  # times the conversation was trimmed to fit the model's window (bot/agent/context.py)
 
     @property
     def completed(self) -> bool:
@@ -75,6 +83,7 @@ class _Meter:
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
+    trims: int = 0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -122,17 +131,18 @@ def run_agent(
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    window = model.info().window
+    turn = _Turn(model, system, meter, recorder, prices, Context.of(window, min(MAX_OUTPUT_TOKENS, window // 4),
+                                                                     system, TOOL_SCHEMAS))
     last_text = ""
-    sent = 0
     try:  # an interrupt abandons the model request or tool call in flight; the work so far is kept
         while True:
             if reason := meter.exceeded():
                 return _finish(meter, reason, last_text, recorder, progress)
             try:
-                reply = _ask(model, system, messages, sent, meter, recorder, prices)
+                reply = turn.ask(messages)
             except DecodeError as e:
                 return _finish(meter, "error", last_text, recorder, progress, error=str(e))
-            sent = len(messages)
             messages.append({"role": "assistant", "content": reply.content})
             last_text = reply.text or last_text
             if not reply.tool_uses:
@@ -152,16 +162,68 @@ def run_agent(
         return _finish(meter, "interrupted", last_text, recorder, progress)
 
 
+@dataclass
+class _Turn:
+    """Asks the model for the next turn with the conversation trimmed to fit its window (`Context`)."""
+
+    model: Model
+    system: str
+    meter: _Meter
+    recorder: Recorder
+    prices: dict[str, dict[str, float]] | None
+    context: Context
+    sent: int = 0  # messages the model has seen: the transcript records only the ones after them
+
+    def ask(self, messages: list[dict[str, Any]]) -> Reply:
+        """The model's answer to `messages`, trimmed first when the next prompt would pass the threshold and
+        again, harder, after each "prompt is too long" answer. A `DecodeError` when the model fails, or when
+        the API refuses a conversation with nothing left to trim."""
+        self._record(self.context.fit(messages, self._summarise), "estimate")
+        while True:
+            try:
+                reply = _ask(self.model, self.system, messages, self.sent, self.meter, self.recorder, self.prices,
+                             max_tokens=self.context.max_tokens)
+                break
+            except PromptTooLong as e:
+                trim = self.context.shrink(messages, self._summarise)
+                if trim is None:
+                    raise DecodeError(f"{e}: nothing is left to trim (the task, the instructions and the latest "
+                                      "turn alone pass the model's window)", status=e.status) from None
+                self._record([trim], "prompt_too_long")
+        self.context.seen(messages, reply.usage.total_input)
+        self.sent = len(messages)
+        return reply
+
+    def _summarise(self, text: str, max_tokens: int) -> str:
+        """The summary of older turns: one more model turn, recorded and counted like the others."""
+        prompt = [{"role": "user", "content": text}]
+        reply = _ask(self.model, SUMMARY_SYSTEM, prompt, 0, self.meter, self.recorder, self.prices,
+                     max_tokens=max_tokens, tools=[], purpose="context_summary")
+        return reply.text
+
+    def _record(self, trims: list[Trim], reason: str) -> None:
+        for trim in trims:
+            self.meter.trims += 1
+            self.sent = max(0, self.sent - trim.dropped)
+            self.recorder.record(
+                "context_trim", turn=self.meter.turns, reason=reason, kind=trim.kind, trimmed=trim.trimmed,
+                tokens_before=trim.tokens_before, tokens_after=trim.tokens_after, window=self.context.window,
+                summary=trim.summary or None)
+
+
 def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,
-         prices: dict[str, dict[str, float]] | None) -> Reply:
-    """One model turn, recorded (the request with the messages after the first `sent`), counted in `meter`.
-    A `DecodeError` (the model failed after its retries) propagates."""
+         prices: dict[str, dict[str, float]] | None, *, max_tokens: int,
+         tools: list[dict[str, Any]] = TOOL_SCHEMAS, purpose: str | None = None) -> Reply:
+    """One model turn, recorded (the request with the messages after the first `sent`; `purpose` marks a
+    harness's own request, such as a context summary), counted in `meter`. A `DecodeError` (the model failed
+    after its retries) propagates."""
     recorder.record(
         "model_request", turn=meter.turns + 1, system=system if sent == 0 else None,
-        new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=MAX_OUTPUT_TOKENS,
+        new_messages=messages[sent:], tools=[t["name"] for t in tools], max_tokens=max_tokens,
+        **({"purpose": purpose} if purpose else {}),
     )
     began = time.monotonic()
-    reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=MAX_OUTPUT_TOKENS)
+    reply = model.complete(system=system, messages=messages, tools=tools, max_tokens=max_tokens)
     meter.turns += 1
     meter.usage += reply.usage
     turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
@@ -169,7 +231,7 @@ def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, m
     recorder.record(
         "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
         usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,
-        request_id=reply.request_id,
+        request_id=reply.request_id, **({"purpose": purpose} if purpose else {}),
     )
     return reply
 
@@ -202,9 +264,10 @@ def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
         summary = f"**{label}: {STOP_MESSAGES[reason]}.**" + (f" {error}" if error else "")
         if text:
             summary += f"\n\nThe agent's last words:\n\n{text}"
-    result = AgentResult(reason, summary, meter.turns, meter.usage, meter.cost, meter.elapsed(), error)
+    result = AgentResult(reason, summary, meter.turns, meter.usage, meter.cost, meter.elapsed(), error, meter.trims)
     recorder.record("run_end", stop_reason=reason, summary=summary, turns=meter.turns,
-                    usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.seconds, error=error)
+                    usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.seconds, error=error,
+                    trims=meter.trims)
     progress(f"done: {STOP_MESSAGES[reason]} after {meter.turns} turns, "
              f"{meter.usage.total:,} tokens, ${meter.cost:.4f}, {result.seconds:.1f}s")
     return result
