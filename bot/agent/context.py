@@ -32,6 +32,7 @@ TRIM_TO = 0.5  # ...down to this share, in one batch
 MIN_TOKENS_PER_CHAR = 1 / 3  # new content is counted at least this dense (English and code run near 1/4)
 NOTE_PREFIX = "[trimmed to save context: "
 SUMMARY_HEAD = "[Summary of the earlier turns, written when they were trimmed to save context]\n\n"
+MIN_TRIMMED_CHARS = 1_000  # a shorter tool result stays: a note would save little and break the cached prefix
 RESULT_CHARS = 1_500  # of each tool result shown to the summariser (its head and tail)
 
 Message = dict[str, Any]
@@ -200,7 +201,7 @@ def _trimmed(block: dict[str, Any], uses: dict[str, dict[str, Any]]) -> dict[str
     again = "run it again" if use.get("name") == "bash" else f"call {use.get('name', 'the tool')} again"
     note = (f"{NOTE_PREFIX}the {'output' if use.get('name') == 'bash' else 'result'} of {_describe(use, {})} "
             f"({len(_text_of(block)):,} chars); {again} if you need it]")
-    return {**block, "content": note} if len(note) < len(_text_of(block)) else block
+    return {**block, "content": note} if len(_text_of(block)) >= max(MIN_TRIMMED_CHARS, 2 * len(note)) else block
 
 
 def _describe(use: dict[str, Any] | None, result: dict[str, Any]) -> str:

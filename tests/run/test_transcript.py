@@ -100,7 +100,7 @@ def test_markdown_has_figures_turns_calls_results_and_summary(tmp_path: Path) ->
     md = tr.write_markdown().read_text()
     tr.close()
     assert md.startswith("# decode-bot transcript\n")
-    assert "| 2 | 1,010 | 70 | 1,400 | 300 | $0.02 | 2m 05s | completed |" in md
+    assert "| 2 | 1,010 | 70 | 1,400 | 300 | 0 | $0.02 | 2m 05s | completed |" in md
     assert "repo `o/r`" in md and "model `claude-sonnet-4-5`" in md
     order = ["## Turn 1", "```bash\ncat hello.py\n```", "## Turn 2", "## Summary"]
     assert [md.index(x) for x in order] == sorted(md.index(x) for x in order)
@@ -169,5 +169,5 @@ def test_setup_events_and_a_pipeline_error_after_the_loop(tmp_path: Path) -> Non
     md = render_markdown(tr.events())
     assert "base `0123456789ab`" in md
     assert "**setup** (exit 0, 3.0s)\n\n```bash\npip install -e .\n```\n\n```text\nok\n```" in md
-    assert "| 1 | 5 | 6 | 0 | 0 | $0.50 |" in md and "| error |" in md
+    assert "| 1 | 5 | 6 | 0 | 0 | 0 | $0.50 |" in md and "| error |" in md
     assert md.count("## Summary") == 1 and "## Error\n\n```text\nrefused: leak is a symlink" in md
