@@ -85,3 +85,33 @@ def test_a_prompt_too_long_with_nothing_left_to_trim_ends_the_run_saying_so(fake
     result, events = run(fake_anthropic, repo, tmp_path)
     assert result.stop_reason == "error" and result.exit_code == 1
     assert TOO_LONG in result.error and "nothing is left to trim" in result.error
+
+
+def write(part):
+    """A turn writing a large file: its input is large, its result ("wrote ...") is small."""
+    content = f"part {part}: " + "lorem ipsum dolor sit amet " * 300
+    return [{"type": "text", "text": f"Writing part {part}."},
+            {"type": "tool_use", "name": "write", "input": {"path": f"notes/part{part}.txt", "content": content}}]
+
+
+def test_when_notes_do_not_free_enough_the_model_summarises_the_older_turns(repo_factory, tmp_path):
+    repo = repo_factory({"a.txt": "one\n"})
+    summary = [{"type": "text", "text": "Wrote parts 0 to 4 of the notes under notes/."}]
+    with FakeAnthropic(window=WINDOW) as fake:
+        # the 9th request is the summary's (the scripted session knows where it falls)
+        fake.script([write(i) for i in range(8)] + [summary] + [write(i) for i in range(8, 11)] + [DONE])
+        result, events = run(fake, repo, tmp_path)
+    assert result.completed and result.summary == "Done." and result.turns == 13  # the summary counts as a turn
+    assert (repo / "notes/part10.txt").exists()
+    assert max(fake.prompt_sizes) <= WINDOW
+    [trim] = [e for e in events if e["type"] == "context_trim"]
+    assert trim["kind"] == "summary" and trim["summary"] == summary[0]["text"] and result.trims == 1
+    assert trim["trimmed"] == ["5 earlier turns (10 messages)"]
+    [asked] = [e for e in events if e["type"] == "model_request" and e.get("purpose") == "context_summary"]
+    prompt = asked["new_messages"][0]["content"]
+    assert asked["tools"] == [] and prompt.startswith("The task:\nRead the logs.") and "notes/part4.txt" in prompt
+    [answer] = [e for e in events if e["type"] == "model_response" and e.get("purpose") == "context_summary"]
+    assert answer["usage"]["output_tokens"] > 0 and answer["cost_usd"] > 0  # counted like any turn
+    first = fake.requests[-1].body["messages"][0]["content"]
+    assert first[0]["text"] == "Read the logs." and first[1]["text"].endswith(summary[0]["text"])
+    assert fake.requests[-1].body["messages"][1]["content"][0]["text"] == "Writing part 5."  # the newer turns stay
