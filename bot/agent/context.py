@@ -60,12 +60,13 @@ class Context:
     window: int
     max_tokens: int
     fixed_chars: int = 0  # the system prompt and the tool schemas: in every prompt, never trimmed
-    _tokens: int = 0  # the last prompt's exact size...
-    _chars: int = 0  # ...and its length in characters
-    _removed: int = field(default=0)  # characters trimmed since that prompt
+    _tokens: int = field(default=0, init=False)  # the last prompt's exact size...
+    _chars: int = field(default=0, init=False)  # ...and its length in characters
+    _removed: int = field(default=0, init=False)  # characters trimmed since that prompt
 
     @classmethod
     def of(cls, window: int, max_tokens: int, system: str, tools: list[dict[str, Any]]) -> "Context":
+        """The context of a run whose every request carries `system` and `tools` and asks for `max_tokens`."""
         return cls(window, max_tokens, len(system) + len(json.dumps(tools)))
 
     @property
@@ -133,12 +134,12 @@ class Context:
             return None
         before = self.estimate(messages)
         budget = max(256, min(2_000, self.max_tokens, self.room // 10))
-        cut = latest
-        for index in range(2, latest):  # the earliest cut at an assistant turn that brings the size down
-            if messages[index]["role"] == "assistant" and \
-                    before - _chars(messages[1:index]) * self.ratio + budget <= target:
+        cut, folded = latest, 0
+        for index in range(1, latest):  # the earliest cut before an assistant turn that brings the size down
+            if index > 1 and messages[index]["role"] == "assistant" and before - folded * self.ratio + budget <= target:
                 cut = index
                 break
+            folded += _chars([messages[index]])
         first = messages[0]
         task, earlier = _split_first(first)
         limit = int(TRIM_TO * self.room / max(self.ratio, MIN_TOKENS_PER_CHAR))

@@ -132,8 +132,8 @@ def run_agent(
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     window = model.info().window
-    turn = _Turn(model, system, meter, recorder, prices, Context.of(window, min(MAX_OUTPUT_TOKENS, window // 4),
-                                                                     system, TOOL_SCHEMAS))
+    context = Context.of(window, min(MAX_OUTPUT_TOKENS, window // 4), system, TOOL_SCHEMAS)
+    turn = _Turn(model, system, meter, recorder, prices, progress, context)
     last_text = ""
     try:  # an interrupt abandons the model request or tool call in flight; the work so far is kept
         while True:
@@ -171,6 +171,7 @@ class _Turn:
     meter: _Meter
     recorder: Recorder
     prices: dict[str, dict[str, float]] | None
+    progress: Callable[[str], None]
     context: Context
     sent: int = 0  # messages the model has seen: the transcript records only the ones after them
 
@@ -209,6 +210,10 @@ class _Turn:
                 "context_trim", turn=self.meter.turns, reason=reason, kind=trim.kind, trimmed=trim.trimmed,
                 tokens_before=trim.tokens_before, tokens_after=trim.tokens_after, window=self.context.window,
                 summary=trim.summary or None)
+            what = "older turns summarised" if trim.kind == "summary" else \
+                f"{len(trim.trimmed)} old tool results trimmed"
+            self.progress(f"context: {what} (~{trim.tokens_before:,} -> ~{trim.tokens_after:,} tokens, "
+                          f"window {self.context.window:,})")
 
 
 def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,

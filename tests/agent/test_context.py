@@ -101,8 +101,8 @@ def test_when_notes_are_not_enough_the_older_turns_become_a_summary_after_the_ta
     assert [t.kind for t in trims] == ["summary"] and trims[0].summary.startswith("Ran the tests")
     [(text, budget)] = asked
     assert text.startswith(f"The task:\n{TASK}") and "pytest -q -k case0" in text and 256 <= budget <= 2_000
-    assert messages[0]["content"] == [{"type": "text", "text": TASK},
-                                      {"type": "text", "text": SUMMARY_HEAD + "Ran the tests; case 3 fails in parse()."}]
+    summary = SUMMARY_HEAD + "Ran the tests; case 3 fails in parse()."
+    assert messages[0]["content"] == [{"type": "text", "text": TASK}, {"type": "text", "text": summary}]
     assert messages[-2:] == latest and messages[1]["role"] == "assistant"
     assert_valid(messages)
     assert trims[0].dropped == 29 - len(messages)  # as few older turns as bring it under the target

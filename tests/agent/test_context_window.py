@@ -19,7 +19,8 @@ TOO_LONG = "prompt is too long: 210000 tokens > 200000 maximum"
 def loud(step, lines=200):
     """A turn whose bash command prints `lines` distinct lines (about 16 KB at 200)."""
     command = f"seq -f 'step {step} line %g: the quick brown fox jumps over the lazy dog' 1 {lines}"
-    return [{"type": "text", "text": f"Step {step}."}, {"type": "tool_use", "name": "bash", "input": {"command": command}}]
+    return [{"type": "text", "text": f"Step {step}."},
+            {"type": "tool_use", "name": "bash", "input": {"command": command}}]
 
 
 DONE = [{"type": "text", "text": "Done."}]

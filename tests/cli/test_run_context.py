@@ -40,6 +40,7 @@ def test_a_session_three_windows_long_runs_to_its_fix_within_the_window(tmp_path
     assert max(fake.prompt_sizes) <= WINDOW and all(r.status == 200 for r in fake.requests)
     assert fake.cache_read_share > 0.5
     assert f"{len(trims)} context trims" in printed(res.stdout, "figures")
+    assert "old tool results trimmed (~" in res.stderr  # progress for a person watching
     assert "**context trimmed**" in Path(printed(res.stdout, "transcript")).read_text()
     print(f"{mode}: {len(trims)} trims, largest prompt {max(fake.prompt_sizes):,} of {WINDOW:,}, "
           f"cache reads {fake.cache_read_share:.1%}, tool output ~{output:,} tokens")
