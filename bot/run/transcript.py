@@ -220,14 +220,13 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     shown: set[Any] = set()
     for e in events:
         kind = e["type"]
-        if kind == "model_request" and e.get("purpose") == "context_summary":
-            out += ["## Context summary", "", "_The model summarises the older turns (below, with its figures)._", ""]
-        elif kind == "model_request":
+        if kind == "model_request" and e.get("purpose") != "context_summary":  # its prompt: the older turns again
             for text in _user_texts(e.get("new_messages") or []):
                 label = "prompt" if e.get("turn") in (0, 1, None) else "user message"
                 out += [f"<details><summary>{label}</summary>", "", _fence(text, "text", cap), "", "</details>", ""]
         elif kind == "model_response":
-            out += [f"## Turn {e.get('turn', '?')}", "", _turn_meta(e), ""]
+            what = ": a summary of the older turns, to save context" if e.get("purpose") == "context_summary" else ""
+            out += [f"## Turn {e.get('turn', '?')}{what}", "", _turn_meta(e), ""]
             for block in e.get("content") or []:
                 if block.get("type") == "text" and block.get("text", "").strip():
                     out += [safe_prose(block["text"].strip()), ""]
@@ -246,7 +245,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += [f"> **repository instructions:** {used}"] + [f"> - {safe_prose(str(n))}" for n in e.get("notes") or []]
             out += [""]
         elif kind == "context_trim":
-            out += _context_trim(e, cap)
+            out += _context_trim(e)
         elif kind == "note":
             out += [f"> **note:** {safe_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
         elif kind == "egress_blocked":
@@ -326,21 +325,16 @@ def _command_run(e: dict[str, Any], cap: int | None) -> list[str]:
             _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
 
 
-def _context_trim(e: dict[str, Any], cap: int | None) -> list[str]:
+def _context_trim(e: dict[str, Any]) -> list[str]:
     """A trim of the conversation to fit the model's window: why, what went, the prompt's size before and
-    after; a summary's text in a fence."""
+    after (a summary's text is its turn's, just above)."""
     why = "the API answered \"prompt is too long\"" if e.get("reason") == "prompt_too_long" else \
         f"the next prompt would have passed {TRIM_AT:.0%} of the room"
     what = "older turns summarised" if e.get("kind") == "summary" else "old tool results replaced by notes"
     sizes = f"~{int(e.get('tokens_before') or 0):,} → ~{int(e.get('tokens_after') or 0):,} tokens"
     window = f" of a {int(e['window']):,}-token window" if e.get("window") else ""
     out = [f"> **context trimmed** ({why}): {what}, {sizes}{window}"]
-    out += [f"> - {safe_prose(str(item))}" for item in (e.get("trimmed") or [])[:50]]
-    out.append("")
-    if e.get("summary"):
-        out += ["<details><summary>the summary</summary>", "", _fence(str(e["summary"]), "text", cap), "",
-                "</details>", ""]
-    return out
+    return out + [f"> - {safe_prose(str(item))}" for item in (e.get("trimmed") or [])[:50]] + [""]
 
 
 def _setup_cache(e: dict[str, Any]) -> str:

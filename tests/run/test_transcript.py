@@ -141,17 +141,20 @@ def test_context_trims_render_with_what_went_and_are_counted(tmp_path: Path) -> 
                   trimmed=["bash `pytest -q`", "read `src/app.py`"], tokens_before=18_000, tokens_after=9_000)
         tr.record("model_request", turn=10, system="Summarise.", purpose="context_summary", max_tokens=2000,
                   new_messages=[{"role": "user", "content": "The task:\nthe whole history"}], tools=[])
+        tr.record("model_response", turn=10, purpose="context_summary", stop_reason="end_turn", usage={},
+                  cost_usd=0.01, duration_s=1, content=[{"type": "text", "text": "Found the bug; cc @octocat"}])
         tr.record("context_trim", turn=10, reason="prompt_too_long", kind="summary", window=30_000,
                   trimmed=["4 earlier turns (8 messages)"], tokens_before=20_000, tokens_after=6_000,
-                  summary="Found the bug in parse(); cc @octocat")
+                  summary="Found the bug; cc @octocat")
         events = tr.events()
     md = render_markdown(events)
-    assert figures(events).trims == 2 and "| 2 | $0.00 |" in md
+    assert figures(events).trims == 2 and "| 2 | $0.01 |" in md
     assert ("> **context trimmed** (the next prompt would have passed 80% of the room): old tool results replaced "
             "by notes, ~18,000 → ~9,000 tokens of a 30,000-token window\n> - bash `pytest -q`") in md
+    assert "## Turn 10: a summary of the older turns, to save context" in md
     assert "(the API answered \"prompt is too long\"): older turns summarised" in md
-    assert "Found the bug in parse(); cc @octocat" in md.split("the summary")[1]  # verbatim, in a fence
-    assert "## Context summary" in md and "the whole history" not in md  # the summariser's prompt is not repeated
+    assert md.count("Found the bug") == 1 and "cc @\u2060octocat" in md  # once, as the model's prose
+    assert "the whole history" not in md  # the summariser's prompt repeats the older turns: not shown again
 
 
 def test_tool_uses_without_call_events_and_errors_render(tmp_path: Path) -> None:
