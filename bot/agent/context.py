@@ -18,6 +18,14 @@ never trimmed, nor the latest turn (the last assistant message, its thinking blo
 unchanged, and what follows it). A "prompt is too long" answer (`shrink`) trims
 without the estimate: every older tool result, then every older turn. The policy is
 documented in docs/context.md.
+
+Where the Models API says the model has `clear_tool_uses_20250919` (`server`), step 1
+is the API's: the conversation is left whole and each request asks the API to clear
+the tool results of the oldest `cleared` tool uses (`management`: `keep` is every
+tool use but those), so the prompt the model reads is the same between two batches
+and the cache keeps reading it. The API's usage (of the prompt after its edit) is what
+`seen` counts from, and a reply whose edit cleared more than the last one is a trim of
+kind `server`. The summary and the "prompt is too long" answer stay the harness's own.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ TRIM_TO = 0.5  # ...down to this share, in one batch
 MIN_TOKENS_PER_CHAR = 1 / 3  # new content is counted at least this dense (English and code run near 1/4)
 NOTE_PREFIX = "[trimmed to save context: "
 SUMMARY_HEAD = "[Summary of the earlier turns, written when they were trimmed to save context]\n\n"
+CLEAR_TOOL_USES = "clear_tool_uses_20250919"  # the API's own clearing of old tool results (context editing)
+CLEARED_CHARS = 60  # the API's placeholder for a cleared tool result, about, until its usage says
 MIN_TRIMMED_CHARS = 1_000  # a shorter tool result stays: a note would save little and break the cached prefix
 RESULT_CHARS = 1_500  # of each tool result shown to the summariser (its head and tail)
 
@@ -41,8 +51,8 @@ Summarise = Callable[[str, int], str]  # (the older turns as text, the summary's
 
 @dataclass(frozen=True)
 class Trim:
-    """One trim of the conversation: what went (`kind` "tool_results" or "summary") and the prompt's
-    estimated size before and after, in tokens."""
+    """One trim of the conversation: what went (`kind` "tool_results", "summary", or "server" for the API's
+    own clearing) and the prompt's size before and after, in tokens (estimated; the API's for "server")."""
 
     kind: str
     trimmed: list[str]
@@ -50,24 +60,30 @@ class Trim:
     tokens_after: int
     dropped: int = 0  # messages removed from the list (a summary folds them into the first)
     summary: str = ""
+    cleared: int = 0  # tool uses the API cleared from the prompt in all ("server")
 
 
 @dataclass
 class Context:
     """Owns the conversation's size for one run: `seen` after each reply, `fit` before each request,
-    `shrink` after a "prompt is too long" answer."""
+    `shrink` after a "prompt is too long" answer; `management` is what to ask of the API, if anything."""
 
     window: int
     max_tokens: int
     fixed_chars: int = 0  # the system prompt and the tool schemas: in every prompt, never trimmed
+    server: bool = False  # the API clears old tool results itself (CLEAR_TOOL_USES)
     _tokens: int = field(default=0, init=False)  # the last prompt's exact size...
     _chars: int = field(default=0, init=False)  # ...and its length in characters
     _removed: int = field(default=0, init=False)  # characters trimmed since that prompt
+    _cleared: int = field(default=0, init=False)  # the oldest tool uses the API is asked to clear...
+    _applied: int = field(default=0, init=False)  # ...and those it reported clearing last
 
     @classmethod
-    def of(cls, window: int, max_tokens: int, system: str, tools: list[dict[str, Any]]) -> "Context":
-        """The context of a run whose every request carries `system` and `tools` and asks for `max_tokens`."""
-        return cls(window, max_tokens, len(system) + len(json.dumps(tools)))
+    def of(cls, window: int, max_tokens: int, system: str, tools: list[dict[str, Any]],
+           edits: frozenset[str] = frozenset()) -> "Context":
+        """The context of a run whose every request carries `system` and `tools` and asks for `max_tokens`, on a
+        model with the server-side context `edits` the Models API lists."""
+        return cls(window, max_tokens, len(system) + len(json.dumps(tools)), CLEAR_TOOL_USES in edits)
 
     @property
     def ratio(self) -> float:
@@ -79,22 +95,44 @@ class Context:
         """The largest prompt that leaves the answer its `max_tokens`."""
         return self.window - self.max_tokens
 
-    def seen(self, messages: list[Message], prompt_tokens: int) -> None:
-        """The prompt of `messages` (as just sent) was `prompt_tokens` long, by the API's usage."""
-        self._tokens, self._chars, self._removed = prompt_tokens, self.fixed_chars + _chars(messages), 0
+    def management(self, messages: list[Message]) -> dict[str, Any] | None:
+        """The request's `context_management`: clear the results of the oldest `_cleared` tool uses once the
+        prompt passes `TRIM_TO` of the room (None where the model cannot)."""
+        if not self.server:
+            return None
+        trigger = {"type": "input_tokens", "value": int(TRIM_TO * self.room)}
+        keep = {"type": "tool_uses", "value": len(_tool_uses(messages)) - self._cleared}
+        return {"edits": [{"type": CLEAR_TOOL_USES, "trigger": trigger, "keep": keep}]}
+
+    def seen(self, messages: list[Message], prompt_tokens: int, edits: list[dict[str, Any]] = ()) -> Trim | None:
+        """The prompt of `messages` (as just sent) was `prompt_tokens` long, by the API's usage, after the
+        context `edits` the API applied. A trim of kind "server" when they cleared more than the last ones."""
+        applied = [e for e in edits if e.get("type") == CLEAR_TOOL_USES]
+        cleared = sum(int(e.get("cleared_tool_uses") or 0) for e in applied)
+        freed = sum(int(e.get("cleared_input_tokens") or 0) for e in applied)
+        self._tokens, self._chars, self._removed = prompt_tokens, self._sent(messages, cleared), 0
+        before, self._applied = self._applied, cleared
+        if cleared <= before:
+            return None
+        newly = list(_tool_uses(messages).values())[before:cleared]
+        return Trim("server", [_describe(use, {}) for use in newly], prompt_tokens + freed, prompt_tokens,
+                    cleared=cleared)
 
     def estimate(self, messages: list[Message]) -> int:
         """The next prompt's size in tokens: exact up to the last prompt, conservative for what was added."""
-        added = self.fixed_chars + _chars(messages) + self._removed - self._chars
+        added = self._sent(messages) + self._removed - self._chars
         return int(self._tokens + max(0, added) * max(self.ratio, MIN_TOKENS_PER_CHAR) - self._removed * self.ratio)
 
     def fit(self, messages: list[Message], summarise: Summarise) -> list[Trim]:
-        """Trim `messages` in place when the next prompt would pass `TRIM_AT` of the room: tool results,
-        then (if still over `TRIM_TO`) a summary. The trims made, none when it fits."""
+        """Trim `messages` in place when the next prompt would pass `TRIM_AT` of the room: tool results (the
+        API clears them where it can: no trim until it says so), then (if still over `TRIM_TO`) a summary.
+        The trims made, none when it fits."""
         if self.estimate(messages) <= TRIM_AT * self.room:
             return []
         target = int(TRIM_TO * self.room)
-        trims = [t for t in [self._trim_results(messages, target)] if t is not None]
+        if self.server:
+            self._clear_on_server(messages, target)
+        trims = [] if self.server else [t for t in [self._trim_results(messages, target)] if t is not None]
         if self.estimate(messages) > target and (trim := self._summarise(messages, target, summarise)):
             trims.append(trim)
         return trims
@@ -103,6 +141,25 @@ class Context:
         """After a "prompt is too long" answer, trim harder than the estimate asks: every older tool result;
         if none is left, every older turn into a summary. None when nothing is left to trim."""
         return self._trim_results(messages, 0) or self._summarise(messages, 0, summarise)
+
+    def _clear_on_server(self, messages: list[Message], target: int) -> None:
+        """Ask the API to clear the results of more of the oldest tool uses (the latest turn's never), until
+        the estimate is at most `target`."""
+        ceiling = len(_tool_uses(messages[:_latest_turn(messages)]))
+        while self._cleared < ceiling and self.estimate(messages) > target:
+            before = self._sent(messages)
+            self._cleared += 1
+            self._removed += before - self._sent(messages)
+
+    def _sent(self, messages: list[Message], cleared: int | None = None) -> int:
+        """The prompt's length in characters as the model reads it: the API clears the results of the oldest
+        `cleared` tool uses (`_cleared` unless said)."""
+        cleared = self._cleared if cleared is None else cleared
+        ids = set(list(_tool_uses(messages))[:cleared])
+        saved = sum(max(0, len(json.dumps(b)) - len(json.dumps({**b, "content": ""})) - CLEARED_CHARS)
+                    for m in messages if m["role"] == "user" and isinstance(m["content"], list)
+                    for b in m["content"] if b.get("type") == "tool_result" and b.get("tool_use_id") in ids)
+        return self.fixed_chars + _chars(messages) - saved
 
     def _trim_results(self, messages: list[Message], target: int) -> Trim | None:
         """Replace the oldest tool results' content by notes, message by message, until the estimate is at
@@ -121,8 +178,9 @@ class Context:
                 continue
             trimmed += [_describe(uses.get(b.get("tool_use_id")), b) for b, new in zip(message["content"], blocks)
                         if new is not b]
+            sent = self._sent(messages)
             message["content"] = blocks
-            self._removed += saved
+            self._removed += sent - self._sent(messages)
             size = self.estimate(messages)
         return Trim("tool_results", trimmed, before, size) if trimmed else None
 
@@ -146,10 +204,12 @@ class Context:
         text = render_turns(str(task.get("text", "")), earlier, messages[1:cut], limit=limit)
         summary = summarise(text, budget).strip() or "(the model wrote no summary)"
         new_first = {**first, "content": [task, {"type": "text", "text": SUMMARY_HEAD + summary}]}
-        self._removed += _chars(messages[:cut]) - _chars([new_first])
+        sent, folded_uses = self._sent(messages), len(_tool_uses(messages[:cut]))
         turns = sum(m["role"] == "assistant" for m in messages[1:cut])
         described = [f"{turns} earlier turn{'s' if turns != 1 else ''} ({cut - 1} messages)"]
         messages[:cut] = [new_first]
+        self._cleared, self._applied = max(0, self._cleared - folded_uses), max(0, self._applied - folded_uses)
+        self._removed += sent - self._sent(messages)
         return Trim("summary", described, before, self.estimate(messages), dropped=cut - 1, summary=summary)
 
 

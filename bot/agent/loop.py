@@ -143,7 +143,7 @@ def run_agent(
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     info = model.info()
     thinking = thinking or ThinkingPlan(None, answer_room(info))
-    context = Context.of(info.window, thinking.max_tokens, system, TOOL_SCHEMAS)
+    context = Context.of(info.window, thinking.max_tokens, system, TOOL_SCHEMAS, info.context_edits)
     turn = _Turn(model, system, meter, recorder, prices, progress, context, thinking.request)
     last_text = ""
     try:  # an interrupt abandons the model request or tool call in flight; the work so far is kept
@@ -195,7 +195,8 @@ class _Turn:
         while True:
             try:
                 reply = _ask(self.model, self.system, messages, self.sent, self.meter, self.recorder, self.prices,
-                             max_tokens=self.context.max_tokens, thinking=self.thinking, progress=self.progress)
+                             max_tokens=self.context.max_tokens, thinking=self.thinking, progress=self.progress,
+                             context_management=self.context.management(messages))
                 break
             except PromptTooLong as e:
                 trim = self.context.shrink(messages, self._summarise)
@@ -203,7 +204,8 @@ class _Turn:
                     raise DecodeError(f"{e}: nothing is left to trim (the task, the instructions and the latest "
                                       "turn alone pass the model's window)", status=e.status) from None
                 self._record([trim], "prompt_too_long")
-        self.context.seen(messages, reply.usage.total_input)
+        server = self.context.seen(messages, reply.usage.total_input, reply.context_edits)
+        self._record([server] if server else [], "context_editing")
         self.sent = len(messages)
         return reply
 
@@ -218,12 +220,14 @@ class _Turn:
         for trim in trims:
             self.meter.trims += 1
             self.sent = max(0, self.sent - trim.dropped)
+            cleared = {"cleared_tool_uses": trim.cleared} if trim.kind == "server" else {}
             self.recorder.record(
                 "context_trim", turn=self.meter.turns, reason=reason, kind=trim.kind, trimmed=trim.trimmed,
                 tokens_before=trim.tokens_before, tokens_after=trim.tokens_after, window=self.context.window,
-                summary=trim.summary or None)
-            what = "older turns summarised" if trim.kind == "summary" else \
-                f"{len(trim.trimmed)} old tool results trimmed"
+                summary=trim.summary or None, **cleared)
+            what = {"summary": "older turns summarised",
+                    "server": f"the API cleared {len(trim.trimmed)} more old tool results"}.get(
+                trim.kind, f"{len(trim.trimmed)} old tool results trimmed")
             self.progress(f"context: {what} (~{trim.tokens_before:,} -> ~{trim.tokens_after:,} tokens, "
                           f"window {self.context.window:,})")
 
@@ -231,16 +235,17 @@ class _Turn:
 def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,
          prices: dict[str, dict[str, float]] | None, *, max_tokens: int,
          tools: list[dict[str, Any]] = TOOL_SCHEMAS, purpose: str | None = None, thinking: dict[str, Any] | None = None,
-         progress: Callable[[str], None] | None = None) -> Reply:
-    """One model turn, recorded (the request with the messages after the first `sent`; `purpose` marks a
-    harness's own request, such as a context summary), counted in `meter`. While a long answer streams, it is
-    told in `progress` lines and `model_progress` events. A `DecodeError` (the model failed after its retries)
-    propagates."""
+         progress: Callable[[str], None] | None = None, context_management: dict[str, Any] | None = None) -> Reply:
+    """One model turn, recorded (the request with the messages after the first `sent`, and the context edits it
+    asks of the API; `purpose` marks a harness's own request, such as a context summary), counted in `meter`.
+    While a long answer streams, it is told in `progress` lines and `model_progress` events. A `DecodeError`
+    (the model failed after its retries) propagates."""
     turn = meter.turns + 1
     recorder.record(
         "model_request", turn=turn, system=system if sent == 0 else None,
         new_messages=messages[sent:], tools=[t["name"] for t in tools], max_tokens=max_tokens,
         **({"purpose": purpose} if purpose else {}),
+        **({"context_management": context_management} if context_management else {}),
     )
     began = time.monotonic()
 
@@ -250,7 +255,7 @@ def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, m
             progress(f"turn {turn:>3} | {phase}… {tokens:,} tokens ({time.monotonic() - began:.0f}s)")
 
     reply = model.complete(system=system, messages=messages, tools=tools, max_tokens=max_tokens,
-                           thinking=thinking, on_stream=streaming)
+                           thinking=thinking, on_stream=streaming, context_management=context_management)
     meter.turns += 1
     meter.usage += reply.usage
     turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
@@ -259,6 +264,7 @@ def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, m
         "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
         usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,
         request_id=reply.request_id, **({"purpose": purpose} if purpose else {}),
+        **({"context_edits": reply.context_edits} if reply.context_edits else {}),
     )
     return reply
 

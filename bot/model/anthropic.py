@@ -17,6 +17,11 @@ long answer cannot time out while it is being written, and `on_stream` hears
 how far it has got. A failure before the answer completes (a dropped stream,
 an `error` event such as an overload) retries the whole request, under the
 same policy.
+
+A request with `context_management` (where the Models API lists the strategy for the model, bot/agent/context.py
+decides) goes to the beta Messages API with the `context-management-2025-06-27` header
+(https://docs.anthropic.com/en/docs/build-with-claude/context-editing): the API clears old tool results from
+the prompt before the model reads it, and the reply's `context_edits` are its `applied_edits`.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from bot.model.providers import connect, reason
 KEPT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")  # what a turn passes back to the API
 MID_STREAM_RETRYABLE = ("overloaded_error", "api_error", "rate_limit_error")  # `error` events after a 200
 EPHEMERAL = {"type": "ephemeral"}
+CONTEXT_BETA = "context-management-2025-06-27"  # the beta header of `context_management`
 
 log = logging.getLogger(__name__)
 _INFO: dict[tuple[str, str], ModelInfo] = {}  # (base URL, model id) -> what the Models API said, once per process
@@ -77,12 +83,16 @@ class AnthropicModel:
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int,
         thinking: dict[str, Any] | None = None, on_stream: StreamProgress | None = None,
+        context_management: dict[str, Any] | None = None,
     ) -> Reply:
         """One streamed Messages API call, retried whole on transient failures; a final failure is a
-        `DecodeError`. `thinking` is the request's `thinking` parameter (None: off)."""
+        `DecodeError`. `thinking` is the request's `thinking` parameter (None: off); `context_management` the
+        server-side edits to apply (None: none, the plain Messages API)."""
         params = cached_request(system, messages, tools)
         if thinking is not None:
             params["thinking"] = thinking
+        if context_management is not None:
+            params["context_management"] = context_management
         message, request_id = self._call(lambda: self._stream(max_tokens, params, on_stream))
         return to_reply(message, request_id)
 
@@ -91,8 +101,11 @@ class AnthropicModel:
         """The answer to one request and its request id, read as Server-Sent Events to its end; a stream that
         breaks off is an `APIConnectionError` (or `APITimeoutError`), as a request that never got an answer is."""
         watch = _Watch(on_stream, self.progress_every_s)
+        api = self._client.messages
+        if "context_management" in params:
+            api, params = self._client.beta.messages, {**params, "betas": [CONTEXT_BETA]}
         try:
-            with self._client.messages.stream(model=self.name, max_tokens=max_tokens, **params) as stream:
+            with api.stream(model=self.name, max_tokens=max_tokens, **params) as stream:
                 for event in stream:
                     watch.see(event)
                 return stream.get_final_message(), stream.request_id
@@ -309,13 +322,15 @@ def cached_request(system: str, messages: list[dict[str, Any]], tools: list[dict
 
 
 def to_reply(message: Any, request_id: str | None) -> Reply:
-    """The SDK's `Message` as a `Reply` of plain dicts: text, tool_use, and thinking blocks with their signatures
-    (and redacted_thinking with its data) exactly as received, since a tool-use turn must send them back."""
+    """The SDK's `Message` (or `BetaMessage`) as a `Reply` of plain dicts: text, tool_use, and thinking blocks with
+    their signatures (and redacted_thinking with its data) exactly as received, since a tool-use turn must send
+    them back; the context edits the API applied, if any."""
     content = [
         _plain(block.model_dump(mode="json", exclude_none=True))
         for block in message.content
         if block.type in KEPT_BLOCKS
     ]
+    managed = getattr(message, "context_management", None)
     usage = Usage(
         input_tokens=message.usage.input_tokens,
         output_tokens=message.usage.output_tokens,
@@ -328,6 +343,7 @@ def to_reply(message: Any, request_id: str | None) -> Reply:
         usage=usage,
         model=message.model,
         request_id=request_id,
+        context_edits=[edit.model_dump(mode="json") for edit in managed.applied_edits] if managed else [],
     )
 
 

@@ -55,6 +55,7 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     request_id: str | None = None
+    context_edits: list[dict[str, Any]] = field(default_factory=list)  # what the API cleared from this prompt
 
     @property
     def tool_uses(self) -> list[dict[str, Any]]:
@@ -85,7 +86,10 @@ class Model(Protocol):
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int,
         thinking: dict[str, Any] | None = None, on_stream: StreamProgress | None = None,
+        context_management: dict[str, Any] | None = None,
     ) -> Reply:
         """One assistant turn. `thinking` is the Messages API's `thinking` parameter (None: off); `on_stream`
-        hears now and then how a long answer is getting on (`thinking` or `writing`, tokens so far)."""
+        hears now and then how a long answer is getting on (`thinking` or `writing`, tokens so far);
+        `context_management` asks the API to clear old context itself (None: the prompt goes as it is), and
+        the reply's `context_edits` says what it cleared."""
         ...

@@ -73,9 +73,10 @@ class ScriptedModel:
     def complete(
         self, *, system: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int,
         thinking: dict[str, Any] | None = None, on_stream: StreamProgress | None = None,
+        context_management: dict[str, Any] | None = None,
     ) -> Reply:
-        """The next scripted turn, thinking blocks included as scripted (`thinking` and `on_stream` change
-        nothing: the answer is already written)."""
+        """The next scripted turn, thinking blocks included as scripted (`thinking`, `on_stream` and
+        `context_management` change nothing: the answer is already written, and its model has no edits)."""
         if self.calls == 0 and self.sessions:
             self.turns = self._session_for(messages)
         if self.calls >= len(self.turns):

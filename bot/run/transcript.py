@@ -21,9 +21,11 @@ Event types and their fields, as the agent loop records them:
   cost_usd, duration_s, request_id
 - `tool_call`: turn, id, name, input
 - `tool_result`: turn, id, name, output, is_error, duration_s
-- `context_trim`: turn, reason (`estimate` or `prompt_too_long`), kind (`tool_results` or
-  `summary`), trimmed (what went, in words), tokens_before, tokens_after, window, summary
-  (bot/agent/context.py; a summary's own request and response carry `purpose: context_summary`)
+- `context_trim`: turn, reason (`estimate`, `prompt_too_long`, or `context_editing` for the API's own),
+  kind (`tool_results`, `summary`, or `server`: the API cleared old tool results), trimmed (what went, in
+  words), tokens_before, tokens_after, window, summary, cleared_tool_uses (`server`: all it cleared)
+  (bot/agent/context.py; a summary's own request and response carry `purpose: context_summary`; a request
+  with server-side edits carries `context_management`, its response the `context_edits` applied)
 - `note`: text
 - `run_end`: stop_reason ("completed", "max_turns", "max_cost", "max_tokens",
   "wall_clock", "error"), summary, turns, usage, cost_usd, wall_s, error, trims
@@ -335,9 +337,12 @@ def _command_run(e: dict[str, Any], cap: int | None) -> list[str]:
 def _context_trim(e: dict[str, Any]) -> list[str]:
     """A trim of the conversation to fit the model's window: why, what went, the prompt's size before and
     after (a summary's text is its turn's, just above)."""
-    why = "the API answered \"prompt is too long\"" if e.get("reason") == "prompt_too_long" else \
-        f"the next prompt would have passed {TRIM_AT:.0%} of the room"
-    what = "older turns summarised" if e.get("kind") == "summary" else "old tool results replaced by notes"
+    why = {"prompt_too_long": "the API answered \"prompt is too long\"",
+           "context_editing": "by the API's context editing"}.get(
+        str(e.get("reason")), f"the next prompt would have passed {TRIM_AT:.0%} of the room")
+    what = {"summary": "older turns summarised",
+            "server": f"the API cleared the results of {e.get('cleared_tool_uses', '?')} old tool calls"}.get(
+        str(e.get("kind")), "old tool results replaced by notes")
     sizes = f"~{int(e.get('tokens_before') or 0):,} → ~{int(e.get('tokens_after') or 0):,} tokens"
     window = f" of a {int(e['window']):,}-token window" if e.get("window") else ""
     out = [f"> **context trimmed** ({why}): {what}, {sizes}{window}"]

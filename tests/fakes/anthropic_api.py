@@ -5,7 +5,8 @@ the way https://docs.anthropic.com/en/api/messages does and answers with
 Anthropic-shaped errors (https://docs.anthropic.com/en/api/errors), replies from
 a scripted session (turns as in `bot.model.scripted`), streamed as Server-Sent
 Events when the request asks (tests/fakes/anthropic_stream.py), enforces the
-extended-thinking rules (tests/fakes/anthropic_thinking.py), injects faults on
+extended-thinking rules (tests/fakes/anthropic_thinking.py), applies server-side context editing where
+a request asks for it and the model has it (tests/fakes/anthropic_edits.py), injects faults on
 demand (before the answer, or mid-stream) and counts tokens with the prefix rules of
 https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching.
 
@@ -32,6 +33,7 @@ import pytest
 from bot.config import DEFAULT_MODEL, Settings
 from bot.model import Usage
 from bot.model.scripted import normalize_turn
+from tests.fakes.anthropic_edits import apply_edits
 from tests.fakes.anthropic_models import model_info
 from tests.fakes.anthropic_rules import (FAULT_TEXT, ApiError, bad, count_cache_control, prompt_blocks,
                                          prompt_tokens, require, strip_cache_control, validate)
@@ -208,13 +210,14 @@ class FakeAnthropic:
                 validate(body)
                 self._check_model(body["model"])
                 check_thinking(body, self.thinking)
-                self._check_window(body)
+                edited, applied = apply_edits(body, headers, self.context_edits)
+                self._check_window(edited)
                 if self._by_position:
                     self._served = min(_position(body), len(self._turns))
                 if self._served >= len(self._turns):
                     raise ApiError(500, f"fake Anthropic API: the script is exhausted after {len(self._turns)} "
                                         f"turns; request {len(self.requests)} has no scripted reply")
-                reply = self._reply(body, request_id)
+                reply = self._reply(body, request_id, edited, applied)
             except Exception as failure:
                 e = failure if isinstance(failure, ApiError) else ApiError(500, f"fake Anthropic API bug: {failure!r}")
                 received.status = e.status
@@ -282,10 +285,13 @@ class FakeAnthropic:
         if not headers.get("anthropic-version"):
             raise bad("anthropic-version: header is required")
 
-    def _reply(self, body: dict[str, Any], request_id: str) -> dict[str, Any]:
+    def _reply(self, body: dict[str, Any], request_id: str, edited: dict[str, Any], applied: list[dict[str, Any]]
+               ) -> dict[str, Any]:
+        """The next scripted turn as a `message`, its usage counted on the prompt as the model read it
+        (`edited`: after the context edits `applied`, reported when the request asked for any)."""
         content = answer_content(json.loads(json.dumps(self._turns[self._served])), thinking_on(body))
         self._served += 1
-        usage = self._account(body)
+        usage = self._account(edited)
         usage["output_tokens"] = max(1, len(json.dumps(content)) // 4)
         self.totals += Usage(usage["input_tokens"], usage["output_tokens"],
                              usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"])
@@ -294,6 +300,8 @@ class FakeAnthropic:
             "content": content, "stop_sequence": None, "usage": usage,
             "stop_reason": "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn",
         }
+        if "context_management" in body:
+            reply["context_management"] = {"applied_edits": applied}
         self.replies.append({**reply, "request_id": request_id})
         return reply
 

@@ -3,7 +3,8 @@ https://docs.anthropic.com/en/api/messages-streaming.
 
 `message_start` (the message with empty content and the input usage), a `ping`, then per content block a
 `content_block_start`, its deltas (`text_delta`, `input_json_delta`, `thinking_delta` then `signature_delta`)
-and a `content_block_stop`; `message_delta` (stop reason, output usage) and `message_stop`. An overload
+and a `content_block_stop`; `message_delta` (stop reason, output usage, and the beta API's
+`context_management` when the reply has it) and `message_stop`. An overload
 injected mid-stream (`MidStreamError`) sends the first events of the answer and then an `error` event, as the
 API does when it fails after answering 200.
 """
@@ -41,6 +42,9 @@ def stream_events(reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     usage = reply["usage"]
     start = {**reply, "content": [], "stop_reason": None, "stop_sequence": None,
              "usage": {**usage, "output_tokens": 1}}
+    managed = {"context_management": reply["context_management"]} if "context_management" in reply else {}
+    if managed:
+        start["context_management"] = None
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start}),
                                                 ("ping", {"type": "ping"})]
     for index, block in enumerate(reply["content"]):
@@ -48,7 +52,7 @@ def stream_events(reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     events += [
         ("message_delta", {"type": "message_delta",
                            "delta": {"stop_reason": reply["stop_reason"], "stop_sequence": None},
-                           "usage": {"output_tokens": usage["output_tokens"]}}),
+                           "usage": {"output_tokens": usage["output_tokens"]}, **managed}),
         ("message_stop", {"type": "message_stop"}),
     ]
     return events
