@@ -205,3 +205,25 @@ def test_the_endpoint_and_model_come_from_the_environment(fake_anthropic, monkey
 def test_a_missing_key_is_a_config_error():
     with pytest.raises(ConfigError, match="^ANTHROPIC_API_KEY is not set: "):
         AnthropicModel(Settings(anthropic_api_key=None).model)
+
+
+def test_context_management_goes_through_the_beta_api_and_its_edits_come_back(sleeps):
+    clear = {"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 100},
+             "keep": {"type": "tool_uses", "value": 1}}
+    with FakeAnthropic(context_edits={"clear_tool_uses_20250919"}) as fake:
+        fake.script([[LS], [LS], [{"type": "text", "text": "Done."}]])
+        model = AnthropicModel(fake.settings().model, sleep=sleeps.append)
+        messages = [{"role": "user", "content": "The tests fail on main; please fix them."}]
+        for _ in range(2):
+            messages = answer(messages, ask(model, messages), "x" * 4_000)
+        reply = model.complete(system=SYSTEM, messages=messages, tools=TOOLS, max_tokens=1024,
+                               context_management={"edits": [clear]})
+        fake.script([[{"type": "text", "text": "Done."}]])
+        plain = ask(model, messages)
+    assert reply.text == "Done." and reply.context_edits == [
+        {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 1,
+         "cleared_input_tokens": fake.replies[2]["context_management"]["applied_edits"][0]["cleared_input_tokens"]}]
+    assert fake.requests[2].headers["anthropic-beta"] == "context-management-2025-06-27"
+    assert fake.requests[2].body["context_management"] == {"edits": [clear]}
+    assert reply.usage.total_input == fake.prompt_sizes[2] < fake.prompt_sizes[3]  # the API's count, after the edit
+    assert plain.context_edits == [] and "anthropic-beta" not in fake.requests[3].headers
