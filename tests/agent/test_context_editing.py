@@ -5,7 +5,7 @@ the edit as the API does (tests/fakes/anthropic_edits.py)."""
 import json
 
 from bot.run.transcript import render_markdown
-from tests.agent.test_context_window import DONE, WINDOW, loud, run
+from tests.agent.test_context_window import DONE, WINDOW, loud, run, write
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.anthropic_edits import BETA, PLACEHOLDER
 
@@ -51,3 +51,14 @@ def test_without_the_capability_requests_carry_no_edit_and_the_harness_trims(rep
     assert result.completed and result.trims >= 1
     assert all("context_management" not in r.body and "anthropic-beta" not in r.headers for r in fake.requests)
     assert {e["kind"] for e in events if e["type"] == "context_trim"} == {"tool_results"}
+
+
+def test_when_clearing_results_frees_too_little_the_harness_still_summarises(repo_factory, tmp_path):
+    repo = repo_factory({"a.txt": "one\n"})
+    summary = [{"type": "text", "text": "Wrote parts 0 to 4 of the notes under notes/."}]
+    with FakeAnthropic(window=WINDOW, context_edits={CLEAR}) as fake:
+        fake.script([write(i) for i in range(8)] + [summary] + [write(i) for i in range(8, 11)] + [DONE])
+        result, events = run(fake, repo, tmp_path)
+    assert result.completed and (repo / "notes/part10.txt").exists()
+    assert max(fake.prompt_sizes) <= WINDOW and all(r.status == 200 for r in fake.requests)
+    assert [e["kind"] for e in events if e["type"] == "context_trim"] == ["summary"]

@@ -1,6 +1,7 @@
 """`decode run` on a session whose tool output adds up to three times the model's window, on every
 sandbox backend: the real console script and SDK against the fake Messages API enforcing a small
-window (its Models API reporting it, no server-side context management)."""
+window (its Models API reporting it), with the harness trimming, and with the API clearing old tool
+results itself where its Models API says the model can (`clear_tool_uses_20250919`)."""
 
 from __future__ import annotations
 
@@ -24,10 +25,19 @@ def loud(step: int) -> list[dict]:
                                                                  "input": {"command": command}}]
 
 
+TRIMMED_BY = {  # who trims: the kind of its transcript events, its progress line
+    "harness": ({"tool_results"}, "old tool results trimmed (~"),
+    "server": ({"server"}, "more old tool results (~"),
+}
+
+
+@pytest.mark.parametrize("trimmer", sorted(TRIMMED_BY))
 @pytest.mark.parametrize("mode", MODES)
-def test_a_session_three_windows_long_runs_to_its_fix_within_the_window(tmp_path, buggy_repo, mode):
+def test_a_session_three_windows_long_runs_to_its_fix_within_the_window(tmp_path, buggy_repo, mode, trimmer):
     require(mode)
-    with FakeAnthropic(window=WINDOW) as fake:
+    kinds, progress = TRIMMED_BY[trimmer]
+    edits = {"clear_tool_uses_20250919"} if trimmer == "server" else set()
+    with FakeAnthropic(window=WINDOW, context_edits=edits) as fake:
         fake.script([loud(i) for i in range(30)] + SESSION["turns"])
         res = decode_run(fake, tmp_path, buggy_repo, SESSION["task"], mode)
     assert res.returncode == 0, res.stderr
@@ -36,11 +46,11 @@ def test_a_session_three_windows_long_runs_to_its_fix_within_the_window(tmp_path
     events = [json.loads(line) for line in Path(printed(res.stdout, "transcript (jsonl)")).read_text().splitlines()]
     output = sum(len(json.dumps(e["output"])) // 4 for e in events if e["type"] == "tool_result")
     trims = [e for e in events if e["type"] == "context_trim"]
-    assert output >= 3 * WINDOW and len(trims) >= 3
+    assert output >= 3 * WINDOW and len(trims) >= 3 and {t["kind"] for t in trims} == kinds
     assert max(fake.prompt_sizes) <= WINDOW and all(r.status == 200 for r in fake.requests)
     assert fake.cache_read_share > 0.5
     assert f"{len(trims)} context trims" in printed(res.stdout, "figures")
-    assert "old tool results trimmed (~" in res.stderr  # progress for a person watching
+    assert progress in res.stderr  # progress for a person watching
     assert "**context trimmed**" in Path(printed(res.stdout, "transcript")).read_text()
-    print(f"{mode}: {len(trims)} trims, largest prompt {max(fake.prompt_sizes):,} of {WINDOW:,}, "
+    print(f"{mode}, {trimmer}: {len(trims)} trims, largest prompt {max(fake.prompt_sizes):,} of {WINDOW:,}, "
           f"cache reads {fake.cache_read_share:.1%}, tool output ~{output:,} tokens")
