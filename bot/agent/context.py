@@ -31,7 +31,7 @@ kind `server`. The summary and the "prompt is too long" answer stay the harness'
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +104,7 @@ class Context:
         keep = {"type": "tool_uses", "value": len(_tool_uses(messages)) - self._cleared}
         return {"edits": [{"type": CLEAR_TOOL_USES, "trigger": trigger, "keep": keep}]}
 
-    def seen(self, messages: list[Message], prompt_tokens: int, edits: list[dict[str, Any]] = ()) -> Trim | None:
+    def seen(self, messages: list[Message], prompt_tokens: int, edits: Sequence[dict[str, Any]] = ()) -> Trim | None:
         """The prompt of `messages` (as just sent) was `prompt_tokens` long, by the API's usage, after the
         context `edits` the API applied. A trim of kind "server" when they cleared more than the last ones."""
         applied = [e for e in edits if e.get("type") == CLEAR_TOOL_USES]

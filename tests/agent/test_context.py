@@ -129,3 +129,28 @@ def test_the_estimate_is_exact_for_what_was_sent_and_conservative_for_what_came_
     messages += added
     grown = len(json.dumps(messages)) - len(json.dumps(messages[:-2]))
     assert abs(ctx.estimate(messages) - (5_000 + grown / 3)) <= 1
+
+
+def test_where_the_api_clears_results_the_harness_moves_keep_in_batches_and_trims_nothing_itself():
+    ctx = Context.of(40_000, 10_000, SYSTEM, TOOL_SCHEMAS, frozenset({"clear_tool_uses_20250919"}))
+    messages = conversation(4, size=15_000)
+    ctx.seen(messages, ctx.estimate(messages))
+    edit = ctx.management(messages)["edits"][0]
+    assert edit["type"] == "clear_tool_uses_20250919" and edit["keep"] == {"type": "tool_uses", "value": 4}
+    assert edit["trigger"] == {"type": "input_tokens", "value": 15_000}  # half the room: below the window
+    messages += exchange(9, "y" * 15_000)
+    before = copy.deepcopy(messages)
+    assert ctx.fit(messages, never) == [] and messages == before  # the conversation stays whole
+    keep = ctx.management(messages)["edits"][0]["keep"]["value"]
+    assert 1 <= keep < 5  # the oldest results go, the latest turn's stays
+    assert ctx.estimate(messages) <= 0.5 * ctx.room
+    edits = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 5 - keep, "cleared_input_tokens": 5_000}]
+    trim = ctx.seen(messages, 12_000, edits)
+    assert (trim.kind, trim.cleared, trim.tokens_before, trim.tokens_after) == ("server", 5 - keep, 17_000, 12_000)
+    assert trim.trimmed[0] == "bash `pytest -q -k case0`"
+    assert ctx.seen(messages, 12_100, edits) is None  # the same clearing again is no new trim
+    assert ctx.management(messages)["edits"][0]["keep"]["value"] == keep  # and the next request asks the same
+
+
+def test_without_the_capability_no_request_asks_the_api_to_clear():
+    assert context().management(conversation(3)) is None

@@ -29,6 +29,7 @@ def test_three_windows_of_tool_output_run_to_the_fix_with_the_api_clearing_old_r
     trims = [e for e in events if e["type"] == "context_trim"]
     server = [t for t in trims if t["kind"] == "server"]
     assert len(trims) == result.trims == events[-1]["trims"] and len(server) >= 3
+    assert server == trims  # the harness never had to trim on its side
     assert all(t["reason"] == "context_editing" and t["tokens_after"] < t["tokens_before"] for t in server)
     applied = [r["context_management"]["applied_edits"] for r in fake.replies]
     cleared = [a[0]["cleared_tool_uses"] for a in applied if a]
@@ -38,8 +39,8 @@ def test_three_windows_of_tool_output_run_to_the_fix_with_the_api_clearing_old_r
     assert fake.cache_read_share > 0.5
     page = render_markdown(events)
     assert "**context trimmed** (by the API's context editing): the API cleared the results of" in page
-    harness = len(trims) - len(server)
-    print(f"{len(server)} trims by the API, {harness} by the harness, largest prompt {max(fake.prompt_sizes):,} "
+    print(f"{len(server)} trims by the API, {len(trims) - len(server)} by the harness, "
+          f"largest prompt {max(fake.prompt_sizes):,} "
           f"of {WINDOW:,}, cache reads {fake.cache_read_share:.1%}, tool output ~{output:,} tokens")
 
 
