@@ -130,11 +130,13 @@ class Context:
         if self.estimate(messages) <= TRIM_AT * self.room:
             return []
         target = int(TRIM_TO * self.room)
+        trims: list[Trim] = []
         if self.server:
             self._clear_on_server(messages, target)
-        trims = [] if self.server else [t for t in [self._trim_results(messages, target)] if t is not None]
-        if self.estimate(messages) > target and (trim := self._summarise(messages, target, summarise)):
+        elif trim := self._trim_results(messages, target):
             trims.append(trim)
+        if self.estimate(messages) > target and (summary := self._summarise(messages, target, summarise)):
+            trims.append(summary)
         return trims
 
     def shrink(self, messages: list[Message], summarise: Summarise) -> Trim | None:
