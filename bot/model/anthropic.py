@@ -39,7 +39,10 @@ from bot.model.protocol import PromptTooLong, Reply, StreamProgress, Usage
 from bot.model.providers import connect, reason
 
 KEPT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")  # what a turn passes back to the API
-MID_STREAM_RETRYABLE = ("overloaded_error", "api_error", "rate_limit_error")  # `error` events after a 200
+# A stream's failure after its 200: the API's `error` event types, and Bedrock's exception messages (the SDK makes
+# each an error of that type).
+MID_STREAM_RETRYABLE = ("overloaded_error", "api_error", "rate_limit_error", "serviceUnavailableException",
+                        "throttlingException", "internalServerException", "modelStreamErrorException")
 EPHEMERAL = {"type": "ephemeral"}
 
 log = logging.getLogger(__name__)
