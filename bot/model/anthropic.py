@@ -15,8 +15,8 @@ Answers stream (https://docs.anthropic.com/en/api/messages-streaming): the
 client's read timeout applies to each chunk, never to the whole answer, so a
 long answer cannot time out while it is being written, and `on_stream` hears
 how far it has got. A failure before the answer completes (a dropped stream,
-an `error` event such as an overload) retries the whole request, under the
-same policy.
+an `error` event such as an overload, Bedrock's exception messages such as
+`serviceUnavailableException`) retries the whole request, under the same policy.
 """
 
 from __future__ import annotations
