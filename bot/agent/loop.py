@@ -15,16 +15,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bot.agent.context import Context, Trim
 from bot.agent.tools import TOOL_SCHEMAS, call_tool
 from bot.config import Budget
 from bot.core.errors import DecodeError
-from bot.model import Model, Reply, Usage
+from bot.model import Model, ModelInfo, PromptTooLong, Reply, Usage
 from bot.model.pricing import cost_usd
 from bot.model.thinking import ThinkingPlan
 from bot.sandbox import Sandbox
 
-MAX_OUTPUT_TOKENS = 16_000  # room for the answer; thinking gets its budget on top (bot.model.thinking)
-NO_THINKING = ThinkingPlan(None, MAX_OUTPUT_TOKENS)
+MAX_OUTPUT_TOKENS = 16_000  # room for the answer (at most a quarter of a small window); thinking gets more
+SUMMARY_SYSTEM = (
+    "You condense the history of a coding agent's session so that it can go on without the full history. "
+    "Write the summary it will continue from: what it found (files, functions, causes, with paths and names), "
+    "what it changed and where, the commands it ran and what they showed (failures, test names, numbers), "
+    "and what is left to do. Plain prose and lists, no preamble."
+)
 
 STOP_MESSAGES = {
     "completed": "the agent finished",
@@ -52,6 +58,7 @@ class AgentResult:
     cost_usd: float = 0.0
     seconds: float = 0.0
     error: str | None = None
+    trims: int = 0  # times the conversation was trimmed to fit the model's window (bot/agent/context.py)
 
     @property
     def completed(self) -> bool:
@@ -77,6 +84,7 @@ class _Meter:
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
+    trims: int = 0
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -94,6 +102,12 @@ class _Meter:
         return None
 
 
+def answer_room(info: ModelInfo) -> int:
+    """The `max_tokens` a turn leaves for its answer on `info`'s model, thinking aside: at most a quarter of the
+    window, so a small window keeps room for the conversation."""
+    return min(MAX_OUTPUT_TOKENS, info.window // 4, info.max_output)
+
+
 def run_agent(
     *,
     model: Model,
@@ -107,7 +121,7 @@ def run_agent(
     redact: Callable[[str], str] = lambda text: text,
     before_finish: Callable[[bool], str | None] | None = None,
     started: float | None = None,
-    thinking: ThinkingPlan = NO_THINKING,
+    thinking: ThinkingPlan | None = None,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
 
@@ -127,17 +141,19 @@ def run_agent(
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    info = model.info()
+    thinking = thinking or ThinkingPlan(None, answer_room(info))
+    context = Context.of(info.window, thinking.max_tokens, system, TOOL_SCHEMAS)
+    turn = _Turn(model, system, meter, recorder, prices, progress, context, thinking.request)
     last_text = ""
-    sent = 0
     try:  # an interrupt abandons the model request or tool call in flight; the work so far is kept
         while True:
             if reason := meter.exceeded():
                 return _finish(meter, reason, last_text, recorder, progress)
             try:
-                reply = _ask(model, system, messages, sent, meter, recorder, prices, thinking, progress)
+                reply = turn.ask(messages)
             except DecodeError as e:
                 return _finish(meter, "error", last_text, recorder, progress, error=str(e))
-            sent = len(messages)
             messages.append({"role": "assistant", "content": reply.content})
             last_text = reply.text or last_text
             if not reply.tool_uses:
@@ -157,23 +173,84 @@ def run_agent(
         return _finish(meter, "interrupted", last_text, recorder, progress)
 
 
+@dataclass
+class _Turn:
+    """Asks the model for the next turn with the conversation trimmed to fit its window (`Context`)."""
+
+    model: Model
+    system: str
+    meter: _Meter
+    recorder: Recorder
+    prices: dict[str, dict[str, float]] | None
+    progress: Callable[[str], None]
+    context: Context
+    thinking: dict[str, Any] | None  # the request's `thinking` (None: off); a summary never thinks
+    sent: int = 0  # messages the model has seen: the transcript records only the ones after them
+
+    def ask(self, messages: list[dict[str, Any]]) -> Reply:
+        """The model's answer to `messages`, trimmed first when the next prompt would pass the threshold and
+        again, harder, after each "prompt is too long" answer. A `DecodeError` when the model fails, or when
+        the API refuses a conversation with nothing left to trim."""
+        self._record(self.context.fit(messages, self._summarise), "estimate")
+        while True:
+            try:
+                reply = _ask(self.model, self.system, messages, self.sent, self.meter, self.recorder, self.prices,
+                             max_tokens=self.context.max_tokens, thinking=self.thinking, progress=self.progress)
+                break
+            except PromptTooLong as e:
+                trim = self.context.shrink(messages, self._summarise)
+                if trim is None:
+                    raise DecodeError(f"{e}: nothing is left to trim (the task, the instructions and the latest "
+                                      "turn alone pass the model's window)", status=e.status) from None
+                self._record([trim], "prompt_too_long")
+        self.context.seen(messages, reply.usage.total_input)
+        self.sent = len(messages)
+        return reply
+
+    def _summarise(self, text: str, max_tokens: int) -> str:
+        """The summary of older turns: one more model turn, recorded and counted like the others."""
+        prompt = [{"role": "user", "content": text}]
+        reply = _ask(self.model, SUMMARY_SYSTEM, prompt, 0, self.meter, self.recorder, self.prices,
+                     max_tokens=max_tokens, tools=[], purpose="context_summary")
+        return reply.text
+
+    def _record(self, trims: list[Trim], reason: str) -> None:
+        for trim in trims:
+            self.meter.trims += 1
+            self.sent = max(0, self.sent - trim.dropped)
+            self.recorder.record(
+                "context_trim", turn=self.meter.turns, reason=reason, kind=trim.kind, trimmed=trim.trimmed,
+                tokens_before=trim.tokens_before, tokens_after=trim.tokens_after, window=self.context.window,
+                summary=trim.summary or None)
+            what = "older turns summarised" if trim.kind == "summary" else \
+                f"{len(trim.trimmed)} old tool results trimmed"
+            self.progress(f"context: {what} (~{trim.tokens_before:,} -> ~{trim.tokens_after:,} tokens, "
+                          f"window {self.context.window:,})")
+
+
 def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,
-         prices: dict[str, dict[str, float]] | None, thinking: ThinkingPlan, progress: Callable[[str], None]) -> Reply:
-    """One model turn, recorded (the request with the messages after the first `sent`), counted in `meter`.
-    A `DecodeError` (the model failed after its retries) propagates."""
+         prices: dict[str, dict[str, float]] | None, *, max_tokens: int,
+         tools: list[dict[str, Any]] = TOOL_SCHEMAS, purpose: str | None = None, thinking: dict[str, Any] | None = None,
+         progress: Callable[[str], None] | None = None) -> Reply:
+    """One model turn, recorded (the request with the messages after the first `sent`; `purpose` marks a
+    harness's own request, such as a context summary), counted in `meter`. While a long answer streams, it is
+    told in `progress` lines and `model_progress` events. A `DecodeError` (the model failed after its retries)
+    propagates."""
     turn = meter.turns + 1
     recorder.record(
         "model_request", turn=turn, system=system if sent == 0 else None,
-        new_messages=messages[sent:], tools=[t["name"] for t in TOOL_SCHEMAS], max_tokens=thinking.max_tokens,
+        new_messages=messages[sent:], tools=[t["name"] for t in tools], max_tokens=max_tokens,
+        **({"purpose": purpose} if purpose else {}),
     )
     began = time.monotonic()
 
     def streaming(phase: str, tokens: int) -> None:
         recorder.record("model_progress", turn=turn, phase=phase, tokens=tokens)
-        progress(f"turn {turn:>3} | {phase}… {tokens:,} tokens ({time.monotonic() - began:.0f}s)")
+        if progress is not None:
+            progress(f"turn {turn:>3} | {phase}… {tokens:,} tokens ({time.monotonic() - began:.0f}s)")
 
-    reply = model.complete(system=system, messages=messages, tools=TOOL_SCHEMAS, max_tokens=thinking.max_tokens,
-                           thinking=thinking.request, on_stream=streaming)
+    reply = model.complete(system=system, messages=messages, tools=tools, max_tokens=max_tokens,
+                           thinking=thinking, on_stream=streaming)
     meter.turns += 1
     meter.usage += reply.usage
     turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
@@ -181,7 +258,7 @@ def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, m
     recorder.record(
         "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
         usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,
-        request_id=reply.request_id,
+        request_id=reply.request_id, **({"purpose": purpose} if purpose else {}),
     )
     return reply
 
@@ -214,9 +291,10 @@ def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
         summary = f"**{label}: {STOP_MESSAGES[reason]}.**" + (f" {error}" if error else "")
         if text:
             summary += f"\n\nThe agent's last words:\n\n{text}"
-    result = AgentResult(reason, summary, meter.turns, meter.usage, meter.cost, meter.elapsed(), error)
+    result = AgentResult(reason, summary, meter.turns, meter.usage, meter.cost, meter.elapsed(), error, meter.trims)
     recorder.record("run_end", stop_reason=reason, summary=summary, turns=meter.turns,
-                    usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.seconds, error=error)
+                    usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.seconds, error=error,
+                    trims=meter.trims)
     progress(f"done: {STOP_MESSAGES[reason]} after {meter.turns} turns, "
              f"{meter.usage.total:,} tokens, ${meter.cost:.4f}, {result.seconds:.1f}s")
     return result

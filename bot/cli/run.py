@@ -153,7 +153,7 @@ def report(ran: Ran, delivered_to: str | None) -> None:
         u = figures.usage
         print(f"figures: {figures.turns} turns, {u.input_tokens:,} in / {u.output_tokens:,} out / "
               f"{u.cache_read_tokens:,} cache read / {u.cache_creation_tokens:,} cache write tokens, "
-              f"${figures.cost_usd:.4f}, {figures.seconds:.1f}s")
+              f"${figures.cost_usd:.4f}, {figures.seconds:.1f}s, {figures.trims} context trims")
     print(ran.verification.line())
     print(f"transcript: {ran.transcript_md}")
     print(f"transcript (jsonl): {ran.transcript_jsonl}")

@@ -1,8 +1,9 @@
 """Extended thinking: what `DECODE_THINKING` (or decode.yml's `thinking`) asks, resolved against what the model
 supports (`ModelInfo`, from the Models API).
 
-`on` is adaptive thinking where the model has it (the model decides how much to think), else a fixed budget of
-`DEFAULT_BUDGET` tokens where it has budgeted thinking, else off; a number is that budget. The request's
+`on` (the default) is adaptive thinking where the model has it (the model decides how much to think), else a
+fixed budget of `DEFAULT_BUDGET` tokens where it has budgeted thinking, else off without a note (the run record
+says `off`); a number is that budget, and a model without thinking is said once. The request's
 `max_tokens` covers the thinking and the answer, so it is the budget plus the usual answer room, within the
 model's output cap (https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking).
 """
@@ -44,10 +45,11 @@ def plan_thinking(setting: str | int, info: ModelInfo, answer_tokens: int) -> Th
         return ThinkingPlan(None, cap)
     if setting == "on" and info.adaptive_thinking:
         return ThinkingPlan({"type": "adaptive"}, min(answer_tokens + DEFAULT_BUDGET, info.max_output))
-    if not info.thinking:
-        asked = "thinking is on" if setting == "on" else f"a thinking budget of {setting:,} tokens was asked for"
-        return ThinkingPlan(None, cap, f"{asked}, but {info.id} does not support extended thinking "
-                                       f"(as the {info.source} figures say): thinking is off for this run")
+    if not info.thinking:  # `on` (the default) means "where the model has it": off without a word
+        note = None if setting == "on" else (f"a thinking budget of {setting:,} tokens was asked for, but {info.id} "
+                                             f"does not support extended thinking (as the {info.source} figures "
+                                             "say): thinking is off for this run")
+        return ThinkingPlan(None, cap, note)
     budget = DEFAULT_BUDGET if setting == "on" else int(setting)
     max_tokens = min(budget + answer_tokens, info.max_output)
     if budget < max_tokens:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bot.agent.loop import MAX_OUTPUT_TOKENS, AgentResult, run_agent
+from bot.agent.loop import AgentResult, answer_room, run_agent
 from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
 from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
@@ -163,7 +163,8 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     config = load_repo_config(ws.git, config_sha)
     check_ceiling(config.allow_cidrs, ctx.settings.sandbox.allow_cidrs_max)
     setting = ctx.settings.model.thinking if config.thinking is None else config.thinking
-    thinking = plan_thinking(setting, model.info(), MAX_OUTPUT_TOKENS)
+    info = model.info()
+    thinking = plan_thinking(setting, info, answer_room(info))
     transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
                       config_sha=config_sha, model=model.name, sandbox=ctx.settings.sandbox.mode,
                       budget=vars(ctx.settings.budget), thinking=thinking.label)

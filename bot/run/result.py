@@ -31,17 +31,19 @@ STATES = ("success", "incomplete", "no_changes", "failed", "skipped")
 
 @dataclass(frozen=True)
 class Figures:
-    """What one agent run took: turns, tokens by kind (the model's `Usage`), cost, wall time."""
+    """What one agent run took: turns, tokens by kind (the model's `Usage`), cost, wall time, and how many
+    times its conversation was trimmed to fit the model's window (`trims`)."""
 
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     seconds: float = 0.0
+    trims: int = 0
 
     @classmethod
     def of(cls, agent: AgentResult) -> "Figures":
         """The totals of an agent run (no file is read again)."""
-        return cls(agent.turns, agent.usage, agent.cost_usd, agent.seconds)
+        return cls(agent.turns, agent.usage, agent.cost_usd, agent.seconds, agent.trims)
 
     @classmethod
     def from_json(cls, data: object) -> "Figures | None":
@@ -54,7 +56,7 @@ class Figures:
         earlier = {"input_tokens": "input", "output_tokens": "output", "cache_read_tokens": "cache_read",
                    "cache_creation_tokens": "cache_write"}
         return cls(turns=_int(data.get("turns")), cost_usd=_float(data.get("cost_usd")),
-                   seconds=_float(data.get("seconds", data.get("wall_s"))),
+                   seconds=_float(data.get("seconds", data.get("wall_s"))), trims=_int(data.get("trims")),
                    usage=Usage(**{k: _int(usage.get(k, tokens.get(old))) for k, old in earlier.items()}))
 
 

@@ -21,9 +21,12 @@ Event types and their fields, as the agent loop records them:
   cost_usd, duration_s, request_id
 - `tool_call`: turn, id, name, input
 - `tool_result`: turn, id, name, output, is_error, duration_s
+- `context_trim`: turn, reason (`estimate` or `prompt_too_long`), kind (`tool_results` or
+  `summary`), trimmed (what went, in words), tokens_before, tokens_after, window, summary
+  (bot/agent/context.py; a summary's own request and response carry `purpose: context_summary`)
 - `note`: text
 - `run_end`: stop_reason ("completed", "max_turns", "max_cost", "max_tokens",
-  "wall_clock", "error"), summary, turns, usage, cost_usd, wall_s, error
+  "wall_clock", "error"), summary, turns, usage, cost_usd, wall_s, error, trims
 
 `render_markdown` turns a list of events into the `transcript.md` a reviewer reads.
 """
@@ -41,6 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+from bot.agent.context import TRIM_AT
 from bot.core.redact import Redactor
 from bot.core.utf8 import utf8_safe
 from bot.model.protocol import Usage
@@ -160,6 +164,7 @@ def figures(events: list[dict[str, Any]]) -> Figures:
         for k in _USAGE_KEYS:
             usage[k] += int((r.get("usage") or {}).get(k) or 0)
     figs: dict[str, Any] = {
+        "trims": sum(1 for e in events if e["type"] == "context_trim"),
         "turns": max((int(e.get("turn") or 0) for e in responses), default=0),
         "cost_usd": sum(float(r.get("cost_usd") or 0) for r in responses),
         "seconds": float(events[-1].get("t") or 0) if events else 0.0,
@@ -179,10 +184,12 @@ def stop_reason(events: list[dict[str, Any]]) -> str:
 
 def render_figures(figs: Figures, stop: str) -> str:
     """The figures and how the run stopped, as a one-row Markdown table."""
-    head = ["turns", "input tokens", "output tokens", "cache read", "cache write", "cost", "wall time", "stop"]
+    head = ["turns", "input tokens", "output tokens", "cache read", "cache write", "context trims", "cost",
+            "wall time", "stop"]
     row = [
         str(figs.turns),
         *(f"{getattr(figs.usage, k):,}" for k in _USAGE_KEYS),
+        str(figs.trims),
         f"${figs.cost_usd:.2f}",
         _duration(figs.seconds),
         stop,
@@ -217,12 +224,13 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     shown: set[Any] = set()
     for e in events:
         kind = e["type"]
-        if kind == "model_request":
+        if kind == "model_request" and e.get("purpose") != "context_summary":  # its prompt: the older turns again
             for text in _user_texts(e.get("new_messages") or []):
                 label = "prompt" if e.get("turn") in (0, 1, None) else "user message"
                 out += [f"<details><summary>{label}</summary>", "", _fence(text, "text", cap), "", "</details>", ""]
         elif kind == "model_response":
-            out += [f"## Turn {e.get('turn', '?')}", "", _turn_meta(e), ""]
+            what = ": a summary of the older turns, to save context" if e.get("purpose") == "context_summary" else ""
+            out += [f"## Turn {e.get('turn', '?')}{what}", "", _turn_meta(e), ""]
             for block in e.get("content") or []:
                 if block.get("type") == "text" and block.get("text", "").strip():
                     out += [safe_prose(block["text"].strip()), ""]
@@ -242,6 +250,8 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             used = ", ".join(code_span(str(f)) for f in e.get("files") or []) or "none"
             out += [f"> **repository instructions:** {used}"] + [f"> - {safe_prose(str(n))}" for n in e.get("notes") or []]
             out += [""]
+        elif kind == "context_trim":
+            out += _context_trim(e)
         elif kind == "note":
             out += [f"> **note:** {safe_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
         elif kind == "egress_blocked":
@@ -320,6 +330,18 @@ def _command_run(e: dict[str, Any], cap: int | None) -> list[str]:
     return [f"**{e['type']}** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
             _fence(str(e.get("command", "")), "bash", cap), "",
             _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
+
+
+def _context_trim(e: dict[str, Any]) -> list[str]:
+    """A trim of the conversation to fit the model's window: why, what went, the prompt's size before and
+    after (a summary's text is its turn's, just above)."""
+    why = "the API answered \"prompt is too long\"" if e.get("reason") == "prompt_too_long" else \
+        f"the next prompt would have passed {TRIM_AT:.0%} of the room"
+    what = "older turns summarised" if e.get("kind") == "summary" else "old tool results replaced by notes"
+    sizes = f"~{int(e.get('tokens_before') or 0):,} → ~{int(e.get('tokens_after') or 0):,} tokens"
+    window = f" of a {int(e['window']):,}-token window" if e.get("window") else ""
+    out = [f"> **context trimmed** ({why}): {what}, {sizes}{window}"]
+    return out + [f"> - {safe_prose(str(item))}" for item in (e.get("trimmed") or [])[:50]] + [""]
 
 
 def _setup_cache(e: dict[str, Any]) -> str:

@@ -19,12 +19,11 @@ def test_on_is_adaptive_where_the_model_has_it_else_the_default_budget():
     assert plan.max_tokens == 16_000 + DEFAULT_BUDGET and plan.label == "budget 10,000 tokens"
 
 
-def test_on_for_a_model_without_thinking_is_off_with_a_note_not_an_error():
+def test_on_for_a_model_without_thinking_is_off_quietly():
+    """`on` is the default and means "where the model has it": a model without thinking runs without a note."""
     plan = plan_thinking("on", NONE, 16_000)
-    assert plan.request is None and plan.label == "off"
+    assert plan.request is None and plan.label == "off" and plan.note is None
     assert plan.max_tokens == 8_192  # never past what the model can write
-    assert plan.note == ("thinking is on, but claude-old does not support extended thinking (as the models-api "
-                         "figures say): thinking is off for this run")
 
 
 def test_a_budget_is_enabled_thinking_with_room_for_the_answer_within_the_output_cap():

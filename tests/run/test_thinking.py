@@ -76,9 +76,12 @@ def test_a_10_turn_session_with_thinking_on_runs_to_its_commit_and_replays(tmp_p
                         ANTHROPIC_API_KEY="")
     assert replay.returncode == 0, replay.stderr
     assert git(buggy_repo, "diff", "main", printed(replay.stdout, "branch")) == git(buggy_repo, "diff", "main", branch)
-    said = [line for line in replay.stderr.splitlines() if "extended thinking" in line]
-    assert said == [f"thinking is on, but scripted:{jsonl.name} does not support extended thinking (as the "
-                    "built-in figures say): thinking is off for this run"]  # once, and not an error
+    assert "thinking" not in replay.stderr  # `on` is the default: a model without it runs without a word
+    said = [line for line in decode_run(fake_anthropic, tmp_path / "asked", buggy_repo, SESSION["task"],
+                                        DECODE_MODEL=f"scripted:{jsonl}", ANTHROPIC_API_KEY="",
+                                        DECODE_THINKING="2048").stderr.splitlines() if "extended thinking" in line]
+    assert said == [f"a thinking budget of 2,048 tokens was asked for, but scripted:{jsonl.name} does not support "
+                    "extended thinking (as the built-in figures say): thinking is off for this run"]  # once
     assert not fake_anthropic.requests  # the replay asked no API
 
 

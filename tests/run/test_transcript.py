@@ -100,7 +100,7 @@ def test_markdown_has_figures_turns_calls_results_and_summary(tmp_path: Path) ->
     md = tr.write_markdown().read_text()
     tr.close()
     assert md.startswith("# decode-bot transcript\n")
-    assert "| 2 | 1,010 | 70 | 1,400 | 300 | $0.02 | 2m 05s | completed |" in md
+    assert "| 2 | 1,010 | 70 | 1,400 | 300 | 0 | $0.02 | 2m 05s | completed |" in md
     assert "repo `o/r`" in md and "model `claude-sonnet-4-5`" in md
     order = ["## Turn 1", "```bash\ncat hello.py\n```", "## Turn 2", "## Summary"]
     assert [md.index(x) for x in order] == sorted(md.index(x) for x in order)
@@ -133,6 +133,28 @@ def test_figures_of_a_run_that_never_ended(tmp_path: Path) -> None:
     assert figs.turns == 2 and figs.usage.input_tokens == 1010 and figs.usage.cache_read_tokens == 1400
     assert stop_reason(events) == "incomplete" and figs.cost_usd == pytest.approx(0.0223)
     assert "| incomplete |" in render_markdown(events)
+
+
+def test_context_trims_render_with_what_went_and_are_counted(tmp_path: Path) -> None:
+    with Transcript(tmp_path, Redactor()) as tr:
+        tr.record("context_trim", turn=9, reason="estimate", kind="tool_results", window=30_000,
+                  trimmed=["bash `pytest -q`", "read `src/app.py`"], tokens_before=18_000, tokens_after=9_000)
+        tr.record("model_request", turn=10, system="Summarise.", purpose="context_summary", max_tokens=2000,
+                  new_messages=[{"role": "user", "content": "The task:\nthe whole history"}], tools=[])
+        tr.record("model_response", turn=10, purpose="context_summary", stop_reason="end_turn", usage={},
+                  cost_usd=0.01, duration_s=1, content=[{"type": "text", "text": "Found the bug; cc @octocat"}])
+        tr.record("context_trim", turn=10, reason="prompt_too_long", kind="summary", window=30_000,
+                  trimmed=["4 earlier turns (8 messages)"], tokens_before=20_000, tokens_after=6_000,
+                  summary="Found the bug; cc @octocat")
+        events = tr.events()
+    md = render_markdown(events)
+    assert figures(events).trims == 2 and "| 2 | $0.01 |" in md
+    assert ("> **context trimmed** (the next prompt would have passed 80% of the room): old tool results replaced "
+            "by notes, ~18,000 → ~9,000 tokens of a 30,000-token window\n> - bash `pytest -q`") in md
+    assert "## Turn 10: a summary of the older turns, to save context" in md
+    assert "(the API answered \"prompt is too long\"): older turns summarised" in md
+    assert md.count("Found the bug") == 1 and "cc @\u2060octocat" in md  # once, as the model's prose
+    assert "the whole history" not in md  # the summariser's prompt repeats the older turns: not shown again
 
 
 def test_tool_uses_without_call_events_and_errors_render(tmp_path: Path) -> None:
@@ -169,5 +191,5 @@ def test_setup_events_and_a_pipeline_error_after_the_loop(tmp_path: Path) -> Non
     md = render_markdown(tr.events())
     assert "base `0123456789ab`" in md
     assert "**setup** (exit 0, 3.0s)\n\n```bash\npip install -e .\n```\n\n```text\nok\n```" in md
-    assert "| 1 | 5 | 6 | 0 | 0 | $0.50 |" in md and "| error |" in md
+    assert "| 1 | 5 | 6 | 0 | 0 | 0 | $0.50 |" in md and "| error |" in md
     assert md.count("## Summary") == 1 and "## Error\n\n```text\nrefused: leak is a symlink" in md
