@@ -15,8 +15,8 @@ Answers stream (https://docs.anthropic.com/en/api/messages-streaming): the
 client's read timeout applies to each chunk, never to the whole answer, so a
 long answer cannot time out while it is being written, and `on_stream` hears
 how far it has got. A failure before the answer completes (a dropped stream,
-an `error` event such as an overload) retries the whole request, under the
-same policy.
+an `error` event such as an overload, Bedrock's exception messages such as
+`serviceUnavailableException`) retries the whole request, under the same policy.
 
 A request with `context_management` (where the Models API lists the strategy for the model, bot/agent/context.py
 decides) goes to the beta Messages API with the `context-management-2025-06-27` header
@@ -44,7 +44,10 @@ from bot.model.protocol import PromptTooLong, Reply, StreamProgress, Usage
 from bot.model.providers import connect, reason
 
 KEPT_BLOCKS = ("text", "tool_use", "thinking", "redacted_thinking")  # what a turn passes back to the API
-MID_STREAM_RETRYABLE = ("overloaded_error", "api_error", "rate_limit_error")  # `error` events after a 200
+# A stream's failure after its 200: the API's `error` event types, and Bedrock's exception messages (the SDK makes
+# each an error of that type).
+MID_STREAM_RETRYABLE = ("overloaded_error", "api_error", "rate_limit_error", "serviceUnavailableException",
+                        "throttlingException", "internalServerException", "modelStreamErrorException")
 EPHEMERAL = {"type": "ephemeral"}
 CONTEXT_BETA = "context-management-2025-06-27"  # the beta header of `context_management`
 

@@ -33,21 +33,34 @@ def committed(res: subprocess.CompletedProcess, repo: Path) -> None:
     assert git(repo, "show", f"{printed(res.stdout, 'branch')}:NOTES.md") == "checked"
 
 
+def thought_back(fake_anthropic) -> bool:
+    """Whether the last turn sent back the first answer's streamed thinking block, signature and all (the fake
+    refuses a continuation whose signature does not match)."""
+    assistant = fake_anthropic.requests[-1].body["messages"][-2]["content"]
+    return assistant[0]["type"] == "thinking" and bool(assistant[0]["signature"])
+
+
 def test_a_run_on_bedrock_ends_in_a_commit(fake_bedrock, fake_anthropic, buggy_repo, tmp_path):
     fake_anthropic.script(NOTE, by_position=True)  # the preflight's one-token message is a turn at position 0
+    fake_anthropic.thinking = {"enabled"}  # as Sonnet 4.5 has: the run thinks, its answers stream as event frames
     res = decode(tmp_path, buggy_repo, {**fake_bedrock.env(), "DECODE_MODEL": "us.anthropic.claude-sonnet-4-5-v1:0"})
     committed(res, buggy_repo)
     assert len(fake_bedrock.requests) == 3 and all(r.status == 200 for r in fake_anthropic.requests)
+    routes = [r.path.rsplit("/", 1)[-1] for r in fake_bedrock.requests]
+    assert routes == ["invoke", "invoke-with-response-stream", "invoke-with-response-stream"]
+    assert thought_back(fake_anthropic)
     assert all("AWS4-HMAC-SHA256" in r.headers["authorization"] for r in fake_bedrock.requests)
     assert fake_bedrock.secret_key not in res.stdout + res.stderr
 
 
 def test_a_run_on_vertex_ends_in_a_commit(fake_vertex, fake_anthropic, buggy_repo, tmp_path):
     fake_anthropic.script(NOTE)
+    fake_anthropic.thinking = {"enabled"}
     key = fake_vertex.key_file(tmp_path / "service-account.json")
     res = decode(tmp_path, buggy_repo, {**fake_vertex.env(key), "DECODE_MODEL": "claude-sonnet-4-5@20250929"})
     committed(res, buggy_repo)
     assert len(fake_anthropic.token_counts) == 1 and len(fake_anthropic.requests) == 2
+    assert all(r.path.endswith(":streamRawPredict") for r in fake_vertex.requests[1:]) and thought_back(fake_anthropic)
     assert len(fake_vertex.token_requests) == 1
 
 

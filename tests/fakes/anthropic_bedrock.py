@@ -3,39 +3,51 @@
 `InvokeModel` as https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InvokeModel.html and
 https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages.html
 describe it: `POST /model/{modelId}/invoke` with the Messages body, `anthropic_version` in the body
-(`bedrock-2023-05-31`, or the SDK's newer one) and no `model` (the path names it). Every request must be signed with AWS
+(`bedrock-2023-05-31`, or the SDK's newer one) and neither `model` (the path names it) nor `stream`.
+`InvokeModelWithResponseStream` (`POST /model/{modelId}/invoke-with-response-stream`, same body) answers in
+the AWS event stream encoding (`application/vnd.amazon.eventstream`): one `chunk` event per Messages
+streaming event of the wrapped fake (tests/fakes/anthropic_stream.py), its JSON base64-encoded in the payload's
+`bytes`; a stream that fails after its 200 ends with an `exception` message (`serviceUnavailableException` for
+an overload, `throttlingException`, `internalServerException`, ...). Every request must be signed with AWS
 Signature Version 4 for the service `bedrock` in the fake's region: the fake recomputes the signature with
 botocore's own `SigV4Auth` from the test's secret key and answers 403 `InvalidSignatureException` when it
 does not match, as Bedrock does. The Messages logic (validation, scripted turns, token accounting) is the
-wrapped `FakeAnthropic`'s; its errors come back in Bedrock's shape (`{"message": ...}` and
+wrapped `FakeAnthropic`'s; its errors before an answer come back in Bedrock's shape (`{"message": ...}` and
 `x-amzn-ErrorType`). Bedrock has no token counting in the SDK and no Models API: other routes are 404.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import hashlib
 import hmac
 import json
 import re
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from anthropic._constants import ANTHROPIC_API_VERSION
 
 from tests.fakes.anthropic_api import FakeAnthropic, Received
 from tests.fakes.anthropic_api import _Handler as JsonHandler  # answers with `server.fake.handle(...)`
+from tests.fakes.anthropic_stream import Streamed
 from tests.fakes.http import Served
 
 # The documented version, and the one this SDK sends (anthropic._constants.ANTHROPIC_API_VERSION).
 VERSIONS = ("bedrock-2023-05-31", ANTHROPIC_API_VERSION)
-INVOKE = re.compile(r"^/model/(?P<model>[^/]+)/invoke$")
+INVOKE = re.compile(r"^/model/(?P<model>[^/]+)/invoke(?P<streamed>-with-response-stream)?$")
 AUTHORIZATION = re.compile(r"^AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/"
                            r"(?P<service>[^/]+)/aws4_request, SignedHeaders=(?P<signed>[^,]+), "
                            r"Signature=(?P<signature>[0-9a-f]{64})$")
+# The exception a stream that fails after its 200 ends with, for the Messages API's `error` event type.
+STREAM_EXCEPTIONS = {"overloaded_error": "serviceUnavailableException", "rate_limit_error": "throttlingException",
+                     "api_error": "internalServerException", "invalid_request_error": "validationException"}
 ERROR_TYPES = {400: "ValidationException", 403: "AccessDeniedException", 404: "ResourceNotFoundException",
                429: "ThrottlingException", 500: "InternalServerException", 503: "ServiceUnavailableException",
                529: "ServiceUnavailableException"}
@@ -68,28 +80,15 @@ class FakeBedrock(Served):
                 "AWS_EC2_METADATA_DISABLED": "true"}
 
     def handle(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict, Any] | None:
-        """Answer one request: (status, headers, JSON body), or None to drop the connection."""
+        """Answer one request: (status, headers, JSON body or a stream of events), or None to drop the
+        connection."""
         with self._lock:
             self.requests.append(Received(method, path, headers, raw))
         try:
-            route = INVOKE.match(path.split("?")[0])
-            if method != "POST" or route is None:
-                raise BedrockError(404, f"Not Found: {method} {path}", "UnknownOperationException")
-            self._verify(method, path, headers, raw)
-            body = json.loads(raw)
-            if not isinstance(body, dict) or body.get("anthropic_version") not in VERSIONS:
-                raise BedrockError(400, f"anthropic_version: must be one of {', '.join(VERSIONS)}",
-                                   "ValidationException")
-            if "model" in body:
-                raise BedrockError(400, "Malformed input request: extraneous key [model] is not permitted",
-                                   "ValidationException")
+            inner = self._checked(method, path, headers, raw)
         except BedrockError as e:
             return e.status, {"x-amzn-ErrorType": f"{e.error_type}:http://internal.amazon.com/coral/"}, \
                 {"message": e.message}
-        except ValueError:
-            return 400, {"x-amzn-ErrorType": "ValidationException"}, {"message": "Malformed input request"}
-        inner = {k: v for k, v in body.items() if k != "anthropic_version"}
-        inner["model"] = route["model"]
         answer = self.messages.handle("POST", "/v1/messages", {
             "x-api-key": self.messages.api_key, "anthropic-version": "2023-06-01",
             "content-type": "application/json"}, json.dumps(inner).encode())
@@ -101,7 +100,30 @@ class FakeBedrock(Served):
         if status != 200:
             extra["x-amzn-ErrorType"] = ERROR_TYPES.get(status, "InternalServerException")
             return status, extra, {"message": payload["error"]["message"]}
+        if isinstance(payload, Streamed):
+            extra["x-amzn-bedrock-content-type"] = "application/json"
+            return status, extra, EventStreamed(payload.events, payload.pace_s)
         return status, extra, payload
+
+    def _checked(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> dict[str, Any]:
+        """The wrapped Messages API's body for a signed, well-formed InvokeModel (or its streamed form) request:
+        the model from the path, `stream` from the route."""
+        route = INVOKE.match(path.split("?")[0])
+        if method != "POST" or route is None:
+            raise BedrockError(404, f"Not Found: {method} {path}", "UnknownOperationException")
+        self._verify(method, path, headers, raw)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise BedrockError(400, "Malformed input request", "ValidationException") from None
+        if not isinstance(body, dict) or body.get("anthropic_version") not in VERSIONS:
+            raise BedrockError(400, f"anthropic_version: must be one of {', '.join(VERSIONS)}", "ValidationException")
+        for key in ("model", "stream"):
+            if key in body:
+                raise BedrockError(400, f"Malformed input request: extraneous key [{key}] is not permitted",
+                                   "ValidationException")
+        inner = {k: v for k, v in body.items() if k != "anthropic_version"}
+        return {**inner, "model": route["model"], **({"stream": True} if route["streamed"] else {})}
 
     def _verify(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> None:
         """SigV4 as Bedrock checks it: a known key, this region and service, a fresh date, the body's hash
@@ -137,6 +159,37 @@ class FakeBedrock(Served):
         expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
         if not hmac.compare_digest(expected, found["signature"]):
             raise BedrockError(403, BAD_SIGNATURE, "InvalidSignatureException")
+
+
+class EventStreamed(Streamed):
+    """A streamed answer as InvokeModelWithResponseStream sends it: each Messages streaming event a `chunk` event
+    whose JSON payload carries the event's JSON as base64 `bytes`; an `error` event an `exception` message."""
+
+    content_type: ClassVar[str] = "application/vnd.amazon.eventstream"
+
+    def chunks(self) -> list[bytes]:
+        return [_message(name, data) for name, data in self.events]
+
+
+def _message(name: str, data: dict[str, Any]) -> bytes:
+    if name == "error":
+        kind = STREAM_EXCEPTIONS.get(data["error"]["type"], "modelStreamErrorException")
+        return frame({":exception-type": kind, ":content-type": "application/json", ":message-type": "exception"},
+                     json.dumps({"message": data["error"]["message"]}).encode())
+    chunk = {"bytes": base64.b64encode(json.dumps(data).encode()).decode()}
+    return frame({":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"},
+                 json.dumps(chunk).encode())
+
+
+def frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One message of the AWS event stream encoding: a prelude (total length, headers length, the prelude's
+    CRC32), string headers (name length, name, type 7, value length, value), the payload, and the CRC32 of all
+    before it; integers big-endian."""
+    encoded = b"".join(bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(value.encode()))
+                       + value.encode() for name, value in headers.items())
+    prelude = struct.pack(">II", 12 + len(encoded) + len(payload) + 4, len(encoded))
+    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + encoded + payload
+    return message + struct.pack(">I", binascii.crc32(message))
 
 
 @pytest.fixture

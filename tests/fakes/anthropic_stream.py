@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.fakes.anthropic_rules import ApiError
 
@@ -31,6 +31,7 @@ class Streamed:
 
     events: list[tuple[str, dict[str, Any]]]
     pace_s: float = 0.0
+    content_type: ClassVar[str] = "text/event-stream; charset=utf-8"
 
     def chunks(self) -> list[bytes]:
         """The events as SSE frames: `event: NAME` and `data: JSON`, a blank line after each."""
@@ -84,10 +85,10 @@ def broken_off(reply: dict[str, Any], error: ApiError) -> list[tuple[str, dict[s
 
 
 def write_stream(handler: Any, streamed: Streamed, headers: dict[str, str]) -> None:
-    """Send `streamed` on `handler` (a BaseHTTPRequestHandler) as `text/event-stream`, chunked, pausing
+    """Send `streamed` on `handler` (a BaseHTTPRequestHandler) as its `content_type`, chunked, pausing
     `pace_s` before each event."""
     handler.send_response(200)
-    handler.send_header("content-type", "text/event-stream; charset=utf-8")
+    handler.send_header("content-type", streamed.content_type)
     handler.send_header("cache-control", "no-cache")
     handler.send_header("transfer-encoding", "chunked")
     for name, value in headers.items():

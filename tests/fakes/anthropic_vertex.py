@@ -3,6 +3,8 @@
 As https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/use-claude describes:
 `POST /v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}:rawPredict` takes the
 Messages body with `anthropic_version` (`vertex-2023-10-16`, or the SDK's newer one) and without `model`;
+`...:streamRawPredict` takes the same body with `"stream": true` and answers with the wrapped fake's Server-Sent
+Events (an overload mid-stream an `error` event, as Anthropic's own API sends it);
 `.../models/count-tokens:rawPredict` counts tokens. Each wants `Authorization: Bearer <access token>`, a
 token this fake issued at `POST /token` (https://developers.google.com/identity/protocols/oauth2/service-account:
 the JWT-bearer grant, its assertion signed RS256 by the service account's key for Google's token audience,
@@ -35,7 +37,7 @@ from tests.fakes.http import Served
 
 VERSIONS = ("vertex-2023-10-16", ANTHROPIC_API_VERSION)
 PREDICT = re.compile(r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/publishers/anthropic/"
-                     r"models/(?P<model>[^/:]+):rawPredict$")
+                     r"models/(?P<model>[^/:]+):(?P<method>rawPredict|streamRawPredict)$")
 GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 AUDIENCE = "https://oauth2.googleapis.com/token"  # what google-auth signs, wherever token_uri points
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -114,10 +116,13 @@ class FakeVertex(Served):
         if not isinstance(body, dict) or body.get("anthropic_version") not in VERSIONS:
             raise GoogleError(400, f"anthropic_version: must be one of {', '.join(VERSIONS)}")
         inner = {k: v for k, v in body.items() if k != "anthropic_version"}
-        if route["model"] == "count-tokens":
+        if route["model"] == "count-tokens" and route["method"] == "rawPredict":
             return "/v1/messages/count_tokens", inner
         if "model" in body:
             raise GoogleError(400, "model: the model is named by the URL, not the body")
+        if (route["method"] == "streamRawPredict") != (body.get("stream") is True):
+            raise GoogleError(400, f"stream: {route['method']} wants a body with \"stream\": "
+                                   f"{'true' if route['method'] == 'streamRawPredict' else 'false or none'}")
         return "/v1/messages", {**inner, "model": route["model"]}
 
     def _token(self, raw: bytes) -> tuple[int, dict, Any]:

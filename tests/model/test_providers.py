@@ -41,8 +41,8 @@ def test_bedrock_preflight_is_a_signed_one_token_message_and_runs_answer(fake_be
     model = bedrock(fake_bedrock, sleeps)
     model.check()
     assert ask(model) == "hello from the provider"
-    ping, turn = fake_bedrock.requests
-    assert ping.path == turn.path == f"/model/{BEDROCK_ID}/invoke"
+    ping, turn = fake_bedrock.requests  # the one-token preflight is not streamed; answers are
+    assert (ping.path, turn.path) == (f"/model/{BEDROCK_ID}/invoke", f"/model/{BEDROCK_ID}/invoke-with-response-stream")
     sent = json.loads(ping.body)
     assert sent["max_tokens"] == 1 and "model" not in sent and sent["anthropic_version"]
     assert all(r.headers["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={fake_bedrock.access_key}/")
@@ -72,6 +72,34 @@ def test_bedrock_overload_is_retried_by_the_one_retry_policy(fake_bedrock, fake_
     assert len(sleeps) == 2 and [r.status for r in fake_anthropic.requests] == [529, 529, 200]
 
 
+@pytest.mark.parametrize(("error_type", "exception", "retried"), [
+    ("overloaded_error", "serviceUnavailableException", True), ("rate_limit_error", "throttlingException", True),
+    ("api_error", "internalServerException", True), ("timeout_error", "modelStreamErrorException", True),
+    ("invalid_request_error", "validationException", False)])
+def test_a_bedrock_stream_that_fails_mid_answer_is_retried_if_transient(fake_bedrock, fake_anthropic, sleeps, caplog,
+                                                                       error_type, exception, retried):
+    fake_anthropic.script(HELLO).inject(500, mid_stream=True, error_type=error_type)
+    model = bedrock(fake_bedrock, sleeps)
+    if retried:
+        assert ask(model) == "hello from the provider"
+        assert len(sleeps) == 1 and [r.status for r in fake_anthropic.requests] == [200, 200]
+        assert f"Amazon Bedrock failed mid-answer with {exception}: " in caplog.text
+    else:
+        with pytest.raises(DecodeError, match=rf"^Amazon Bedrock at \S+ failed mid-answer with {exception}: "):
+            ask(model)
+        assert sleeps == [] and fake_anthropic.remaining == 1
+    assert all(r.path.endswith("/invoke-with-response-stream") for r in fake_bedrock.requests)
+
+
+def test_vertex_streams_and_retries_an_overload_mid_answer(fake_vertex, fake_anthropic, tmp_path, sleeps):
+    fake_anthropic.script(HELLO).inject(529, mid_stream=True)
+    settings = Settings.from_env({**fake_vertex.env(fake_vertex.key_file(tmp_path / "sa.json")),
+                                  "DECODE_MODEL": VERTEX_ID})
+    assert ask(AnthropicModel(settings.model, sleep=sleeps.append)) == "hello from the provider"
+    assert len(sleeps) == 1 and [r.status for r in fake_anthropic.requests] == [200, 200]
+    assert all(r.path.endswith(f"/{VERTEX_ID}:streamRawPredict") for r in fake_vertex.requests)
+
+
 def test_a_model_bedrock_does_not_serve_is_named_at_the_preflight(fake_bedrock, fake_anthropic, sleeps):
     fake_anthropic.models = {BEDROCK_ID}
     model = bedrock(fake_bedrock, sleeps, DECODE_MODEL="us.anthropic.claude-nope-v1:0")
@@ -97,7 +125,7 @@ def test_vertex_counts_tokens_with_a_token_minted_from_the_service_account(fake_
     assert ask(model) == "hello from the provider"
     count, turn = fake_vertex.requests
     where = f"/v1/projects/{fake_vertex.project}/locations/{fake_vertex.region}/publishers/anthropic/models"
-    assert (count.path, turn.path) == (f"{where}/count-tokens:rawPredict", f"{where}/{VERTEX_ID}:rawPredict")
+    assert (count.path, turn.path) == (f"{where}/count-tokens:rawPredict", f"{where}/{VERTEX_ID}:streamRawPredict")
     assert "model" not in json.loads(turn.body) and len(fake_anthropic.token_counts) == 1
     assert len(fake_vertex.token_requests) == 1  # one token, reused
     assert model.provider.models_api is False
