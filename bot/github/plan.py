@@ -222,7 +222,8 @@ def ci_rounds_used(commits: Sequence[CommitIdentity], bot_login: str | None = No
 def is_ours(commit: CommitIdentity, bot_login: str | None = None, identity: tuple[str, str] = BOT_IDENTITY) -> bool:
     """Whether decode-bot made `commit`: pushed with git, author and committer are both our identity
     (bot/workspace/clone.py); made through GitHub's API (bot/github/api_commit.py), the author is `bot_login`
-    with its noreply address and the committer GitHub itself (or the bot too).
+    (a `[bot]`: a person's token makes commits as that person) with its noreply address and the committer
+    GitHub itself (or the bot too).
 
     A person's amend, rebase or cherry-pick keeps our author but makes them the committer; GitHub's
     "Update branch" commits as GitHub: neither is ours, except that a rebase by GitHub of a commit made through
@@ -234,7 +235,7 @@ def is_ours(commit: CommitIdentity, bot_login: str | None = None, identity: tupl
     login = (bot_login or "").lower()
     made_as = re.compile(rf"(\d+\+)?{re.escape(login)}@users\.noreply\.github\.com")
     author, committer = commit.author, (commit.committer[0], commit.committer[1].lower())
-    return bool(login) and author[0].lower() == login and bool(made_as.fullmatch(author[1].lower())) and \
+    return login.endswith("[bot]") and author[0].lower() == login and bool(made_as.fullmatch(author[1].lower())) and \
         (committer == GITHUB_COMMITTER or committer == (author[0], author[1].lower()))
 
 

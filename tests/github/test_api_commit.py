@@ -8,6 +8,7 @@ import subprocess
 
 import requests
 
+from bot.github.api_commit import read_commit
 from bot.github.auth import AppCredentials
 from bot.github.forge import GitHubForge
 from bot.github.job import JobContext, run_github_job
@@ -15,6 +16,7 @@ from bot.github.retry import GitHubRetry
 from bot.github.triggers import Router, Rules
 from bot.model.anthropic import AnthropicModel
 from bot.workspace.clone import BOT_IDENTITY, git_env
+from tests.support.publish import bare, finished
 from tests.support.github_job import NAME, OWNER, REPO, as_sent, delivery, edit_turns, run, world  # noqa: F401 (fixture)
 
 CO_AUTHOR = "Co-authored-by: alice <alice@users.noreply.github.com>"
@@ -130,3 +132,21 @@ def test_the_workflow_token_makes_the_commit_on_a_pull_requests_branch_through_t
     # a PATCH that only moves the branch forward: no force
     [patch] = [r for r in fake.requests if r.method == "PATCH" and "/git/refs/heads/feature" in r.path]
     assert patch.body == {"sha": head, "force": False}
+
+
+def test_the_commit_read_for_the_api_is_what_git_committed_and_what_it_cannot_carry_is_named(tmp_path):
+    ran = finished(bare(tmp_path / "base.git"), tmp_path / "run", branch="decode/x",
+                   change={"calendar.py": "x = 1\n", "big.txt": "y" * 3000})
+    ws, commit = ran.workspace, ran.result.commit
+    new = read_commit(ws, commit)
+    assert not isinstance(new, str) and new.parent == ws.base_sha
+    assert {(e.path, e.mode, e.content) for e in new.entries} == {("calendar.py", "100644", b"x = 1\n"),
+                                                                  ("big.txt", "100644", b"y" * 3000)}
+    assert new.message == "Weekend check\n\nCo-authored-by: alice <alice@users.noreply.github.com>\n"
+    assert new.tree == ws.git("rev-parse", f"{commit}^{{tree}}").decode().strip()
+    assert read_commit(ws, commit, limit=2048) == \
+        "`big.txt` is 0.0 MB, over the 0 MB decode-bot sends through the API"
+    (ws.clean / "more.txt").write_text("more\n")
+    ws.git("add", "-A")
+    second = ws.commit("second")
+    assert read_commit(ws, second) == "the commit is not one commit on top of the run's base"
