@@ -128,6 +128,9 @@ def test_the_workflow_token_makes_the_commit_on_a_pull_requests_branch_through_t
                                                   "signed": True}
     made = git_commit(fake, head)
     assert [p["sha"] for p in made["parents"]] == [before] and made["verification"]["verified"]
+    listed = requests.get(f"{fake.api_url}/repos/{REPO}/pulls/{number}/commits", timeout=10,
+                          headers={"Authorization": f"token {fake.token}"}).json()
+    assert [c["commit"]["verification"]["verified"] for c in listed] == [False, True]  # the person's, ours
     assert head[:12] in conclusion.message and not pushes(fake)
     # a PATCH that only moves the branch forward: no force
     [patch] = [r for r in fake.requests if r.method == "PATCH" and "/git/refs/heads/feature" in r.path]
