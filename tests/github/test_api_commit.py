@@ -5,6 +5,7 @@ the fake GitHub (which writes real objects into its bare repositories) and the f
 from __future__ import annotations
 
 import subprocess
+import threading
 
 import requests
 
@@ -52,7 +53,8 @@ def git_commit(fake, sha: str) -> dict:
 
 
 def pushes(fake) -> list:
-    return [r for r in fake.requests if r.kind == "git" and r.path.endswith("git-receive-pack")]
+    """The git pushes the fake saw (each begins with the receive-pack advertisement)."""
+    return [r for r in fake.requests if r.kind == "git" and r.query.get("service") == "git-receive-pack"]
 
 
 def tree(fake, sha: str) -> list[str]:
@@ -153,3 +155,28 @@ def test_the_commit_read_for_the_api_is_what_git_committed_and_what_it_cannot_ca
     ws.git("add", "-A")
     second = ws.commit("second")
     assert read_commit(ws, second) == "the commit is not one commit on top of the run's base"
+
+
+def test_a_pull_requests_branch_that_moved_on_meanwhile_is_never_overwritten(world):
+    fake, anthropic, *_ = world
+    fake.push_branch(OWNER, NAME, "feature", {"feature.txt": "wip\n"})
+    number = fake.add_pull(OWNER, NAME, "Feature", "A feature.", head_branch="feature", base_branch="main",
+                           user="alice")
+    comment = fake.add_comment(OWNER, NAME, number, "/decode add notes", user="alice")
+    anthropic.script(edit_turns("late"))
+    gate = fake.pause("POST", rf"^/repos/{REPO}/git/blobs$")
+
+    def someone_pushes() -> None:
+        gate.reached.wait(120)
+        fake.push_branch(OWNER, NAME, "feature", {"theirs.txt": "mine\n"}, start="feature")
+        gate.release(drop=False)
+    pusher = threading.Thread(target=someone_pushes)
+    pusher.start()
+    conclusion = run(world, "issue_comment", delivery(
+        "issue_comment", "created", issue__number=number, issue__pull_request={"url": "x"}, comment__id=comment,
+        comment__body="/decode add notes"))
+    pusher.join()
+    assert conclusion.state == "failed" and "pushing feature failed" in conclusion.message
+    refused = [r for r in fake.requests if r.method == "PATCH" and "/git/refs/heads/feature" in r.path]
+    assert [(r.status, r.body["force"]) for r in refused] == [(422, False)] and pushes(fake)  # then git, refused
+    assert fake.file(OWNER, NAME, "feature", "theirs.txt") == "mine\n"
