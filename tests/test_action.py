@@ -54,6 +54,8 @@ def test_a_labeled_issue_becomes_a_pull_request(runner, fake_github, fake_anthro
     assert (Path(outputs["transcript_path"]) / "transcript.jsonl").is_file()
     assert f"Fixes #{number}" in pr["body"] and "<summary>Transcript</summary>" in pr["body"]
     assert "| turns |" in summary and pr["html_url"] in summary and "Fixed `is_weekend`" in summary
+    made = fake_github.api_commits[pr["head"]["sha"]]  # made through the API with the workflow's token: signed
+    assert made["by"] == "github-actions[bot]" and made["signed"]
     tracking = fake_github.comments(OWNER, NAME, number)[0]["body"]
     assert f"{REPO}/actions/runs/4242" in tracking
     assert marker("run", run_tag(actions_origin(REPO), "4242")) in tracking  # no other repository's run 4242

@@ -8,17 +8,18 @@ a 502 that hid a success never doubles it.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
 import requests
-from github import Github, GithubException
+from github import Github, GithubException, InputGitTreeElement
 
 from bot.core.errors import ConfigError, DecodeError
 from bot.github.auth import Credentials, client
 from bot.github import checks
 from bot.github.checks import CommitIdentity, FailedChecks
-from bot.github.info import IssueInfo, MergedPull, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
+from bot.github.info import IssueInfo, MergedPull, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
 from bot.github.retry import GitHubRetry
 
 T = TypeVar("T")
@@ -66,6 +67,8 @@ class Forge(Protocol):
 
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
                             draft: bool) -> PullRef: ...
+
+    def make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str: ...
 
 
 class GitHubForge:
@@ -286,6 +289,54 @@ class GitHubForge:
                 raise
             return PullRef(pr.number, pr.html_url, created=True)
         return self._call(make)
+
+    def make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str:
+        """Make `commit` through GitHub's Git Database API and point `branch` at it (moving it only forward
+        unless `force`); the new commit's sha. No author or committer is sent, so GitHub makes it as the
+        token's identity and signs it (bot/github/api_commit.py). Blobs, trees and commits are content
+        addressed, so each step is safe to retry."""
+        try:
+            return self._make_commit(repo, commit, branch=branch, force=force)
+        except GithubException as e:
+            data = e.data if isinstance(e.data, dict) else {}
+            said = "; ".join(filter(None, [str(data.get("message") or "")] + [
+                str(x.get("message") or "") for x in data.get("errors") or [] if isinstance(x, dict)]))
+            raise DecodeError(f"GitHub answered {e.status}{' ' + said if said else ''}", status=e.status) from None
+
+    def _make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str:
+        r = self._gh(repo).get_repo(repo)
+        elements = []
+        for entry in commit.entries:
+            sha = None
+            if entry.content is not None:
+                data = base64.b64encode(entry.content).decode()
+                sha = self._call(lambda data=data: r.create_git_blob(data, "base64").sha)
+            elements.append(InputGitTreeElement(entry.path, entry.mode, "blob", sha=sha))
+        tree = self._call(lambda: r.create_git_tree(elements, r.get_git_tree(commit.parent_tree)))
+        if tree.sha != commit.tree:
+            raise DecodeError(f"GitHub built the tree {tree.sha[:12]}, not the commit's {commit.tree[:12]}")
+        made = self._call(lambda: r.create_git_commit(commit.message, tree, [r.get_git_commit(commit.parent)]).sha)
+        self._call(lambda: self._point(r, branch, made, force=force))
+        return made
+
+    @staticmethod
+    def _point(r: Any, branch: str, sha: str, *, force: bool) -> None:
+        """Create `branch` at `sha`, or move it there (GitHub refuses a move that is not a fast-forward
+        unless `force`)."""
+        ref = r.get_git_ref(f"heads/{branch}")
+        try:
+            ref.object  # the ref is lazy: reading a field is the GET
+        except GithubException as e:
+            if e.status != 404:
+                raise
+            try:
+                r.create_git_ref(f"refs/heads/{branch}", sha)
+            except GithubException as made:
+                if made.status == 422 and "already exists" in str(made.data):
+                    raise _Retry from None  # made meanwhile: move it on the next attempt
+                raise
+            return
+        ref.edit(sha, force=force)
 
 
 class _Retry(GithubException):

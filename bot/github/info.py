@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+GITHUB_COMMITTER = ("GitHub", "noreply@github.com")  # the committer of the commits GitHub signs itself
+
 
 @dataclass(frozen=True)
 class RepoInfo:
@@ -75,3 +77,26 @@ class MergedPull:
     base_sha: str
     merge_sha: str
     files: tuple[tuple[str, str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    """One path a commit changes, as GitHub's "create a tree" takes it: `mode` 100644, 100755 or 120000
+    (a symlink, whose content is its target); `content` None deletes the path."""
+
+    path: str
+    mode: str
+    content: bytes | None
+
+
+@dataclass(frozen=True)
+class NewCommit:
+    """A commit to make through GitHub's Git Database API: `entries` over the `parent`'s tree
+    (`parent_tree`), with the `message` the bot wrote; `tree` is the tree sha git computed for it, which
+    GitHub's must equal."""
+
+    parent: str
+    parent_tree: str
+    message: str
+    entries: tuple[TreeEntry, ...]
+    tree: str

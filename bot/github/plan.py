@@ -16,13 +16,14 @@ the forge, so every case is tested without a network.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
 from bot.github.checks import CommitIdentity
 from bot.github.conclusion import marker
-from bot.github.info import IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
+from bot.github.info import GITHUB_COMMITTER, IssueInfo, PullInfo, RepoInfo, ReviewCommentInfo
 from bot.github.task_text import build_task
 from bot.core.names import is_decode_branch, issue_branch, run_branch
 from bot.run.repo_config import PATH, RepoConfig, config_of
@@ -195,9 +196,9 @@ def _ci_round(work: CheckSuite, opt_in: OptIn) -> tuple[int, int] | Skip:
         return Skip(f"{PATH} on {pull.base_ref} does not set ci_fix")
     if pull.head_sha != work.head_sha:
         return Skip(f"the suite ran on {work.head_sha[:12]}, and #{work.number}'s head has moved on since")
-    if human_pushed(opt_in.commits):
+    if human_pushed(opt_in.commits, opt_in.bot_login):
         return Skip(f"someone pushed to {pull.head_ref} after decode-bot's last commit: CI fixes stop there")
-    used = ci_rounds_used(opt_in.commits)
+    used = ci_rounds_used(opt_in.commits, opt_in.bot_login)
     if used < rounds:
         return used + 1, rounds
     tag = marker("ci-stop", work.head_sha)
@@ -207,28 +208,39 @@ def _ci_round(work: CheckSuite, opt_in: OptIn) -> tuple[int, int] | Skip:
         f"try.\n\n{tag}")))
 
 
-def ci_rounds_used(commits: Sequence[CommitIdentity]) -> int:
+def ci_rounds_used(commits: Sequence[CommitIdentity], bot_login: str | None = None) -> int:
     """decode-bot's CI-fix commits at the tip of the branch, counted back to the first commit that is not one."""
     used = 0
     for commit in reversed(commits):
         # "decode: <title>", or "decode (incomplete: ...): <title>" (bot/run/pipeline.py::commit_message)
-        if not (is_ours(commit) and commit.subject.partition(": ")[2].startswith(CI_SUBJECT)):
+        if not (is_ours(commit, bot_login) and commit.subject.partition(": ")[2].startswith(CI_SUBJECT)):
             break
         used += 1
     return used
 
 
-def is_ours(commit: CommitIdentity, identity: tuple[str, str] = BOT_IDENTITY) -> bool:
-    """Whether decode-bot made `commit`: author and committer are both our identity (bot/workspace/clone.py).
+def is_ours(commit: CommitIdentity, bot_login: str | None = None, identity: tuple[str, str] = BOT_IDENTITY) -> bool:
+    """Whether decode-bot made `commit`: pushed with git, author and committer are both our identity
+    (bot/workspace/clone.py); made through GitHub's API (bot/github/api_commit.py), the author is `bot_login`
+    (a `[bot]`: a person's token makes commits as that person) with its noreply address and the committer
+    GitHub itself (or the bot too).
 
     A person's amend, rebase or cherry-pick keeps our author but makes them the committer; GitHub's
-    "Update branch" commits as GitHub: neither is ours.
+    "Update branch" commits as GitHub: neither is ours, except that a rebase by GitHub of a commit made through
+    the API keeps both names, as identities are not authenticated.
     """
     name, email = identity
-    return all(who[0] == name and who[1].lower() == email.lower() for who in (commit.author, commit.committer))
+    if all(who[0] == name and who[1].lower() == email.lower() for who in (commit.author, commit.committer)):
+        return True
+    login = (bot_login or "").lower()
+    made_as = re.compile(rf"(\d+\+)?{re.escape(login)}@users\.noreply\.github\.com")
+    author, committer = commit.author, (commit.committer[0], commit.committer[1].lower())
+    return login.endswith("[bot]") and author[0].lower() == login and bool(made_as.fullmatch(author[1].lower())) and \
+        (committer == GITHUB_COMMITTER or committer == (author[0], author[1].lower()))
 
 
-def human_pushed(commits: Sequence[CommitIdentity], identity: tuple[str, str] = BOT_IDENTITY) -> bool:
+def human_pushed(commits: Sequence[CommitIdentity], bot_login: str | None = None,
+                 identity: tuple[str, str] = BOT_IDENTITY) -> bool:
     """Whether someone else pushed to the branch after decode-bot's last commit on it.
 
     `commits` are the branch's commits in order, oldest first (as `GET .../pulls/{n}/commits` lists them),
@@ -236,7 +248,7 @@ def human_pushed(commits: Sequence[CommitIdentity], identity: tuple[str, str] = 
     Git identities are not authenticated: someone who commits under our identity is treated as us, which
     only lets a person with push access keep the rounds going, never stop someone else's work.
     """
-    return not commits or not is_ours(commits[-1], identity)
+    return not commits or not is_ours(commits[-1], bot_login, identity)
 
 
 def plan(work: Work, facts: Facts, *, tag: str, sandbox_mode: str) -> Plan | Skip:

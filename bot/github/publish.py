@@ -8,11 +8,13 @@ transcript whose tool outputs are capped at `OUTPUT_CAP` characters.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from bot.agent.loop import STOP_MESSAGES
 from bot.core.errors import DecodeError
 from bot.core.text import one_line
+from bot.github.api_commit import read_commit, unsigned_note
 from bot.github.body import BODY_LIMIT, Report, verification_section
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge
@@ -21,6 +23,7 @@ from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
 from bot.run.pipeline import Ran
 from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
+from bot.workspace.clone import Workspace
 
 OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request's copy of the transcript
 
@@ -71,6 +74,10 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked))
     changes = b"" if commit is None or ws is None else ws.git(
         "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
+    if commit is not None and ws is not None and not isinstance(delivery, ToFork):
+        commit, unsigned = _push(forge, repo, ws, commit, force=isinstance(delivery, OpenPull), redact=redact)
+        ran = dataclasses.replace(ran, result=dataclasses.replace(ran.result, commit=commit))
+        notes = "\n\n".join(filter(None, [notes, unsigned]))
     report = Report(summary=summary, figures=figs, notes=notes, changes=files_changed(changes),
                     transcript=render_markdown(load_events(ran.transcript_jsonl), max_block_chars=OUTPUT_CAP,
                                                brief=True),
@@ -88,7 +95,6 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     if isinstance(delivery, ToFork):
         return _to_fork(forge, repo, delivery.pull, ran, tag, state=state, report=report,
                                 failure=failure if result.failed else None)
-    ws.push(forge.token_for(repo), force=isinstance(delivery, OpenPull))
     if isinstance(delivery, PushToPull):  # new commits on the PR's own branch; the reply carries the rest
         body, rest = report.texts(limit=BODY_LIMIT - 1000)
         _post_parts(forge, repo, delivery.number, rest, tag)
@@ -109,6 +115,21 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
         f"{'✅' if result.completed and not note else '⚠️'} {verb} {pr.html_url}{note}."
     message = f"{head}\n\n{figs}\n\n{notes}".rstrip()
     return Conclusion(state, message, pr_url=pr.html_url, branch=branch, ran=ran)
+
+
+def _push(forge: Forge, repo: str, ws: Workspace, commit: str, *, force: bool,
+          redact: Callable[[str], str]) -> tuple[str, str | None]:
+    """Put the run's commit on its branch on GitHub, moving the branch only forward unless `force`: made
+    through GitHub's API so that GitHub signs it, else pushed with git. (The commit GitHub has, the note
+    saying why it is unsigned or None.)"""
+    made = read_commit(ws, commit)
+    if not isinstance(made, str):
+        try:
+            return forge.make_commit(repo, made, branch=ws.branch, force=force), None
+        except DecodeError as e:
+            made = f"GitHub's API did not take it ({one_line(redact(str(e)))[:300]})"
+    ws.push(forge.token_for(repo), force=force)
+    return commit, unsigned_note(made)
 
 
 def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, state: str,

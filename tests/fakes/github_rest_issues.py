@@ -10,6 +10,7 @@ import subprocess
 from urllib.parse import unquote
 
 from tests.fakes.github_auth import ApiError
+from tests.fakes.github_git_data import verification
 from tests.fakes.github_rest import (
     REACTIONS, WRITERS, Result, access, check_body, invalid, not_found, now_iso, paginate, render_comment, render_issue,
     render_pull, render_reaction, render_review_comment, route,
@@ -273,7 +274,7 @@ def commits_of(fake, repo, git_dir, revisions: list[str]) -> list[dict]:
                                                   "author": {"name": an, "email": ae, "date": ad},
                                                   "committer": {"name": cn, "email": ce, "date": cd},
                                                   "tree": {"sha": "0" * 40, "url": f"{api}/git/trees/{'0' * 40}"},
-                                                  "comment_count": 0}})
+                                                  "comment_count": 0, "verification": verification(fake, sha)}})
     return commits
 
 

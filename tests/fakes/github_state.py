@@ -86,6 +86,7 @@ class GitHubState:
         self.review_comments: dict[int, dict] = {}
         self.reviews: dict[int, dict] = {}  # by id: repo, number, body, state, user, commit_id, submitted_at
         self.reaction_list: list[dict] = []
+        self.api_commits: dict[str, dict] = {}  # sha -> repo, by (login), at, signed: commits made through the API
         self.tokens: dict[str, Token] = {}
         self.minted: list[dict] = []  # every installation token minted: token, repositories, permissions
         self.lock = threading.RLock()

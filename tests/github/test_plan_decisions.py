@@ -206,3 +206,14 @@ def test_our_identity_is_matched_on_name_and_email_any_case():
     name, email = BOT_IDENTITY
     assert is_ours(CommitIdentity("x", (name, email.upper()), (name, email)))
     assert not is_ours(CommitIdentity("x", ("someone", email), (name, email)))
+
+
+def test_a_commit_github_made_as_the_bot_is_ours_and_a_persons_web_edit_is_not():
+    app = ("decode-bot[bot]", "1234+decode-bot[bot]@users.noreply.github.com")
+    made = CommitIdentity("a2", app, ("GitHub", "noreply@github.com"), f"decode: {CI_SUBJECT} (round 1 of 2)")
+    assert is_ours(made, "decode-bot[bot]") and not human_pushed([OURS, made], "decode-bot[bot]")
+    assert ci_rounds_used([ci_commit(1), made], "decode-bot[bot]") == 2
+    assert not is_ours(made, "other-app[bot]") and not is_ours(made)
+    person = ("alice", "77+alice@users.noreply.github.com")
+    assert human_pushed([made, CommitIdentity("w1", person, ("GitHub", "noreply@github.com"))], "decode-bot[bot]")
+    assert not is_ours(CommitIdentity("w2", person, ("GitHub", "noreply@github.com")), "alice")

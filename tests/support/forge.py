@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from github import GithubException
 
-from bot.core.errors import ConfigError
-from bot.github.info import IssueInfo, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
+from bot.core.errors import ConfigError, DecodeError
+from bot.github.info import IssueInfo, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
 
 BOT = "decode-bot[bot]"
 WEB = "https://web.example"
@@ -137,3 +137,7 @@ class MemoryForge:
         pr = Pull(number, head, base, title, body, draft, f"{WEB}/{repo}/pull/{number}")
         self.pulls.append(pr)
         return PullRef(pr.number, pr.html_url, created=True)
+
+    def make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str:
+        """No Git Database here: the commit goes by git, as on a host whose API refuses it."""
+        raise DecodeError("GitHub answered 404 Not Found", status=404)
