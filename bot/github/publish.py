@@ -9,6 +9,7 @@ transcript whose tool outputs are capped at `OUTPUT_CAP` characters.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from bot.agent.loop import STOP_MESSAGES
 from bot.core.errors import DecodeError
@@ -18,7 +19,8 @@ from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge
 from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
-from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
+from bot.github.plan import OpenPull, Plan, PushToPull, Resume, Threads, ToFork
+from bot.github.resume import TASK_CHARS, PullState, earlier_runs, last_steps, note_of, with_state
 from bot.run.pipeline import Ran
 from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
 
@@ -71,12 +73,17 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked))
     changes = b"" if commit is None or ws is None else ws.git(
         "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
+    events = load_events(ran.transcript_jsonl)
     report = Report(summary=summary, figures=figs, notes=notes, changes=files_changed(changes),
-                    transcript=render_markdown(load_events(ran.transcript_jsonl), max_block_chars=OUTPUT_CAP,
-                                               brief=True),
+                    transcript=render_markdown(events, max_block_chars=OUTPUT_CAP, brief=True),
                     transcript_url=transcript_url, verification=verification_section(ran.verification))
     figs = f"{report.verification}\n\n{figs}"  # the tracking comment shows the verification too
     failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
+    this_run = note_of(tag, result.stop_reason, summary, ran.result.figures)
+    if isinstance(delivery, Resume):
+        state = PullState((*delivery.state.runs, this_run), delivery.state.task, last_steps(events),
+                          delivery.state.closes)
+        return _resume(forge, repo, delivery, ran, report, state, f"{figs}\n\n{notes}".rstrip(), failure)
     on_fork = isinstance(delivery, ToFork)
     if commit is None or ws is None:
         if result.failed:
@@ -97,18 +104,51 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
             f"⚠️ Pushed partial work ({commit[:12]}) to `{branch}`: {result.stop_reason}."
         return Conclusion(state, f"{head}\n\n{body}", branch=branch, ran=ran)
     title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
-    body, rest = report.texts(closes=delivery.closes)
-    pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250], body=body,
+    recorded = PullState((this_run,), the_plan.task[:TASK_CHARS], last_steps(events), delivery.closes)
+    body, rest = report.texts(closes=delivery.closes, limit=BODY_LIMIT - len(recorded.block()) - 10)
+    pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250],
+                                   body=with_state(body, recorded),
                                    draft=not result.completed or ran.verification.verified == "failed")
     _post_parts(forge, repo, pr.number, rest, tag)
     verb = "Opened" if pr.created else "Updated"
-    note = "" if result.completed else f" as a draft: the run {STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}"
+    note = "" if result.completed else f" as a draft: the run {STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}" \
+        " (comment `/decode continue` on it to carry the work on)"
     if result.completed and ran.verification.verified == "failed":
         note = " as a draft: its `verify:` commands from .github/decode.yml still fail"
     head = f"{failure}. The work so far is in the draft {pr.html_url}." if result.failed else \
         f"{'✅' if result.completed and not note else '⚠️'} {verb} {pr.html_url}{note}."
     message = f"{head}\n\n{figs}\n\n{notes}".rstrip()
     return Conclusion(state, message, pr_url=pr.html_url, branch=branch, ran=ran)
+
+
+def _resume(forge: Forge, repo: str, delivery: Resume, ran: Ran, report: Report, state: PullState, figs: str,
+            failure: str) -> Conclusion:
+    """A continuing run: its commit (if it made one) pushed to the pull request's branch, and the description
+    rebuilt over every run on the branch, ending with the new `state`, so a later `/decode continue` reads it."""
+    result, commit, ws, pull = ran.agent, ran.result.commit, ran.workspace, delivery.pull
+    if commit is not None and ws is not None:
+        ws.push(forge.token_for(repo))
+    summary = f"**Run {len(state.runs)} of {len(state.runs)}** on this branch, continuing run " \
+              f"{len(state.runs) - 1}:\n\n{report.summary}"
+    report = replace(report, summary=summary, notes="\n\n".join(filter(None, [report.notes,
+                                                                               earlier_runs(delivery.state)])))
+    body, rest = report.texts(closes=state.closes, limit=BODY_LIMIT - len(state.block()) - 10)
+    forge.open_or_update_pull(repo, head=pull.head_ref, base=pull.base_ref, title=pull.title,
+                              body=with_state(body, state), draft=True)
+    _post_parts(forge, repo, pull.number, rest, state.last.tag)
+    where = f"`{pull.head_ref}`"
+    if commit is None:
+        head = f"{failure}." if result.failed else "🤷 decode-bot made no further changes."
+    elif result.completed:
+        head = f"✅ Pushed {commit[:12]} to {where}: the work is finished."
+    else:
+        head = f"{failure}. The work so far ({commit[:12]}) is pushed to {where}." if result.failed else \
+            f"⚠️ Pushed partial work ({commit[:12]}) to {where}: the run " \
+            f"{STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}; `/decode continue` carries it on."
+    state_word = ("success" if result.completed else "failed" if result.failed else "incomplete") if commit else \
+        ("failed" if result.failed else "no_changes")
+    message = f"{head} The description of {pull.html_url} now covers all {len(state.runs)} runs.\n\n{figs}"
+    return Conclusion(state_word, message.rstrip(), pr_url=pull.html_url, branch=pull.head_ref, ran=ran)
 
 
 def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, state: str,
