@@ -28,7 +28,7 @@ from bot.core.names import is_decode_branch, issue_branch, run_branch
 from bot.run.repo_config import PATH, RepoConfig, config_of
 from bot.sandbox import ISOLATING
 from bot.workspace.clone import BOT_IDENTITY
-from bot.github.resume import PullState, continue_task
+from bot.github.resume import PullState, continue_task, read_state
 from bot.github.work import CheckSuite, Comment, Continue, Dispatch, Issue, Labels, Review, ReviewComment, Work
 
 
@@ -43,9 +43,12 @@ class OpenPull:
 
 @dataclass(frozen=True)
 class PushToPull:
-    """New commits on pull request `number`'s own branch, in this repository; a reply carries the rest."""
+    """New commits on pull request `number`'s own branch, in this repository; a reply carries the rest.
+    `stateful`: its description keeps decode-bot's record of the runs on the branch (bot/github/resume.py),
+    which the run is added to."""
 
     number: int
+    stateful: bool = False
 
 
 @dataclass(frozen=True)
@@ -328,7 +331,8 @@ def _on_pull(work: Work, pull: PullInfo, task: str, title: str, co_author: str |
     """Commits on pull request `pull`: its own branch in this repository, or a fork's delivery."""
     if pull.same_repo(work.repo):
         return Plan(task=task, branch=pull.head_ref, clone_base=pull.head_ref, config_base=pull.base_ref,
-                    title=title, co_author=co_author, delivery=PushToPull(pull.number))
+                    title=title, co_author=co_author,
+                    delivery=PushToPull(pull.number, stateful=read_state(pull.body) is not None))
     # a fork's head, fetched from the base repository; its decode.yml never applies
     return Plan(task=task, branch=pull.head_ref, clone_base=f"refs/pull/{pull.number}/head",
                 config_base=pull.base_ref, title=title, co_author=co_author, delivery=ToFork(pull))

@@ -20,7 +20,7 @@ from bot.github.forge import Forge
 from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Resume, Threads, ToFork
-from bot.github.resume import TASK_CHARS, PullState, earlier_runs, last_steps, note_of, with_state
+from bot.github.resume import TASK_CHARS, PullState, earlier_runs, last_steps, note_of, record_run, with_state
 from bot.run.pipeline import Ran
 from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
 
@@ -33,6 +33,10 @@ def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     (`core.names.run_tag`) for the markers of its comments, `transcript_url` the run's transcript page, when
     the server has a public URL. A review's threads get one reply each."""
     conclusion = _deliver(the_plan, ran, forge, repo, tag, redact, transcript_url=transcript_url)
+    if isinstance(the_plan.delivery, PushToPull) and the_plan.delivery.stateful:
+        note = note_of(tag, ran.agent.stop_reason, safe_prose(redact(ran.agent.summary)), ran.result.figures)
+        record_run(forge, repo, the_plan.delivery.number, note, the_plan.task, last_steps(load_events(
+            ran.transcript_jsonl)))
     if the_plan.threads is not None:
         summary = safe_prose(redact(ran.agent.summary))
         answer_threads(forge, repo, the_plan.threads, _thread_reply(conclusion, summary))

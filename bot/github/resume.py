@@ -2,9 +2,10 @@
 
 What a continuing run needs is kept where every door can read it again, in the pull request itself: each run
 that writes a decode-bot pull request's description (the run that opens it, and each continuing run) leaves a
-hidden `PullState` at its end, `<!-- decode-bot:state:<base64 JSON> -->`. It holds every run on the branch so far
-(its tag, how it stopped, its summary and figures), the task the first run was given, the last steps of the last
-run (from its transcript) and the issue the pull request closes. A continuing run reads it back, works on the
+hidden `PullState` at its end (a run on its branch by another command only updates that state, `record_run`), `<!-- decode-bot:state:<base64 JSON> -->`. It holds every run on the branch so far
+(its tag, how it stopped, its summary and figures), the task being carried on (the last run's own task: the
+opener's, or a later command's), the last steps of the last run (from its transcript) and the issue the pull
+request closes. A continuing run reads it back, works on the
 same branch with a fresh budget, and rebuilds the description over all the runs.
 
 Once per stop: the tracking comment of a continuing run carries `<!-- decode-bot:continues:<stopped run's tag> -->`,
@@ -26,12 +27,13 @@ from bot.agent.prompt import fence_untrusted
 from bot.core.names import is_decode_branch
 from bot.core.text import clean
 from bot.github.conclusion import marker
+from bot.github.forge import Forge
 from bot.github.info import PullInfo
 from bot.github.work import Continue
 from bot.run.result import Figures
 from bot.run.transcript import safe_prose
 
-TASK_CHARS = 12_000  # of the first run's task, kept for the runs that continue it
+TASK_CHARS = 12_000  # of the task being carried on, kept for the runs that continue it
 SUMMARY_CHARS = 4_000  # of each run's summary
 STEPS = 8  # the last tool calls of the last run
 _STATE = re.compile(r"\n*<!-- decode-bot:state:([A-Za-z0-9+/=]*) -->\n*")
@@ -94,6 +96,19 @@ def with_state(body: str, state: PullState) -> str:
     return _STATE.sub("\n", body).rstrip() + "\n\n" + state.block() + "\n"
 
 
+def record_run(forge: Forge, repo: str, number: int, note: RunNote, task: str, steps: tuple[str, ...]) -> None:
+    """After a run that pushed to pull request `number` by its own task (a `/decode` comment, a review, a CI
+    fix): when the description keeps a state (a decode-bot pull request), the run is added to it and becomes
+    the one `/decode continue` carries on, with its own task; the visible description is left as it is."""
+    pull = forge.pull(repo, number)
+    state = read_state(pull.body)
+    if state is None:
+        return
+    state = PullState((*state.runs, note), task[:TASK_CHARS], steps, state.closes)
+    forge.open_or_update_pull(repo, head=pull.head_ref, base=pull.base_ref, title=pull.title,
+                              body=with_state(pull.body, state), draft=True)
+
+
 def note_of(tag: str, stop: str, summary: str, figures: Figures | None) -> RunNote:
     """A run's note: its summary (already redacted and made safe for GitHub) cut to `SUMMARY_CHARS`."""
     said = summary if len(summary) <= SUMMARY_CHARS else summary[:SUMMARY_CHARS] + " …"
@@ -149,7 +164,7 @@ def continue_task(work: Continue, state: PullState) -> str:
              f"{STOP_MESSAGES.get(last.stop, 'stopped')} before it finished. This branch holds its work so far "
              "(its commits are on top of the base branch: read `git log` and `git diff` to see them). Carry the "
              "task on from where it stopped and finish it; you have a fresh budget.",
-             "The task the first run was given (as decode-bot wrote it):\n"
+             "The task being carried on (as decode-bot wrote it for the run that was given it):\n"
              + fence_untrusted(clean(state.task) or "(empty)", "the earlier run's task")]
     for i, run in enumerate(state.runs, 1):
         parts.append(f"What run {i} of {len(state.runs)} said when it ended:\n"

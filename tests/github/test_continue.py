@@ -104,3 +104,27 @@ def test_continue_by_a_reader_is_refused_and_starts_nothing(world):
     assert refused.state == "skipped" and "write access" in refused.message
     assert len(anthropic.requests) == asked and fake.branch_sha(OWNER, NAME, branch) == head
     assert any("@rita" in c["body"] and "write access" in c["body"] for c in fake.comments(OWNER, NAME, number))
+
+
+def test_a_command_run_on_the_pull_request_is_the_last_run_continue_looks_at(world):
+    fake, anthropic, *_ = world
+    number, branch = capped_pull(world)
+    body = fake.pulls(OWNER, NAME)[0]["body"]
+    anthropic.script([echo("fourth"), [{"type": "text", "text": "Added a fourth line."}]])
+    assert run(world, "issue_comment", command(fake, number, "/decode add a fourth line"), run_id="job-2").state \
+        == "success"
+    pr = fake.pulls(OWNER, NAME)[0]
+    state = read_state(pr["body"])
+    assert state is not None and [r.stop for r in state.runs] == ["max_turns", "completed"]
+    assert pr["body"].split("<!-- decode-bot:state:")[0] == body.split("<!-- decode-bot:state:")[0]  # as it was
+    finished = run(world, "issue_comment", command(fake, number), run_id="job-3")
+    assert finished.state == "skipped" and "finished" in finished.message
+    anthropic.script([echo("fifth"), echo("sixth"), echo("seventh")])
+    assert run(world, "issue_comment", command(fake, number, "/decode add three more"), run_id="job-4",
+               max_turns=2).state == "incomplete"
+    asked = len(anthropic.requests)
+    anthropic.script([[{"type": "text", "text": "The seventh was left; nothing else to do."}]])
+    assert run(world, "issue_comment", command(fake, number), run_id="job-5").state == "no_changes"
+    task = json.dumps(anthropic.requests[asked].body["messages"][0])
+    assert "add three more" in task and "echo 'sixth'" in task  # the capped command's own task and last steps
+    assert fake.file(OWNER, NAME, branch, "NOTES.md") == "first\nfourth\nfifth\nsixth\n"
