@@ -80,7 +80,7 @@ def test_decode_bot_itself_is_never_allowed_even_listed(world):
 
 def test_allowed_bots_on_a_branch_other_than_the_default_does_not_count(world):
     fake, anthropic, *_ = world
-    fake.push_branch(OWNER, NAME, "feature", {".github/decode.yml": f"allowed_bots: [{TRIAGE}]\n"}, start="main")
+    fake.push_branch(OWNER, NAME, "feature", {".github/decode.yml": f"allowed_bots: ['{TRIAGE}']\n"}, start="main")
     number, payload = labeled(fake, TRIAGE)
     assert run(world, "issues", payload, run_id="job-1").state == "skipped"
     assert not fake.comments(OWNER, NAME, number) and not anthropic.requests
