@@ -32,7 +32,7 @@ from bot.github.publish import answer_threads, publish
 from bot.github.task_text import ci_task_text
 from bot.github.tracking import Tracker
 from bot.github.triggers import may_trigger, refusal_text
-from bot.github.resume import PullState, continues_marker, read_state, resumable
+from bot.github.resume import PullState, continues_marker, note_of, read_state, record_run, resumable
 from bot.github.work import CheckSuite, Continue, Dispatch, Labels, Review, Work, asked_by, reaction_target
 from bot.model import Model
 from bot.run.pipeline import Job, Ran, execute
@@ -108,6 +108,8 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         ran, e = (e.ran, e.cause) if isinstance(e, Unpublished) else (None, e)
         text = redactor.redact(str(e) or type(e).__name__)
         _unforeseen(run_id, e, text)
+        if isinstance(resume, PullState):
+            _record_failure(ctx, resume, text)
         if tracking is not None:
             tracking.finish(f"❌ decode-bot could not finish this run{_run(ctx.run_url)}:\n\n```text\n{text}\n```")
         return Conclusion("failed", text, ran=ran, error=e)
@@ -159,6 +161,19 @@ def _resumable(ctx: JobContext, work: Continue) -> PullState | Conclusion:
     if forge.find_comment(repo, number, tag) is None:
         forge.post_comment(repo, number, f"{decided}\n\n{tag}", tag)
     return Conclusion("skipped", decided)
+
+
+def _record_failure(ctx: JobContext, state: PullState, text: str) -> None:
+    """A continuing run that failed before it wrote the pull request's description: its failure is recorded
+    there as the stop the next `/decode continue` carries on (with the task and steps it was given). Best
+    effort: when GitHub refuses this too, the stop it continued stays continued (docs/github.md)."""
+    work = ctx.work
+    assert work.number is not None
+    note = note_of(ctx.tag, "error", f"decode-bot could not finish this run: {text}", None)
+    try:
+        record_run(ctx.forge, work.repo, work.number, note, state.task, state.last_steps)
+    except Exception as lost:  # noqa: BLE001 - the run's own error is the one to report
+        log.warning("job %s: could not record the failure in the pull request's description: %s", ctx.run_id, lost)
 
 
 def _track(ctx: JobContext, page: str | None, doing: str, continues: str = "") -> Tracker:

@@ -82,8 +82,9 @@ def test_one_stop_is_continued_once(world):
     fake, anthropic, *_ = world
     number, branch = capped_pull(world)
     anthropic.script([echo("second"), [{"type": "text", "text": "Done."}]])
-    # the first continuing run cannot write the description (GitHub refuses the edit): it fails after its push
-    fake.inject("PATCH", rf"/repos/{REPO}/pulls/{number}$", 422, body={"message": "Validation Failed"})
+    # the first continuing run cannot write the description (GitHub refuses the edit, and again when the failure
+    # is to be recorded there): it fails after its push, and the stop it continued stays continued
+    fake.inject("PATCH", rf"/repos/{REPO}/pulls/{number}$", 422, body={"message": "Validation Failed"}, times=2)
     first = run(world, "issue_comment", command(fake, number), run_id="job-2")
     assert first.state == "failed", first.message
     head, asked = fake.branch_sha(OWNER, NAME, branch), len(anthropic.requests)
@@ -128,3 +129,17 @@ def test_a_command_run_on_the_pull_request_is_the_last_run_continue_looks_at(wor
     task = json.dumps(anthropic.requests[asked].body["messages"][0])
     assert "add three more" in task and "echo 'sixth'" in task  # the capped command's own task and last steps
     assert fake.file(OWNER, NAME, branch, "NOTES.md") == "first\nfourth\nfifth\nsixth\n"
+
+
+def test_a_continuing_run_that_fails_leaves_its_failure_as_the_stop_to_continue(world):
+    fake, anthropic, *_ = world
+    number, branch = capped_pull(world)
+    anthropic.script([echo("second"), [{"type": "text", "text": "Done."}]])
+    fake.inject("PATCH", rf"/repos/{REPO}/pulls/{number}$", 422, body={"message": "Validation Failed"})
+    assert run(world, "issue_comment", command(fake, number), run_id="job-2").state == "failed"
+    state = read_state(fake.pulls(OWNER, NAME)[0]["body"])
+    assert state is not None and [(r.tag, r.stop) for r in state.runs][-1] == ("origin:job-2", "error")
+    anthropic.script([[{"type": "text", "text": "The second line is there; nothing left."}]])
+    assert run(world, "issue_comment", command(fake, number), run_id="job-3").state == "no_changes"
+    assert fake.file(OWNER, NAME, branch, "NOTES.md") == "first\nsecond\n"
+    assert "Run 3 of 3" in fake.pulls(OWNER, NAME)[0]["body"]
