@@ -36,6 +36,7 @@ from bot.run.transcript import safe_prose
 TASK_CHARS = 12_000  # of the task being carried on, kept for the runs that continue it
 SUMMARY_CHARS = 4_000  # of each run's summary
 STEPS = 8  # the last tool calls of the last run
+STATE_CHARS = 30_000  # of the encoded state; the task and the last run's summary always fit (about 24,000)
 _STATE = re.compile(r"\n*<!-- decode-bot:state:([A-Za-z0-9+/=]*) -->\n*")
 
 
@@ -69,10 +70,17 @@ class PullState:
         return self.runs[-1]
 
     def block(self) -> str:
-        """The hidden block that ends the description."""
-        data = {"runs": [vars(r) for r in self.runs], "task": self.task, "last_steps": list(self.last_steps),
-                "closes": self.closes}
-        return f"<!-- decode-bot:state:{base64.b64encode(json.dumps(data).encode()).decode()} -->"
+        """The hidden block that ends the description, at most about `STATE_CHARS` characters: past that, the
+        oldest runs' summaries give way first (to "(cut)"), so a description of many runs still fits GitHub's
+        cap and leaves room for the report."""
+        runs = [vars(r) for r in self.runs]
+        for i in range(len(runs) + 1):
+            data = {"runs": runs, "task": self.task, "last_steps": list(self.last_steps), "closes": self.closes}
+            encoded = base64.b64encode(json.dumps(data).encode()).decode()
+            if len(encoded) <= STATE_CHARS or i == len(runs):
+                return f"<!-- decode-bot:state:{encoded} -->"
+            runs[i] = {**runs[i], "summary": "(cut)"}
+        raise AssertionError("unreachable")
 
 
 def read_state(body: str | None) -> PullState | None:
