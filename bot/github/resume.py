@@ -24,7 +24,7 @@ from typing import Any
 
 from bot.agent.loop import STOP_MESSAGES
 from bot.agent.prompt import fence_untrusted
-from bot.core.names import is_decode_branch
+from bot.core.names import is_decode_branch, run_tag_parts
 from bot.core.text import clean
 from bot.github.conclusion import marker
 from bot.github.forge import Forge
@@ -37,6 +37,7 @@ TASK_CHARS = 12_000  # of the task being carried on, kept for the runs that cont
 SUMMARY_CHARS = 4_000  # of each run's summary
 STEPS = 8  # the last tool calls of the last run
 STATE_CHARS = 30_000  # of the encoded state; the task and the last run's summary always fit (about 24,000)
+_FIGURES = re.compile(r"(?:[0-9]{1,9} turns, \$[0-9]{1,9}\.[0-9]{2})?")
 _STATE = re.compile(r"\n*<!-- decode-bot:state:([A-Za-z0-9+/=]*) -->\n*")
 
 
@@ -92,6 +93,8 @@ def read_state(body: str | None) -> PullState | None:
         data = json.loads(base64.b64decode(found[-1], validate=True))
         runs = tuple(RunNote(str(r["tag"]), str(r["stop"]), str(r["summary"]), str(r["figures"]))
                      for r in data["runs"])
+        if not all(run_tag_parts(r.tag) and r.stop in STOP_MESSAGES and _FIGURES.fullmatch(r.figures) for r in runs):
+            return None  # edited by hand into something decode-bot never writes
         closes = data.get("closes")
         return PullState(runs, str(data["task"]), tuple(str(s) for s in data.get("last_steps") or ()),
                          closes if isinstance(closes, int) and not isinstance(closes, bool) else None) if runs else None
@@ -192,6 +195,7 @@ def earlier_runs(state: PullState) -> str:
     rows = []
     for i, run in enumerate(state.runs, 1):
         how = STOP_MESSAGES.get(run.stop, run.stop)
-        rows.append(f"- Run {i} (`{run.tag}`): {how}" + (f", {run.figures}" if run.figures else "") + ".\n"
-                    f"  <details><summary>Its summary</summary>\n\n{safe_prose(run.summary).strip()}\n\n  </details>")
-    return "**Earlier runs on this branch**, continued with `/decode continue`:\n\n" + "\n".join(rows)
+        figures = f", {run.figures}" if run.figures else ""
+        rows.append(f"<details><summary>Run {i} ({run.tag}): {how}{figures}</summary>\n\n"
+                    f"{safe_prose(run.summary).strip()}\n\n</details>")
+    return "**Earlier runs on this branch**, continued with `/decode continue`:\n\n" + "\n\n".join(rows)

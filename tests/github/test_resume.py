@@ -36,6 +36,9 @@ def test_a_state_that_does_not_read_is_none():
     assert read_state(f"<!-- decode-bot:state:{broken} -->") is None
     empty = base64.b64encode(b'{"runs": [], "task": ""}').decode()
     assert read_state(f"<!-- decode-bot:state:{empty} -->") is None
+    for bad in (RunNote("<b>x</b>", "max_turns", "", ""), RunNote("s:job-1", "<b>", "", ""),
+                RunNote("s:job-1", "error", "", "<img src=x>")):  # edited into what decode-bot never writes
+        assert read_state(with_state("", PullState((bad,), "task"))) is None
 
 
 def test_continue_runs_only_on_a_stopped_run_of_a_decode_bot_pull_request():
