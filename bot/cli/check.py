@@ -107,6 +107,7 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
                                 else "left out of the commit and named in the PR"))
     extras = [f"review_trigger: {config.review_trigger}"] if config.review_trigger else []
     extras += [f"ci_fix: up to {config.ci_fix_rounds} fix runs"] if config.ci_fix_rounds else []
+    extras += [f"allowed_bots: {', '.join(config.allowed_bots)}"] if config.allowed_bots else []
     say(f"triggers: label {settings.github.trigger_label!r}, command {settings.github.command!r}"
         + "".join(f"; {e}" for e in extras))
     say("ok: a run would start with these settings")

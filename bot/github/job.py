@@ -12,6 +12,7 @@ left silent. Pushes happen from the host's clean clone, never from the sandbox.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
+from bot.github.bots import acted_by, bot_allowed, is_bot
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem
 from bot.github.info import IssueInfo, PullInfo, RepoInfo
@@ -30,10 +32,11 @@ from bot.github.publish import answer_threads, publish
 from bot.github.task_text import ci_task_text
 from bot.github.tracking import Tracker
 from bot.github.triggers import may_trigger, refusal_text
-from bot.github.work import CheckSuite, Dispatch, Labels, Review, Work, asked_by, reaction_target
+from bot.github.resume import PullState, continues_marker, note_of, read_state, record_run, resumable
+from bot.github.work import CheckSuite, Continue, Dispatch, Labels, Review, Work, asked_by, reaction_target
 from bot.model import Model
 from bot.run.pipeline import Job, Ran, execute
-from bot.run.repo_config import PATH
+from bot.run.repo_config import PATH, RepoConfig, config_of
 from bot.workspace.run_dirs import drop_clones
 
 log = logging.getLogger(__name__)
@@ -79,8 +82,12 @@ def run_github_job(ctx: JobContext) -> Conclusion:
             return Conclusion("skipped", admitted.reason)
         if admitted.authorize and (refused := _refuse(work, forge, ctx.settings)) is not None:
             return refused
+        resume = _resumable(ctx, work) if isinstance(work, Continue) else None
+        if isinstance(resume, Conclusion):
+            return resume
         page = run_link(ctx.settings, run_id)
-        tracking = _track(ctx, page, admitted.doing) if admitted.track else None
+        tracking = _track(ctx, page, admitted.doing, continues_marker(resume) if resume else "") \
+            if admitted.track else None
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
         error = _refusal(e, work, forge, ctx.settings.github.api_url) if refused else e
@@ -89,7 +96,8 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         return Conclusion("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
-        decided = plan(work, _facts(ctx, info, admitted.ci), tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
+        facts = dataclasses.replace(_facts(ctx, info, admitted.ci), resume=resume)
+        decided = plan(work, facts, tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
         conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
             _work(ctx, decided, info, tracking, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
@@ -100,6 +108,8 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         ran, e = (e.ran, e.cause) if isinstance(e, Unpublished) else (None, e)
         text = redactor.redact(str(e) or type(e).__name__)
         _unforeseen(run_id, e, text)
+        if isinstance(resume, PullState):
+            _record_failure(ctx, resume, text)
         if tracking is not None:
             tracking.finish(f"❌ decode-bot could not finish this run{_run(ctx.run_url)}:\n\n```text\n{text}\n```")
         return Conclusion("failed", text, ran=ran, error=e)
@@ -132,7 +142,41 @@ def _notify(work: Work, forge: Forge, skip: Skip) -> None:
             forge.post_comment(work.repo, work.number, text, tag)
 
 
-def _track(ctx: JobContext, page: str | None, doing: str) -> Tracker:
+def _resumable(ctx: JobContext, work: Continue) -> PullState | Conclusion:
+    """What `/decode continue` carries on (bot/github/resume.py), or the skipped conclusion after one reply
+    that says why not: not decode-bot's pull request, its last run finished, or its stop is continued already.
+    The tracking comment of this very run (a retried job) does not count as another run continuing it."""
+    forge, repo, number = ctx.forge, work.repo, work.number
+    pull = forge.pull(repo, number) if work.is_pull_request else None
+    state = read_state(pull.body) if pull is not None else None
+    continued = False
+    if state is not None:
+        found = forge.find_comment(repo, number, continues_marker(state))
+        continued = found is not None and found != forge.find_comment(repo, number, marker("run", ctx.tag))
+    author = forge.issue(repo, number).author if pull is not None else ""
+    decided = resumable(work, pull, author, forge.bot_login(), state, continued)
+    if isinstance(decided, PullState):
+        return decided
+    tag = marker("continue-refused", work.comment_id)
+    if forge.find_comment(repo, number, tag) is None:
+        forge.post_comment(repo, number, f"{decided}\n\n{tag}", tag)
+    return Conclusion("skipped", decided)
+
+
+def _record_failure(ctx: JobContext, state: PullState, text: str) -> None:
+    """A continuing run that failed before it wrote the pull request's description: its failure is recorded
+    there as the stop the next `/decode continue` carries on (with the task and steps it was given). Best
+    effort: when GitHub refuses this too, the stop it continued stays continued (docs/github.md)."""
+    work = ctx.work
+    assert work.number is not None
+    note = note_of(ctx.tag, "error", f"decode-bot could not finish this run: {text}", None)
+    try:
+        record_run(ctx.forge, work.repo, work.number, note, state.task, state.last_steps)
+    except Exception as lost:  # noqa: BLE001 - the run's own error is the one to report
+        log.warning("job %s: could not record the failure in the pull request's description: %s", ctx.run_id, lost)
+
+
+def _track(ctx: JobContext, page: str | None, doing: str, continues: str = "") -> Tracker:
     """React to the request and post (or, for a retried or released job, find and edit) the tracking comment."""
     work, forge, attempt = ctx.work, ctx.forge, ctx.attempt
     assert not isinstance(work, Dispatch | Labels), "a workflow run has no issue to track it on"
@@ -142,7 +186,8 @@ def _track(ctx: JobContext, page: str | None, doing: str) -> Tracker:
     tag = marker("run", ctx.tag)
     links = " · ".join(filter(None, [ctx.run_url and f"[The run]({ctx.run_url})",
                                      page and f"📜 [Transcript]({page})"]))
-    footer = (f"{links}\n\n" if links else "") + tag
+    by = acted_by(work) if is_bot(work.sender_login, work.sender_type) else ""
+    footer = "".join(f"{part}\n\n" for part in (by, links) if part) + tag + continues
     heading = f"👀 decode-bot is {doing}" + (f" (attempt {attempt})." if attempt > 1 else ".")
     tracker = Tracker(forge, repo, forge.find_comment(repo, number, tag), footer=footer, heading=heading)
     tracker.start(number, tag)
@@ -163,9 +208,14 @@ def _refusal(e: GithubException, work: Work, forge: Forge, api_url: str) -> Deco
 
 def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
     """None when the sender may start work; else the skipped conclusion, after one polite reply."""
-    login = work.sender_login
-    if work.sender_type == "Bot" or login == forge.bot_login():
-        return Conclusion("skipped", f"{login} is a bot")
+    login, me = work.sender_login, forge.bot_login()
+    if login.lower() == (me or "").lower():
+        return Conclusion("skipped", f"{login} is decode-bot itself, which never starts its own work")
+    if is_bot(login, work.sender_type):  # silent either way: a reply to a bot feeds a loop of bots
+        if bot_allowed(login, _default_config(work.repo, forge).allowed_bots, me):
+            return None
+        return Conclusion("skipped", f"{login} is a bot that allowed_bots in {PATH} on the default branch does "
+                                     "not list")
     permission = forge.permission(work.repo, login)
     if may_trigger(permission):
         return None
@@ -175,6 +225,12 @@ def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
             forge.post_comment(work.repo, work.number,
                                refusal_text(login, permission, settings.github.command) + "\n\n" + tag, tag)
     return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
+
+
+def _default_config(repo: str, forge: Forge) -> RepoConfig:
+    """decode.yml as the default branch has it (read through the API, never from a pull request's head)."""
+    branch = forge.repository(repo).default_branch
+    return config_of(forge.file_at(repo, PATH, branch), f" on {branch}")
 
 
 def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None) -> Facts:

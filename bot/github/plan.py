@@ -29,7 +29,8 @@ from bot.core.names import is_decode_branch, issue_branch, run_branch
 from bot.run.repo_config import PATH, RepoConfig, config_of
 from bot.sandbox import ISOLATING
 from bot.workspace.clone import BOT_IDENTITY
-from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Labels, Review, ReviewComment, Work
+from bot.github.resume import PullState, continue_task, read_state
+from bot.github.work import CheckSuite, Comment, Continue, Dispatch, Issue, Labels, Review, ReviewComment, Work
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,12 @@ class OpenPull:
 
 @dataclass(frozen=True)
 class PushToPull:
-    """New commits on pull request `number`'s own branch, in this repository; a reply carries the rest."""
+    """New commits on pull request `number`'s own branch, in this repository; a reply carries the rest.
+    `stateful`: its description keeps decode-bot's record of the runs on the branch (bot/github/resume.py),
+    which the run is added to."""
 
     number: int
+    stateful: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,16 @@ class ToFork:
     pull: PullInfo
 
 
-Delivery = OpenPull | PushToPull | ToFork
+@dataclass(frozen=True)
+class Resume:
+    """`/decode continue`: new commits on decode-bot's pull request `pull`, whose description is then rebuilt
+    over every run on its branch, from `state` (what the description recorded) and this run."""
+
+    pull: PullInfo
+    state: PullState
+
+
+Delivery = OpenPull | PushToPull | ToFork | Resume
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,7 @@ class Facts:
     pull: PullInfo | None = None
     review: tuple[ReviewCommentInfo, ...] = ()  # the comments of a `Review`
     ci: CiRound | None = None  # a `CheckSuite`: the round, and its task from the failed checks
+    resume: PullState | None = None  # a `Continue`: the runs the pull request's description records
 
 
 @dataclass(frozen=True)
@@ -172,7 +186,8 @@ def admit(work: Work, opt_in: OptIn | None, *, authorize: bool) -> Admission | S
         # a failed suite's sender is whoever GitHub names; its authority is decode.yml's ci_fix
         return Admission(authorize=False, track=True, doing=f"fixing the failing checks (round {ci[0]} of {ci[1]})",
                          ci=ci)
-    return Admission(authorize=authorize, track=not isinstance(work, Dispatch))
+    doing = "continuing the run that stopped early" if isinstance(work, Continue) else Admission.doing
+    return Admission(authorize=authorize, track=not isinstance(work, Dispatch), doing=doing)
 
 
 def _opted(work: Review | CheckSuite, opt_in: OptIn) -> RepoConfig | Skip:
@@ -303,6 +318,12 @@ def _plan(work: Work, facts: Facts, *, tag: str) -> Plan:
         if pull is None or facts.ci is None:
             raise ValueError(f"a CI fix of #{work.number} is planned with its pull request and failed checks")
         return _on_pull(work, pull, facts.ci.task, facts.ci.title, None)
+    if isinstance(work, Continue):
+        if pull is None or facts.resume is None:
+            raise ValueError(f"a continuing run on #{work.number} is planned with its pull request and its runs")
+        return Plan(task=continue_task(work, facts.resume), branch=pull.head_ref, clone_base=pull.head_ref,
+                    config_base=pull.base_ref, title=pull.title, co_author=co_author,
+                    delivery=Resume(pull, facts.resume))
     issue = as_triggered(work, issue)
     task = build_task(work, issue_title=issue.title, issue_body=issue.body, is_pull=issue.is_pull,
                       pr_body=pull.body if pull and work.body is None else None, review=facts.review)
@@ -322,7 +343,8 @@ def _on_pull(work: Work, pull: PullInfo, task: str, title: str, co_author: str |
     """Commits on pull request `pull`: its own branch in this repository, or a fork's delivery."""
     if pull.same_repo(work.repo):
         return Plan(task=task, branch=pull.head_ref, clone_base=pull.head_ref, config_base=pull.base_ref,
-                    title=title, co_author=co_author, delivery=PushToPull(pull.number))
+                    title=title, co_author=co_author,
+                    delivery=PushToPull(pull.number, stateful=read_state(pull.body) is not None))
     # a fork's head, fetched from the base repository; its decode.yml never applies
     return Plan(task=task, branch=pull.head_ref, clone_base=f"refs/pull/{pull.number}/head",
                 config_base=pull.base_ref, title=title, co_author=co_author, delivery=ToFork(pull))

@@ -8,8 +8,8 @@ transcript whose tool outputs are capped at `OUTPUT_CAP` characters.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
+from dataclasses import replace
 
 from bot.agent.loop import STOP_MESSAGES
 from bot.core.errors import DecodeError
@@ -20,7 +20,8 @@ from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge
 from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
-from bot.github.plan import OpenPull, Plan, PushToPull, Threads, ToFork
+from bot.github.plan import OpenPull, Plan, PushToPull, Resume, Threads, ToFork
+from bot.github.resume import TASK_CHARS, PullState, earlier_runs, last_steps, note_of, record_run, with_state
 from bot.run.pipeline import Ran
 from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
 from bot.workspace.clone import Workspace
@@ -34,6 +35,10 @@ def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     (`core.names.run_tag`) for the markers of its comments, `transcript_url` the run's transcript page, when
     the server has a public URL. A review's threads get one reply each."""
     conclusion = _deliver(the_plan, ran, forge, repo, tag, redact, transcript_url=transcript_url)
+    if isinstance(the_plan.delivery, PushToPull) and the_plan.delivery.stateful:
+        note = note_of(tag, ran.agent.stop_reason, safe_prose(redact(ran.agent.summary)), ran.result.figures)
+        record_run(forge, repo, the_plan.delivery.number, note, the_plan.task, last_steps(load_events(
+            ran.transcript_jsonl)))
     if the_plan.threads is not None:
         summary = safe_prose(redact(ran.agent.summary))
         answer_threads(forge, repo, the_plan.threads, _thread_reply(conclusion, summary))
@@ -76,14 +81,19 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
         "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
     if commit is not None and ws is not None and not isinstance(delivery, ToFork):
         commit, unsigned = _push(forge, repo, ws, commit, force=isinstance(delivery, OpenPull), redact=redact)
-        ran = dataclasses.replace(ran, result=dataclasses.replace(ran.result, commit=commit))
+        ran = replace(ran, result=replace(ran.result, commit=commit))
         notes = "\n\n".join(filter(None, [notes, unsigned]))
+    events = load_events(ran.transcript_jsonl)
     report = Report(summary=summary, figures=figs, notes=notes, changes=files_changed(changes),
-                    transcript=render_markdown(load_events(ran.transcript_jsonl), max_block_chars=OUTPUT_CAP,
-                                               brief=True),
+                    transcript=render_markdown(events, max_block_chars=OUTPUT_CAP, brief=True),
                     transcript_url=transcript_url, verification=verification_section(ran.verification))
     figs = f"{report.verification}\n\n{figs}"  # the tracking comment shows the verification too
     failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
+    this_run = note_of(tag, result.stop_reason, summary, ran.result.figures)
+    if isinstance(delivery, Resume):
+        state = PullState((*delivery.state.runs, this_run), delivery.state.task, last_steps(events),
+                          delivery.state.closes)
+        return _resume(forge, repo, delivery, ran, report, state, f"{figs}\n\n{notes}".rstrip(), failure)
     on_fork = isinstance(delivery, ToFork)
     if commit is None or ws is None:
         if result.failed:
@@ -103,12 +113,15 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
             f"⚠️ Pushed partial work ({commit[:12]}) to `{branch}`: {result.stop_reason}."
         return Conclusion(state, f"{head}\n\n{body}", branch=branch, ran=ran)
     title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
-    body, rest = report.texts(closes=delivery.closes)
-    pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250], body=body,
+    recorded = PullState((this_run,), the_plan.task[:TASK_CHARS], last_steps(events), delivery.closes)
+    body, rest = report.texts(closes=delivery.closes, limit=BODY_LIMIT - len(recorded.block()) - 10)
+    pr = forge.open_or_update_pull(repo, head=branch, base=delivery.base, title=title[:250],
+                                   body=with_state(body, recorded),
                                    draft=not result.completed or ran.verification.verified == "failed")
     _post_parts(forge, repo, pr.number, rest, tag)
     verb = "Opened" if pr.created else "Updated"
-    note = "" if result.completed else f" as a draft: the run {STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}"
+    note = "" if result.completed else f" as a draft: the run {STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}" \
+        " (comment `/decode continue` on it to carry the work on)"
     if result.completed and ran.verification.verified == "failed":
         note = " as a draft: its `verify:` commands from .github/decode.yml still fail"
     head = f"{failure}. The work so far is in the draft {pr.html_url}." if result.failed else \
@@ -130,6 +143,34 @@ def _push(forge: Forge, repo: str, ws: Workspace, commit: str, *, force: bool,
             made = f"GitHub's API did not take it ({one_line(redact(str(e)))[:300]})"
     ws.push(forge.token_for(repo), force=force)
     return commit, unsigned_note(made)
+
+
+def _resume(forge: Forge, repo: str, delivery: Resume, ran: Ran, report: Report, state: PullState, figs: str,
+            failure: str) -> Conclusion:
+    """A continuing run: its commit (if it made one) pushed to the pull request's branch, and the description
+    rebuilt over every run on the branch, ending with the new `state`, so a later `/decode continue` reads it."""
+    result, commit, pull = ran.agent, ran.result.commit, delivery.pull  # the commit is pushed already (`_push`)
+    summary = f"**Run {len(state.runs)} of {len(state.runs)}** on this branch, continuing run " \
+              f"{len(state.runs) - 1}:\n\n{report.summary}"
+    report = replace(report, summary=summary, notes="\n\n".join(filter(None, [report.notes,
+                                                                               earlier_runs(delivery.state)])))
+    body, rest = report.texts(closes=state.closes, limit=BODY_LIMIT - len(state.block()) - 10)
+    forge.open_or_update_pull(repo, head=pull.head_ref, base=pull.base_ref, title=pull.title,
+                              body=with_state(body, state), draft=True)
+    _post_parts(forge, repo, pull.number, rest, state.last.tag)
+    where = f"`{pull.head_ref}`"
+    if commit is None:
+        head = f"{failure}." if result.failed else "🤷 decode-bot made no further changes."
+    elif result.completed:
+        head = f"✅ Pushed {commit[:12]} to {where}: the work is finished."
+    else:
+        head = f"{failure}. The work so far ({commit[:12]}) is pushed to {where}." if result.failed else \
+            f"⚠️ Pushed partial work ({commit[:12]}) to {where}: the run " \
+            f"{STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}; `/decode continue` carries it on."
+    state_word = ("success" if result.completed else "failed" if result.failed else "incomplete") if commit else \
+        ("failed" if result.failed else "no_changes")
+    message = f"{head} The description of {pull.html_url} now covers all {len(state.runs)} runs.\n\n{figs}"
+    return Conclusion(state_word, message.rstrip(), pr_url=pull.html_url, branch=pull.head_ref, ran=ran)
 
 
 def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, state: str,

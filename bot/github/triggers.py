@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config import Settings
-from bot.github.work import CheckSuite, Comment, Dispatch, Issue, Labels, Review, ReviewComment, Work
+from bot.github.work import CheckSuite, Comment, Continue, Dispatch, Issue, Labels, Review, ReviewComment, Work
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+CONTINUE = "continue"  # `/decode continue`: carry on from a pull request's last run (bot/github/resume.py)
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,10 @@ class Rules:
         return cls(label=settings.github.trigger_label, command=settings.github.command)
 
 
-# Workflow runs: whoever started one may run workflows, and the job checks permissions again; labels and
-# comments are where a bot (or a loop of bots) could set the agent off, so only those refuse bot senders.
+# Workflow runs: whoever started one may run workflows, and the job checks permissions again. A bot that
+# labels or comments passes here: whether it may start work is `allowed_bots` in the default branch's
+# decode.yml, which the job reads (bot/github/bots.py), so that a bot it does not list is ignored silently.
 WORKFLOW_RUNS = ("schedule", "workflow_dispatch")
-# A check suite's sender is whoever GitHub names, often a bot: its authority is `ci_fix` in the base
-# branch's decode.yml and the pull request being decode-bot's, which the job checks (bot/github/plan.py).
-NO_SENDER_RULE = (*WORKFLOW_RUNS, "check_suite.completed")
 # Suite conclusions a commit can fix; `cancelled` (a person, a newer push) and `action_required` (a person
 # on GitHub) are not, and `neutral`, `skipped`, `stale`, `success` are not failures.
 FAILED_SUITES = frozenset({"failure", "timed_out", "startup_failure"})
@@ -81,8 +80,6 @@ class Router:
             if not keys:
                 return Ignore(f"event {event!r} is not one decode-bot acts on")
             return Ignore(f"{key} is not handled (handled: {', '.join(keys)})")
-        if key not in NO_SENDER_RULE and (bot := _bot_sender(payload)):
-            return Ignore(f"sender {bot} is a bot; bots never trigger work")
         try:
             return handler(payload, self.rules)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -138,6 +135,11 @@ def _issue_comment(payload: dict[str, Any], rules: Rules) -> Decision:
         return Ignore(f"the comment does not start with {rules.command}")
     issue = payload["issue"]
     is_pr = "pull_request" in issue
+    word, _, rest = instructions.partition("\n")[0].partition(" ")
+    if word.lower() == CONTINUE:
+        more = "\n".join([rest, *instructions.split("\n")[1:]]).strip()
+        return Continue(number=issue["number"], comment_id=comment["id"], instructions=more, is_pull_request=is_pr,
+                        **_text(issue), **_common(payload))
     return Comment(
         is_pull_request=is_pr,
         number=issue["number"],
@@ -239,14 +241,6 @@ APP_ROUTES: dict[str, Handler] = {
 
 
 # -- helpers -----------------------------------------------------------------
-
-
-def _bot_sender(payload: dict[str, Any]) -> str | None:
-    sender = payload.get("sender") or {}
-    login = str(sender.get("login") or "")
-    if sender.get("type") == "Bot" or login.endswith("[bot]"):
-        return login or "(unnamed)"
-    return None
 
 
 def _text(item: dict[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,25 @@ class Comment:
 
 
 @dataclass(frozen=True)
+class Continue:
+    """`/decode continue` on a pull request (or an issue, which is told where it works): a new run on a
+    decode-bot pull request's branch, carrying on from its last run, which stopped incomplete. The job checks
+    that the pull request is decode-bot's, that its last run stopped early, and that the stop is continued once
+    (bot/github/resume.py); `instructions` are what follows the word `continue`."""
+
+    repo: str
+    number: int
+    sender_login: str
+    sender_type: str
+    comment_id: int
+    instructions: str = ""
+    is_pull_request: bool = True
+    title: str | None = None
+    body: str | None = None
+    kind: ClassVar[str] = "continue"
+
+
+@dataclass(frozen=True)
 class ReviewComment:
     """A review comment starting with the command, on line `line` of `path` in a pull request's diff."""
 
@@ -150,20 +169,21 @@ class Labels:
         return self.repos[0]
 
 
-Work = Issue | Comment | ReviewComment | Review | CheckSuite | Dispatch | Labels
-_BY_KIND: dict[str, type[Issue | Comment | ReviewComment | Review | CheckSuite | Dispatch | Labels]] = {
-    "issue": Issue, "issue_comment": Comment, "pr_comment": Comment, "review_comment": ReviewComment,
+Work = Issue | Comment | Continue | ReviewComment | Review | CheckSuite | Dispatch | Labels
+_BY_KIND: dict[str, type[Issue | Comment | Continue | ReviewComment | Review | CheckSuite | Dispatch | Labels]] = {
+    "issue": Issue, "issue_comment": Comment, "pr_comment": Comment, "continue": Continue,
+    "review_comment": ReviewComment,
     "review": Review, "ci_fix": CheckSuite, "dispatch": Dispatch, "labels": Labels,
 }
 
 
-def reaction_target(work: Issue | Comment | ReviewComment | Review | CheckSuite) -> tuple[str, int] | None:
+def reaction_target(work: Issue | Comment | Continue | ReviewComment | Review | CheckSuite) -> tuple[str, int] | None:
     """What the job puts its 👀 on: the comment that asked, or the labeled issue. None for a review: GitHub
     has no reactions on reviews (https://docs.github.com/en/rest/reactions), and one on a single comment
     would read as "only this one"; the tracking comment on the pull request acknowledges it. None for a
     failed check suite too: nobody asked."""
     match work:
-        case Comment():
+        case Comment() | Continue():
             return ("comment", work.comment_id)
         case ReviewComment():
             return ("review_comment", work.comment_id)
@@ -176,7 +196,7 @@ def reaction_target(work: Issue | Comment | ReviewComment | Review | CheckSuite)
 def asked_by(work: Work) -> str:
     """A stable name for the request itself, so a refusal is answered once however often it comes."""
     match work:
-        case Comment() | ReviewComment():
+        case Comment() | Continue() | ReviewComment():
             return str(work.comment_id)
         case Review():
             return f"review-{work.review_id}"

@@ -18,6 +18,8 @@
     review_trigger: changes_requested  # a writer's review asking for changes on a decode-bot PR starts a run
     ci_fix: {rounds: 2}  # failed checks on a decode-bot PR start up to this many fix runs (1 to 5)
     thinking: 16000   # extended thinking: on, off or a budget in tokens (overrides DECODE_THINKING; docs/model.md)
+    allowed_bots:     # bot accounts whose trigger label and commands start runs like a writer's (this app never)
+      - github-actions[bot]
     setup_cache_key:  # docker: keep what setup left, keyed on these files' content (bot/run/setup_cache.py);
       - requirements.lock  # [] keys on the image and the setup commands alone; absent: no cache
 
@@ -41,7 +43,7 @@ from bot.workspace.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
-        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking")
+        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking", "allowed_bots")
 MAX_CACHE_KEY_FILES = 20
 MAX_VERIFY_ROUNDS = 5
 # A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
@@ -50,6 +52,7 @@ _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE = re.compile(rf"{_REGISTRY}?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
                    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 IMAGE_MAX = 400  # a 255-character name, a 128-character tag and a sha256 digest
+BOT_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})\[bot\]")  # a GitHub App's or Actions' account
 DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
@@ -69,6 +72,7 @@ class RepoConfig:
     ci_fix_rounds: int = 0  # `ci_fix: {rounds: N}`: failed checks on a decode-bot PR start up to N fix runs
     setup_cache_key: tuple[str, ...] | None = None  # files keying the setup cache; None: no setup cache
     thinking: str | int | None = None  # "on", "off" or a budget in tokens; None: DECODE_THINKING decides
+    allowed_bots: tuple[str, ...] = ()  # bot logins, lower-cased, whose labels and commands start runs
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
@@ -131,7 +135,18 @@ def parse_repo_config(data: object) -> RepoConfig:
                       ci_fix_rounds=parse_ci_fix(data.get("ci_fix")),
                       setup_cache_key=parse_setup_cache_key(data.get("setup_cache_key"), "setup_cache_key" in data),
                       thinking=None if data.get("thinking") is None else thinking_value(data["thinking"],
-                                                                                         f"{PATH}: thinking"))
+                                                                                         f"{PATH}: thinking"),
+                      allowed_bots=parse_allowed_bots(data.get("allowed_bots")))
+
+
+def parse_allowed_bots(value: object) -> tuple[str, ...]:
+    """decode.yml's `allowed_bots`: the bot logins (`name[bot]`) whose trigger label and commands start runs,
+    lower-cased as GitHub compares logins; empty when absent (no bot starts a run)."""
+    logins = [] if value is None else value
+    if not isinstance(logins, list) or not all(isinstance(x, str) and BOT_LOGIN.fullmatch(x) for x in logins):
+        raise ConfigError(f"{PATH}: 'allowed_bots' must be a list of bot logins like github-actions[bot] or "
+                          f"my-triage[bot] (a GitHub App's account, ending in [bot]), not {_shown(value)}")
+    return tuple(dict.fromkeys(x.lower() for x in logins))
 
 
 def parse_setup_cache_key(value: object, given: bool) -> tuple[str, ...] | None:

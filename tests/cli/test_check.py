@@ -91,7 +91,8 @@ def test_reads_the_committed_file_not_the_working_tree(tmp_path):
     assert res.stderr.strip().splitlines()[-1] == ("decode: .github/decode.yml: unknown key 'bogus'; the keys are "
                                                    "setup, network, setup_timeout, allow_cidrs, allow_domains, "
                                                    "allow_workflow_changes, gpu, image, verify, verify_rounds, "
-                                                   "review_trigger, ci_fix, setup_cache_key, thinking")
+                                                   "review_trigger, ci_fix, setup_cache_key, thinking, "
+                                                   "allowed_bots")
 
 
 @pytest.mark.parametrize("env, says", [

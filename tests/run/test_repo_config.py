@@ -115,3 +115,19 @@ def test_an_image_that_is_not_a_reference_is_refused_in_one_line(image):
     message = str(e.value)
     assert message.startswith(".github/decode.yml: 'image' must be a docker image reference like ")
     assert "\n" not in message and len(message) < 300
+
+
+def test_allowed_bots_are_read_lower_cased_and_none_by_default():
+    assert RepoConfig().allowed_bots == () and parse_repo_config({"setup": ["ls"]}).allowed_bots == ()
+    config = parse_repo_config({"allowed_bots": ["github-actions[bot]", "My-Triage[bot]", "my-triage[bot]"]})
+    assert config.allowed_bots == ("github-actions[bot]", "my-triage[bot]")
+
+
+@pytest.mark.parametrize("value", ["github-actions[bot]", ["octocat"], ["github-actions"], [3], ["a b[bot]"],
+                                   {"github-actions[bot]": True}])
+def test_allowed_bots_takes_a_list_of_bot_logins_with_a_one_line_error(value):
+    with pytest.raises(ConfigError) as e:
+        parse_repo_config({"allowed_bots": value})
+    message = str(e.value)
+    assert message.startswith(".github/decode.yml: 'allowed_bots' must be a list of bot logins like "
+                              "github-actions[bot]") and "\n" not in message
