@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from github import GithubException
 
@@ -22,6 +23,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
+from bot.github.check_run import CheckRun, start_check_run
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem
 from bot.github.info import IssueInfo, PullInfo, RepoInfo
@@ -81,6 +83,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
             return refused
         page = run_link(ctx.settings, run_id)
         tracking = _track(ctx, page, admitted.doing) if admitted.track else None
+        check = start_check_run(forge, work, ctx.tag, page or ctx.run_url)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
         error = _refusal(e, work, forge, ctx.settings.github.api_url) if refused else e
@@ -91,7 +94,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
         decided = plan(work, _facts(ctx, info, admitted.ci), tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
         conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
-            _work(ctx, decided, info, tracking, page)
+            _work(ctx, decided, info, tracking, check, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.ran.run_dir)
         if edited := (decided.note if isinstance(decided, Plan) else None):
@@ -102,9 +105,12 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         _unforeseen(run_id, e, text)
         if tracking is not None:
             tracking.finish(f"❌ decode-bot could not finish this run{_run(ctx.run_url)}:\n\n```text\n{text}\n```")
-        return Conclusion("failed", text, ran=ran, error=e)
+        failed = Conclusion("failed", text, ran=ran, error=e)
+        check.finish(failed, redactor.redact)
+        return failed
     if tracking is not None:
         tracking.finish(conclusion.message)
+    check.finish(conclusion, redactor.redact)
     return conclusion
 
 
@@ -194,8 +200,10 @@ def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None) -> Facts
     return Facts(info, issue, pull, review, ci_round)
 
 
-def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | None, page: str | None) -> Conclusion:
-    """Run `the_plan` and publish its delivery; `tracking` follows the run, `page` is its transcript page."""
+def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | None, check: CheckRun,
+          page: str | None) -> Conclusion:
+    """Run `the_plan` and publish its delivery; `tracking` and `check` follow the run, `page` is its transcript
+    page."""
     forge, settings, run_id, repo = ctx.forge, ctx.settings, ctx.run_id, ctx.work.repo
     model, progress, attempt = ctx.model, ctx.progress, ctx.attempt
     token = forge.token_for(repo)
@@ -203,8 +211,7 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token)
     try:
-        outcome = execute(job, settings, model=model, progress=progress,
-                          watch=tracking.on_event if tracking is not None else None)
+        outcome = execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check))
     except Exception as e:
         if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details
             text = one_line(settings.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]
@@ -216,11 +223,21 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
         raise
     if tracking is not None:
         tracking.move("publishing")
+    check.move("publishing")
     try:
         return publish(the_plan, outcome, forge, repo, ctx.tag, settings.redactor.plus(token).redact,
                        transcript_url=page)
     except Exception as e:
         raise Unpublished(e, outcome) from e
+
+
+def _watch(tracking: Tracker | None, check: CheckRun) -> Callable[[dict[str, Any]], None]:
+    """The run's events to the tracking comment and the check run."""
+    def watch(event: dict[str, Any]) -> None:
+        if tracking is not None:
+            tracking.on_event(event)
+        check.on_event(event)
+    return watch
 
 
 class Unpublished(Exception):

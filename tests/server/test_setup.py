@@ -61,7 +61,7 @@ def created(fake_github, client, key: str, org: str = "") -> tuple[dict, object]
 def test_the_manifest_asks_for_what_decode_bot_does_and_no_more(settings):
     m = manifest(settings)
     assert m["default_permissions"] == {"contents": "write", "issues": "write", "pull_requests": "write",
-                                        "metadata": "read", "actions": "read", "checks": "read"}
+                                        "metadata": "read", "actions": "read", "checks": "write"}
     assert set(m["default_events"]) >= {"issues", "issue_comment", "pull_request_review_comment",
                                         "pull_request_review", "check_suite"}
     assert not set(m["default_events"]) & {"workflow_dispatch", "push", "pull_request", "installation"}
