@@ -48,9 +48,18 @@ class CheckRun:
         self.title = ""
 
     def open(self, head_sha: str, summary: str = "Waiting to start.") -> None:
-        """Create the check run on `head_sha`, `queued` (a retried job finds the one it created)."""
+        """The check run on `head_sha`, `queued`: the one this job made before (a retry, or while it waited in
+        the queue) when there is one, else a new one."""
         self.head_sha = head_sha
-        self.check_run_id = self._create(head_sha, self._state("queued", "Queued", summary))
+        state = self._state("queued", "Queued", summary)
+        try:
+            self.check_run_id = self.forge.find_check_run(self.repo, head_sha, NAME, self.external_id)
+        except Exception as e:  # noqa: BLE001 - as in _create
+            self._failed(e)
+        if self.check_run_id is None:
+            self.check_run_id = self._create(head_sha, state)
+        else:
+            self._edit(state)
 
     def wait(self, reason: str) -> None:
         """Say why the job is still queued (its place in the queue) in the summary."""
@@ -101,8 +110,9 @@ class CheckRun:
     def _failed(self, e: Exception) -> None:
         if isinstance(e, GithubException) and e.status == 403:
             self.refused = True
-            log.warning("no %s check run on %s: the token may not create check runs (403); give the App "
-                        "'Checks: write' (or the workflow `checks: write`) to have one", NAME, self.repo)
+            said = (e.data or {}).get("message", "") if isinstance(e.data, dict) else ""
+            log.warning("no %s check run on %s: the token may not create check runs (403 %s); give the App "
+                        "'Checks: write' (or the workflow `checks: write`) to have one", NAME, self.repo, said)
         else:
             log.warning("could not update the %s check run on %s: %s", NAME, self.repo, e)
 

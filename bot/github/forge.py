@@ -68,6 +68,8 @@ class Forge(Protocol):
 
     def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None: ...
 
+    def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None: ...
+
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
                             draft: bool) -> PullRef: ...
 
@@ -257,15 +259,19 @@ class GitHubForge:
         once even when an attempt's answer was lost: a second attempt first looks for the run with the same
         `external_id` on that commit. Only an App's token (or Actions' GITHUB_TOKEN) may: others get a 403."""
         return self._once(lambda: self._gh(repo).get_repo(repo).create_check_run(name, head_sha, **_fields(state)).id,
-                          lambda: self._find_check_run(repo, head_sha, name, state.external_id))
+                          lambda: self.find_check_run(repo, head_sha, name, state.external_id))
 
     def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None:
         """Update check run `check_run_id` to `state` (PATCH .../check-runs/{id}; the same state twice is harmless)."""
         self._call(lambda: self._gh(repo).get_repo(repo).get_check_run(check_run_id).edit(**_fields(state)))
 
-    def _find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None:
-        runs = self._gh(repo).get_repo(repo).get_commit(head_sha).get_check_runs(check_name=name, filter="all")
-        return next((run.id for run in runs if run.external_id == external_id), None)
+    def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None:
+        """The newest check run `name` on `head_sha` whose `external_id` is this one (a retried job's, or one
+        made while the job waited), None when there is none."""
+        def fetch() -> int | None:
+            runs = self._gh(repo).get_repo(repo).get_commit(head_sha).get_check_runs(check_name=name, filter="all")
+            return max((run.id for run in runs if run.external_id == external_id), default=None)
+        return self._call(fetch)
 
     def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool:
         """Create the label `name` on `repo` unless it exists (any case); True when it was created."""

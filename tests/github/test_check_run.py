@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from bot.github.auth import AppCredentials
+from bot.github.check_run import start_check_run
 from bot.github.forge import GitHubForge
 from bot.github.job import JobContext, run_github_job
 from bot.github.retry import GitHubRetry
@@ -92,6 +93,19 @@ def test_a_run_on_a_pull_request_goes_queued_in_progress_completed_and_marks_the
     assert second["history"] == [("completed", "success", "Done")]
 
 
+def test_a_job_takes_over_the_check_run_made_while_it_waited_in_the_queue(world, app):
+    fake, anthropic, *_ = world
+    forge, settings = app
+    payload = pr_comment(fake)
+    work = Router(Rules.of(settings)).decide("issue_comment", as_sent(fake, payload))
+    start_check_run(forge, work, "origin:job-1", None).wait("Third in the queue: two jobs of this installation run.")
+    anthropic.script(edit_turns("noted"))
+    run_app(world, app, "issue_comment", payload)
+    first, second = decode_runs(fake, OWNER, NAME)
+    assert first["history"][:2] == [("queued", None, "Queued"), ("queued", None, "Queued")]
+    assert first["history"][-1] == ("completed", "success", "Done") and second["conclusion"] == "success"
+
+
 def test_a_verify_that_never_passes_ends_the_check_run_in_failure_with_the_commands_tail(world, app):
     fake, anthropic, *_ = world
     anthropic.script([*edit_turns("noted")[:1], answer("Done."), answer("Still done.")])
@@ -157,4 +171,5 @@ def test_a_token_without_checks_permission_logs_one_line_and_the_run_still_opens
     assert conclusion.state == "success", conclusion.message
     assert len(fake.pulls(OWNER, NAME)) == 1 and decode_runs(fake, OWNER, NAME) == []
     [line] = [r.getMessage() for r in caplog.records if r.name == "bot.github.check_run"]
-    assert "may not create check runs (403)" in line and "checks: write" in line
+    assert "may not create check runs (403 Resource not accessible by integration)" in line
+    assert "checks: write" in line

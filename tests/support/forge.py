@@ -145,6 +145,11 @@ class MemoryForge:
         self.check_runs[check_id] = (head_sha, [state])
         return check_id
 
+    def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None:
+        found = [i for i, (head, states) in self.check_runs.items()
+                 if head == head_sha and states[0].external_id == external_id]
+        return found[-1] if found else None
+
     def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None:
         self._check("edit_check_run")
         self.check_runs[check_run_id][1].append(state)
