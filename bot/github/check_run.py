@@ -140,10 +140,12 @@ def completed(conclusion: Conclusion, redact: Callable[[str], str], *, details_u
     ran = conclusion.ran
     said = safe_prose(redact(ran.agent.summary)) if ran is not None else ""
     title = TITLES[result]
-    if ran is not None and ran.verification.verified == "failed":
+    if result == "failure" and ran is not None and ran.verification.verified == "failed":
         title = "Verification failed"
-    elif conclusion.state == "incomplete":
+    elif result == "failure" and conclusion.state == "incomplete":
         title = "Stopped before done"
+    elif conclusion.state == "skipped":
+        title = "Skipped"
     text = ""
     if ran is not None:
         figures = ran.result.figures
