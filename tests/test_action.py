@@ -17,6 +17,7 @@ from bot.action import runner_sandbox
 from bot.core.names import actions_origin, run_tag
 from bot.github.conclusion import marker
 from bot.github.triggers import APP_ROUTES
+from tests.fakes.github_check_runs import decode_runs
 from tests.support.action import EXAMPLE, NAME, OWNER, REPO, ROOT, rewritten, runner, runner_temp  # noqa: F401 (fixture)
 
 SESSION = json.loads((EXAMPLE / "session.json").read_text())
@@ -75,6 +76,10 @@ def test_a_decode_comment_on_a_pull_request_pushes_to_its_branch(runner, fake_gi
     assert len(fake_github.pulls(OWNER, NAME)) == 1
     assert fake_github.file(OWNER, NAME, "feature", "NOTES.md") == "noted\n"
     assert "| turns |" in summary
+    first, second = decode_runs(fake_github, OWNER, NAME)  # made with the workflow's token
+    assert first["history"][0][0] == "queued" and first["conclusion"] == second["conclusion"] == "success"
+    assert second["head_sha"] == fake_github.branch_sha(OWNER, NAME, "feature") and second["app"] == "github-actions"
+    assert first["details_url"] == f"{fake_github.web_url}/{REPO}/actions/runs/4242"
 
 
 def test_a_scheduled_run_with_a_prompt_opens_a_pull_request(runner, fake_github, fake_anthropic):

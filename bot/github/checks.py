@@ -7,6 +7,8 @@ job's log. `CommitIdentity` is a commit's author and committer as GitHub lists t
 the failures is bot/github/task_text.py's `ci_task_text`; the rules over commit identities are the plan's
 (bot/github/plan.py). This module is the GitHub edge's: it imports nothing of the run layer.
 
+decode-bot's own check run (`decode-bot`) is never one of them: a fix of the code is not a fix of a run.
+
 Which conclusions fail (`bot.github.triggers.FAILED_SUITES`, the same rule as for a suite): `failure`,
 `timed_out`, and `startup_failure` (a workflow that could not start, which GitHub reports on suites and workflow runs). Not `cancelled`: a person or a newer push
 cancelled it, and a matrix cancels its other legs when one fails, which is reported on its own.
@@ -36,6 +38,7 @@ from github import GithubException
 
 from bot.github.retry import is_transient
 from bot.github.triggers import FAILED_SUITES
+from bot.github.work import CHECK_NAME
 
 ACTIONS_APP = "github-actions"  # the slug of the App that makes GitHub Actions' check runs
 LOG_LINES = 200
@@ -88,7 +91,8 @@ def failed_checks(gh_repo: Any, head_sha: str, *, redact: Callable[[str], str], 
     log download (a plain one by default).
     """
     failing = sorted((run for run in gh_repo.get_commit(head_sha).get_check_runs(filter="latest")
-                      if run.status == "completed" and run.conclusion in FAILED_SUITES), key=lambda r: (r.name, r.id))
+                      if run.status == "completed" and run.conclusion in FAILED_SUITES
+                      and run.name != CHECK_NAME), key=lambda r: (r.name, r.id))
     kept: list[CheckFailure] = []
     logs = 0
     for run in failing[:max_checks]:

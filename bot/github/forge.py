@@ -19,7 +19,9 @@ from bot.core.errors import ConfigError, DecodeError
 from bot.github.auth import Credentials, client
 from bot.github import checks
 from bot.github.checks import CommitIdentity, FailedChecks
-from bot.github.info import IssueInfo, MergedPull, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
+from bot.github.info import (
+    CheckRunState, IssueInfo, MergedPull, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo,
+)
 from bot.github.retry import GitHubRetry
 
 T = TypeVar("T")
@@ -64,6 +66,12 @@ class Forge(Protocol):
     def failed_checks(self, repo: str, head_sha: str, *, redact: Callable[[str], str]) -> FailedChecks: ...
 
     def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool: ...
+
+    def create_check_run(self, repo: str, head_sha: str, name: str, state: CheckRunState) -> int: ...
+
+    def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None: ...
+
+    def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None: ...
 
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
                             draft: bool) -> PullRef: ...
@@ -251,6 +259,25 @@ class GitHubForge:
         """The failing check runs of `head_sha`, with their output and Actions log tails (bot/github/checks.py)."""
         return self._call(lambda: checks.failed_checks(self._gh(repo).get_repo(repo), head_sha, redact=redact))
 
+    def create_check_run(self, repo: str, head_sha: str, name: str, state: CheckRunState) -> int:
+        """Create check run `name` on commit `head_sha` (https://docs.github.com/en/rest/checks/runs#create-a-check-run),
+        once even when an attempt's answer was lost: a second attempt first looks for the run with the same
+        `external_id` on that commit. Only an App's token (or Actions' GITHUB_TOKEN) may: others get a 403."""
+        return self._once(lambda: self._gh(repo).get_repo(repo).create_check_run(name, head_sha, **_fields(state)).id,
+                          lambda: self.find_check_run(repo, head_sha, name, state.external_id))
+
+    def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None:
+        """Update check run `check_run_id` to `state` (PATCH .../check-runs/{id}; the same state twice is harmless)."""
+        self._call(lambda: self._gh(repo).get_repo(repo).get_check_run(check_run_id).edit(**_fields(state)))
+
+    def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None:
+        """The newest check run `name` on `head_sha` whose `external_id` is this one (a retried job's, or one
+        made while the job waited), None when there is none."""
+        def fetch() -> int | None:
+            runs = self._gh(repo).get_repo(repo).get_commit(head_sha).get_check_runs(check_name=name, filter="all")
+            return max((run.id for run in runs if run.external_id == external_id), default=None)
+        return self._call(fetch)
+
     def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool:
         """Create the label `name` on `repo` unless it exists (any case); True when it was created."""
 
@@ -344,6 +371,17 @@ class _Retry(GithubException):
 
     def __init__(self) -> None:
         super().__init__(503, {"message": "retrying after a conflict"}, None)
+
+
+def _fields(state: CheckRunState) -> dict[str, Any]:
+    """A check run's fields as PyGithub's `create_check_run` and `CheckRun.edit` take them."""
+    output = {"title": state.title, "summary": state.summary, **({"text": state.text} if state.text else {})}
+    fields: dict[str, Any] = {"status": state.status, "external_id": state.external_id, "output": output}
+    if state.details_url:
+        fields["details_url"] = state.details_url
+    if state.conclusion is not None:
+        fields["conclusion"] = state.conclusion
+    return fields
 
 
 def access_problem(e: GithubException, repo: str, api_url: str) -> str:

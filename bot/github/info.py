@@ -100,3 +100,18 @@ class NewCommit:
     message: str
     entries: tuple[TreeEntry, ...]
     tree: str
+
+
+@dataclass(frozen=True)
+class CheckRunState:
+    """What a check run shows (https://docs.github.com/en/rest/checks/runs#create-a-check-run): `status`
+    `queued`, `in_progress` or `completed` (then with a `conclusion`), the output's title, summary and text,
+    the page its "Details" link opens and the `external_id` that finds it again and re-runs its work."""
+
+    status: str
+    title: str
+    summary: str
+    text: str = ""
+    conclusion: str | None = None
+    details_url: str | None = None
+    external_id: str = ""

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from github import GithubException
 
@@ -24,6 +25,7 @@ from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
 from bot.github.bots import acted_by, bot_allowed, is_bot
+from bot.github.check_run import CheckRun, start_check_run
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem
 from bot.github.info import IssueInfo, PullInfo, RepoInfo
@@ -88,6 +90,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         page = run_link(ctx.settings, run_id)
         tracking = _track(ctx, page, admitted.doing, continues_marker(resume) if resume else "") \
             if admitted.track else None
+        check = start_check_run(forge, work, ctx.tag, page or ctx.run_url)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
         error = _refusal(e, work, forge, ctx.settings.github.api_url) if refused else e
@@ -99,7 +102,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         facts = dataclasses.replace(_facts(ctx, info, admitted.ci), resume=resume)
         decided = plan(work, facts, tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
         conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
-            _work(ctx, decided, info, tracking, page)
+            _work(ctx, decided, info, tracking, check, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.ran.run_dir)
         if edited := (decided.note if isinstance(decided, Plan) else None):
@@ -112,9 +115,12 @@ def run_github_job(ctx: JobContext) -> Conclusion:
             _record_failure(ctx, resume, text)
         if tracking is not None:
             tracking.finish(f"❌ decode-bot could not finish this run{_run(ctx.run_url)}:\n\n```text\n{text}\n```")
-        return Conclusion("failed", text, ran=ran, error=e)
+        failed = Conclusion("failed", text, ran=ran, error=e)
+        check.finish(failed, redactor.redact)
+        return failed
     if tracking is not None:
         tracking.finish(conclusion.message)
+    check.finish(conclusion, redactor.redact)
     return conclusion
 
 
@@ -250,8 +256,10 @@ def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None) -> Facts
     return Facts(info, issue, pull, review, ci_round)
 
 
-def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | None, page: str | None) -> Conclusion:
-    """Run `the_plan` and publish its delivery; `tracking` follows the run, `page` is its transcript page."""
+def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | None, check: CheckRun,
+          page: str | None) -> Conclusion:
+    """Run `the_plan` and publish its delivery; `tracking` and `check` follow the run, `page` is its transcript
+    page."""
     forge, settings, run_id, repo = ctx.forge, ctx.settings, ctx.run_id, ctx.work.repo
     model, progress, attempt = ctx.model, ctx.progress, ctx.attempt
     token = forge.token_for(repo)
@@ -259,8 +267,7 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token)
     try:
-        outcome = execute(job, settings, model=model, progress=progress,
-                          watch=tracking.on_event if tracking is not None else None)
+        outcome = execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check))
     except Exception as e:
         if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details
             text = one_line(settings.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]
@@ -272,11 +279,21 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
         raise
     if tracking is not None:
         tracking.move("publishing")
+    check.move("publishing")
     try:
         return publish(the_plan, outcome, forge, repo, ctx.tag, settings.redactor.plus(token).redact,
                        transcript_url=page)
     except Exception as e:
         raise Unpublished(e, outcome) from e
+
+
+def _watch(tracking: Tracker | None, check: CheckRun) -> Callable[[dict[str, Any]], None]:
+    """The run's events to the tracking comment and the check run."""
+    def watch(event: dict[str, Any]) -> None:
+        if tracking is not None:
+            tracking.on_event(event)
+        check.on_event(event)
+    return watch
 
 
 class Unpublished(Exception):

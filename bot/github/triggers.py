@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config import Settings
-from bot.github.work import CheckSuite, Comment, Continue, Dispatch, Issue, Labels, Review, ReviewComment, Work
+from bot.github.work import (
+    CHECK_NAME, CheckSuite, Comment, Continue, Dispatch, Issue, Labels, Review, ReviewComment, Work, work_of_check,
+)
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 CONTINUE = "continue"  # `/decode continue`: carry on from a pull request's last run (bot/github/resume.py)
@@ -39,10 +41,12 @@ class Rules:
 
     label: str = "agent"
     command: str = "/decode"
+    app_id: str | None = None  # the App's id: "Re-run" is taken only on check runs it made
 
     @classmethod
     def of(cls, settings: Settings) -> "Rules":
-        return cls(label=settings.github.trigger_label, command=settings.github.command)
+        return cls(label=settings.github.trigger_label, command=settings.github.command,
+                   app_id=settings.github.app_id)
 
 
 # Workflow runs: whoever started one may run workflows, and the job checks permissions again. A bot that
@@ -208,6 +212,8 @@ def _suite_completed(payload: dict[str, Any], rules: Rules) -> Decision:
     """A check suite that failed on the head of a pull request of this repository (a fork's suites list no
     pull requests): the job decides, with the facts, whether it is a decode-bot pull request with rounds left."""
     suite = payload["check_suite"]
+    if rules.app_id and str((suite.get("app") or {}).get("id") or "") == str(rules.app_id):
+        return Ignore("the check suite is decode-bot's own (its check runs)")
     if suite.get("conclusion") not in FAILED_SUITES:
         return Ignore(f"the check suite concluded {suite.get('conclusion')!r}, not a failure a commit can fix")
     repo_id = payload["repository"]["id"]
@@ -215,6 +221,23 @@ def _suite_completed(payload: dict[str, Any], rules: Rules) -> Decision:
     if not pulls:
         return Ignore("the failed check suite is on no pull request of this repository")
     return CheckSuite(number=pulls[0]["number"], head_sha=suite["head_sha"], **_common(payload))
+
+
+def _rerequested(payload: dict[str, Any], rules: Rules) -> Decision:
+    """"Re-run" on a `decode-bot` check run this App made: the work its `external_id` holds, asked again by
+    whoever clicked (the job checks their permission as for a command). GitHub sends `rerequested` only to
+    the App that made the check run (https://docs.github.com/en/webhooks/webhook-events-and-payloads#check_run)."""
+    run = payload["check_run"]
+    if run.get("name") != CHECK_NAME:
+        return Ignore(f"the check run {run.get('name')!r} is not decode-bot's")
+    app = str((run.get("app") or {}).get("id") or "")
+    if rules.app_id and app != str(rules.app_id):
+        return Ignore(f"the check run was made by app {app or '(none)'}, not this one")
+    sender = _sender(payload)
+    work = work_of_check(str(run.get("external_id") or ""), sender["sender_login"], sender["sender_type"])
+    if work is None or work.repo.lower() != payload["repository"]["full_name"].lower():
+        return Ignore("the check run names no decode-bot work of this repository")
+    return work
 
 
 def _installed(payload: dict[str, Any], rules: Rules) -> Decision:
@@ -235,6 +258,7 @@ APP_ROUTES: dict[str, Handler] = {
     "pull_request_review_comment.edited": _edited,
     "workflow_dispatch": _dispatch,
     "check_suite.completed": _suite_completed,
+    "check_run.rerequested": _rerequested,
     "installation.created": _installed,
     "installation_repositories.added": _installed,
 }

@@ -15,6 +15,7 @@ fence them before use (bot/core/text.py cleans, bot/github/task_text.py fences).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -224,3 +225,25 @@ def work_of(payload: Mapping[str, Any]) -> Work:
     cls = _BY_KIND[fields.pop("kind")]
     names = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+CHECK_NAME = "decode-bot"  # the name of every run's check run (bot/github/check_run.py)
+
+
+def check_ref(work: Work, tag: str) -> str:
+    """The `external_id` of the run's check run: the run's tag (a retried job finds its check run by it) and
+    the work without its title and body (a re-run reads GitHub's current text), so "Re-run" on the check
+    run (`check_run.rerequested`) can start the same work again with no store to look it up in."""
+    fields = {k: v for k, v in dataclasses.asdict(work).items()
+              if k not in ("title", "body", "sender_login", "sender_type")}
+    return json.dumps({"tag": tag, "work": {"kind": work.kind, **fields}}, separators=(",", ":"))
+
+
+def work_of_check(external_id: str, sender_login: str, sender_type: str) -> Work | None:
+    """The work `check_ref` wrote into `external_id`, asked again by `sender_login`; None when the id is not
+    one of ours (malformed, or another kind of value)."""
+    try:
+        fields = json.loads(external_id)["work"]
+        return work_of({"work": {**fields, "sender_login": sender_login, "sender_type": sender_type}})
+    except (ValueError, KeyError, TypeError):
+        return None

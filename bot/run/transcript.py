@@ -222,14 +222,14 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     if not brief:
         out += [render_figures(figures(events), stop_reason(events)), ""]
     if start.get("task") and not brief:
-        out += ["**Task**", "", _fence(str(start["task"]), "text", cap), ""]
+        out += ["**Task**", "", fence(str(start["task"]), "text", cap), ""]
     shown: set[Any] = set()
     for e in events:
         kind = e["type"]
         if kind == "model_request" and e.get("purpose") != "context_summary":  # its prompt: the older turns again
             for text in _user_texts(e.get("new_messages") or []):
                 label = "prompt" if e.get("turn") in (0, 1, None) else "user message"
-                out += [f"<details><summary>{label}</summary>", "", _fence(text, "text", cap), "", "</details>", ""]
+                out += [f"<details><summary>{label}</summary>", "", fence(text, "text", cap), "", "</details>", ""]
         elif kind == "model_response":
             what = ": a summary of the older turns, to save context" if e.get("purpose") == "context_summary" else ""
             out += [f"## Turn {e.get('turn', '?')}{what}", "", _turn_meta(e), ""]
@@ -258,7 +258,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += [f"> **note:** {safe_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
         elif kind == "egress_blocked":
             rows = [f"{dest} x{count}" for dest, count in (e.get("destinations") or {}).items()]
-            out += ["**network:** the egress policy blocked", "", _fence("\n".join(rows), "text", cap), ""]
+            out += ["**network:** the egress policy blocked", "", fence("\n".join(rows), "text", cap), ""]
         elif kind in ("setup", "verify"):
             out += _command_run(e, cap)
         elif kind == "setup_cache":
@@ -267,7 +267,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             if str(e.get("summary") or "").strip() and not brief:
                 out += ["## Summary", "", safe_prose(str(e["summary"]).strip()), ""]
             if e.get("error"):
-                out += ["## Error", "", _fence(str(e["error"]), "text", cap), ""]
+                out += ["## Error", "", fence(str(e["error"]), "text", cap), ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -304,13 +304,13 @@ def _call(name: str, args: dict[str, Any], result: dict[str, Any] | None, cap: i
     path = str(args.get("path") or ".")
     if name == "bash":
         extra = f" (timeout {args['timeout']}s)" if args.get("timeout") else ""
-        lines = [f"**bash**{extra}", "", _fence(str(args.get("command", "")), "bash", cap)]
+        lines = [f"**bash**{extra}", "", fence(str(args.get("command", "")), "bash", cap)]
     elif name == "write":
-        lines = [f"**write** {code_span(path)}", "", _fence(str(args.get("content", "")), _lang(path), cap)]
+        lines = [f"**write** {code_span(path)}", "", fence(str(args.get("content", "")), _lang(path), cap)]
     elif name == "edit":
         every = " (every occurrence)" if args.get("replace_all") else ""
         diff = _diff(str(args.get("old_string", "")), str(args.get("new_string", "")))
-        lines = [f"**edit** {code_span(path)}{every}", "", _fence(diff, "diff", cap)]
+        lines = [f"**edit** {code_span(path)}{every}", "", fence(diff, "diff", cap)]
     elif name == "read":
         span = f" from line {args['offset']}" if args.get("offset") else ""
         span += f", {args['limit']} lines" if args.get("limit") else ""
@@ -319,7 +319,7 @@ def _call(name: str, args: dict[str, Any], result: dict[str, Any] | None, cap: i
         extra = f" in files {code_span(str(args['glob']))}" if args.get("glob") else ""
         lines = [f"**{name}** {code_span(str(args.get('pattern', '')))} in {code_span(path)}{extra}"]
     else:
-        lines = [f"**{name}**", "", _fence(json.dumps(args, indent=2, ensure_ascii=False), "json", cap)]
+        lines = [f"**{name}**", "", fence(json.dumps(args, indent=2, ensure_ascii=False), "json", cap)]
     lines.append("")
     return lines + (_result(result, cap) if result else ["_(no result recorded)_", ""])
 
@@ -330,8 +330,8 @@ def _command_run(e: dict[str, Any], cap: int | None) -> list[str]:
     if e["type"] == "verify":
         status = f"round {e.get('round', '?')}, {'✅ passed' if e.get('passed') else '❌ ' + status}"
     return [f"**{e['type']}** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
-            _fence(str(e.get("command", "")), "bash", cap), "",
-            _fence(str(e.get("output") or "(no output)"), "text", cap), ""]
+            fence(str(e.get("command", "")), "bash", cap), "",
+            fence(str(e.get("output") or "(no output)"), "text", cap), ""]
 
 
 def _context_trim(e: dict[str, Any]) -> list[str]:
@@ -364,7 +364,7 @@ def _result(e: dict[str, Any], cap: int | None) -> list[str]:
     text = output if isinstance(output, str) else json.dumps(output, indent=2, ensure_ascii=False)
     label = "error" if e.get("is_error") else "result"
     took = f" ({_duration(float(e['duration_s']))})" if e.get("duration_s") is not None else ""
-    return [f"{label}{took}:", "", _fence(text or "(no output)", "text", cap), ""]
+    return [f"{label}{took}:", "", fence(text or "(no output)", "text", cap), ""]
 
 
 def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
@@ -378,7 +378,7 @@ def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
     return texts
 
 
-def _fence(text: str, lang: str = "", cap: int | None = None) -> str:
+def fence(text: str, lang: str = "", cap: int | None = None) -> str:
     """`text` in a code fence that no backtick run inside it can close."""
     if cap is not None and len(text) > cap:
         half = cap // 2

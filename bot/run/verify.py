@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot.agent.prompt import verify_feedback
 from bot.core.errors import DecodeError
@@ -26,12 +26,14 @@ RECORD_CHARS = 20_000  # of each command's output, in the transcript
 
 @dataclass(frozen=True)
 class Check:
-    """One verify command's result in one round; `exit_code` None when it timed out or did not run."""
+    """One verify command's result in one round; `exit_code` None when it timed out or did not run; `tail`
+    the end of its redacted output (what went back to the agent, and what the check run shows)."""
 
     command: str
     exit_code: int | None
     duration_s: float
     timed_out: bool = False
+    tail: str = ""
 
     @property
     def passed(self) -> bool:
@@ -136,7 +138,7 @@ class Verifier:
                                timed_out=check.timed_out, duration_s=check.duration_s, passed=check.passed,
                                output=output[-RECORD_CHARS:])
         tail = "\n".join(output.rstrip().splitlines()[-TAIL_LINES:])[-TAIL_CHARS:]
-        return check, tail
+        return replace(check, tail=tail), tail
 
 
 def finish_gate(review: Callable[[], str | None], verifier: Verifier) -> Callable[[bool], str | None]:

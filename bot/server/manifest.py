@@ -26,6 +26,7 @@ PERMISSIONS = {
     "pull_requests": "write",  # open or update the PR, read a PR and its review comments, react and reply
     "metadata": "read",  # mandatory with any repository permission; also the sender's permission check
     "actions": "read",  # the failing Actions jobs' logs, for a CI fix (ci_fix in decode.yml)
+    "checks": "write",  # each run's decode-bot check run; the failing checks, for a CI fix
 }
 # The webhook events the App can subscribe to that the router has routes for, each with the permission
 # GitHub requires for it (https://docs.github.com/en/webhooks/webhook-events-and-payloads).
@@ -35,6 +36,7 @@ SUBSCRIBABLE = {
     "pull_request_review_comment": "pull_requests",
     "pull_request_review": "pull_requests",
     "check_suite": "checks",
+    "check_run": "checks",  # "Re-run" on a decode-bot check run
 }
 ORG = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?")  # a GitHub login
 CODE = re.compile(r"[A-Za-z0-9_-]{1,200}")
@@ -52,7 +54,7 @@ def events() -> list[str]:
 
 
 def permissions() -> dict[str, str]:
-    """PERMISSIONS, plus read access for an event's permission that PERMISSIONS lacks (checks, for check_suite)."""
+    """PERMISSIONS, plus read access for an event's permission that PERMISSIONS lacks."""
     needed = dict(PERMISSIONS)
     for event in events():
         needed.setdefault(SUBSCRIBABLE[event], "read")

@@ -31,6 +31,7 @@ from tests.fakes import github_rest_issues  # noqa: F401  (registers the issue, 
 from tests.fakes import github_rest_reviews  # noqa: F401  (registers the review and contents routes)
 from tests.fakes import github_checks  # noqa: F401  (registers the check run, check suite and job log routes)
 from tests.fakes import github_git_data  # noqa: F401  (registers the Git Database routes: blobs, trees, commits, refs)
+from tests.fakes import github_check_runs  # noqa: F401  (registers creating and updating check runs)
 from tests.fakes import github_oauth  # the OAuth web flow; registers the user-token routes
 from tests.fakes import github_manifest
 from tests.fakes.git_http import http_backend, pushed_refs

@@ -98,7 +98,9 @@ def render_check_run(fake: FakeGitHub, run: dict) -> dict:
     repo = fake.repos[run["repo"]]
     api, web = f"{fake.api_url}/repos/{repo.full_name}", f"{fake.web_url}/{repo.full_name}"
     suite = checks_of(fake).suites[run["suite"]]
-    if run["app"] == ACTIONS_APP["slug"]:
+    if "history" in run:  # made through the API (tests/fakes/github_check_runs.py): its own fields
+        html_url, details_url, external_id = f"{web}/runs/{run['id']}", run["details_url"], run["external_id"]
+    elif run["app"] == ACTIONS_APP["slug"]:
         html_url = details_url = f"{web}/actions/runs/{suite['run_id']}/job/{run['id']}"
         external_id = f"{suite['run_id']:x}-{run['id']:x}"  # an opaque id of Actions' own, not the job id
     else:

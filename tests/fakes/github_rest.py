@@ -232,7 +232,7 @@ def render_installation(fake: FakeGitHub) -> dict:
             "access_tokens_url": f"{fake.api_url}/app/installations/{iid}/access_tokens",
             "repositories_url": f"{fake.api_url}/installation/repositories",
             "html_url": f"{fake.web_url}/settings/installations/{iid}", "target_id": 1,
-            "permissions": {"contents": "write", "issues": "write", "pull_requests": "write", "metadata": "read"},
+            "permissions": dict(fake.installation_permissions),
             "events": ["issues", "issue_comment", "pull_request_review_comment"],
             "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z", "single_file_name": None}
 

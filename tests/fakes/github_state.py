@@ -79,6 +79,10 @@ class GitHubState:
     def __init__(self, app_id: int = 424242) -> None:
         self.app = GitHubApp(app_id)
         self.installation_id = 7_000_001
+        # what the installation was granted (the manifest's asks); an App installed before it asked for one
+        # (say `checks`) lacks it until the owner accepts the new permissions
+        self.installation_permissions = {"contents": "write", "issues": "write", "pull_requests": "write",
+                                         "metadata": "read", "actions": "read", "checks": "write"}
         self.root = Path(tempfile.mkdtemp(prefix="fake-github-"))
         self.users: dict[str, dict] = {}
         self.repos: dict[str, Repo] = {}
@@ -133,8 +137,7 @@ class GitHubState:
                                         "accessible to the parent installation.")
                 names |= {r.full_name for r in found}
         token = Token(new_token("ghs_"), self.bot_login, names, time.time() + 3600, self.installation_id,
-                      dict(permissions or {"contents": "write", "issues": "write", "pull_requests": "write",
-                                           "metadata": "read"}), bot=True)
+                      dict(permissions or self.installation_permissions), bot=True)
         self.tokens[token.value] = token
         self.minted.append({"token": token.value, "repositories": sorted(names) if names else None,
                             "permissions": token.permissions, "expires_at": token.expires_at})

@@ -61,9 +61,9 @@ def created(fake_github, client, key: str, org: str = "") -> tuple[dict, object]
 def test_the_manifest_asks_for_what_decode_bot_does_and_no_more(settings):
     m = manifest(settings)
     assert m["default_permissions"] == {"contents": "write", "issues": "write", "pull_requests": "write",
-                                        "metadata": "read", "actions": "read", "checks": "read"}
+                                        "metadata": "read", "actions": "read", "checks": "write"}
     assert set(m["default_events"]) >= {"issues", "issue_comment", "pull_request_review_comment",
-                                        "pull_request_review", "check_suite"}
+                                        "pull_request_review", "check_suite", "check_run"}
     assert not set(m["default_events"]) & {"workflow_dispatch", "push", "pull_request", "installation"}
     assert m["hook_attributes"] == {"url": f"{PUBLIC}/webhook", "active": True}
     assert m["redirect_url"] == f"{PUBLIC}/setup/callback" and m["callback_urls"] == [f"{PUBLIC}/login/callback"]

@@ -69,7 +69,7 @@ def test_setup_in_the_browser_then_the_same_server_runs_as_the_new_app(
         assert manifest["redirect_url"] == f"{public}/setup/callback"
         assert manifest["callback_urls"] == [f"{public}/login/callback"] and manifest["public"] is False
         assert manifest["default_permissions"] == {"contents": "write", "issues": "write", "pull_requests": "write",
-                                                   "metadata": "read", "actions": "read", "checks": "read"}
+                                                   "metadata": "read", "actions": "read", "checks": "write"}
         assert {"issues", "issue_comment", "pull_request_review_comment"} <= set(manifest["default_events"])
 
         path = tmp_path / "data" / "app.json"

@@ -1,12 +1,14 @@
 """POST /webhook through the Flask app with a real SQLite store, fed GitHub's own example payloads."""
 
 import time
+from dataclasses import replace
 
 import pytest
 
 from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.server import create_app
+from bot.github.work import Comment, check_ref, work_of
 from bot.server.context import app_context
 from tests.fakes.webhook_examples import all_examples, example
 from tests.server.conftest import delivery
@@ -44,6 +46,16 @@ def test_a_labeled_issue_is_stored_then_answered_202(client, store):
     job = store.job(res.get_json()["job"])
     assert job.state == "queued" and job.payload["work"]["kind"] == "issue"
     assert job.key.endswith(f"#{job.payload['work']['number']}")
+
+
+def test_re_run_on_a_decode_bot_check_run_queues_its_work_again_asked_by_the_clicker(client, store):
+    work = Comment("octo/calendar", 7, "alice", "User", comment_id=99, instructions="add notes", is_pull_request=True)
+    payload = example("check_run", "rerequested", repo="octo/calendar", sender="bob",
+                      check_run__name="decode-bot", check_run__external_id=check_ref(work, "origin:job-3"))
+    res = post(client, "check_run", payload)
+    assert res.status_code == 202, res.get_json()
+    stored = work_of(store.job(res.get_json()["job"]).payload)
+    assert stored == replace(work, sender_login="bob")  # bob's permission is checked when the job runs
 
 
 def test_a_redelivery_does_not_make_a_second_job(client, store):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from github import GithubException
 
 from bot.core.errors import ConfigError, DecodeError
-from bot.github.info import IssueInfo, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
+from bot.github.info import CheckRunState, IssueInfo, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo
 
 BOT = "decode-bot[bot]"
 WEB = "https://web.example"
@@ -55,6 +55,7 @@ class MemoryForge:
     reviews: dict[int, list[ReviewCommentInfo]] = field(default_factory=dict)  # review id -> its comments
     replies: list[tuple[int, Comment]] = field(default_factory=list)  # (thread's first comment id, our reply)
     files: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (path, ref) -> content
+    check_runs: dict[int, tuple[str, list[CheckRunState]]] = field(default_factory=dict)  # id -> (head, states)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def refuse(self, method: str, status: int) -> "MemoryForge":
@@ -141,3 +142,18 @@ class MemoryForge:
     def make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str:
         """No Git Database here: the commit goes by git, as on a host whose API refuses it."""
         raise DecodeError("GitHub answered 404 Not Found", status=404)
+
+    def create_check_run(self, repo: str, head_sha: str, name: str, state: CheckRunState) -> int:
+        self._check("create_check_run")
+        check_id = next(self._ids)
+        self.check_runs[check_id] = (head_sha, [state])
+        return check_id
+
+    def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None:
+        found = [i for i, (head, states) in self.check_runs.items()
+                 if head == head_sha and states[0].external_id == external_id]
+        return found[-1] if found else None
+
+    def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None:
+        self._check("edit_check_run")
+        self.check_runs[check_run_id][1].append(state)

@@ -1,0 +1,60 @@
+"""What a completed `decode-bot` check run says, from a job's conclusion: the contract's conclusions, the
+titles, the summary (redacted) and the verification with each failing command's tail, within GitHub's limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.agent.loop import AgentResult
+from bot.github.check_run import LIMIT, completed, outcome
+from bot.github.conclusion import Conclusion
+from bot.run.pipeline import Job, Ran
+from bot.run.result import Figures, RunResult
+from bot.run.verify import Check, Verification
+
+PASSED = Verification(True, (Check("make test", 0, 1.5),), rounds=1)
+FAILED = Verification(True, (Check("make test", 2, 3.0, tail="E   assert 5 > 5\n```\nFAILED test_weekend"),
+                             Check("make lint", 0, 0.4)), rounds=2, feedback=1)
+
+
+def ran(stop: str = "completed", verification: Verification = Verification(), summary: str = "Fixed it.") -> Ran:
+    agent = AgentResult(stop, summary, turns=3, cost_usd=0.12, seconds=42.0)
+    result = RunResult("job-7", "success", commit="c0ffee", stop_reason=stop, figures=Figures.of(agent))
+    return Ran(Job(repo="octo/calendar", task="t", branch="b", run_id="job-7"), result, agent, verification,
+               Path("/nonexistent"))
+
+
+@pytest.mark.parametrize("conclusion, expected, title", [
+    (Conclusion("success", "✅ Opened x.", ran=ran(verification=PASSED)), "success", "Done"),
+    (Conclusion("success", "✅ Opened x.", ran=ran()), "success", "Done"),  # nothing to verify
+    (Conclusion("success", "⚠️ Opened x as a draft", ran=ran(verification=FAILED)), "failure", "Verification failed"),
+    (Conclusion("incomplete", "⚠️ Opened x as a draft", ran=ran("max_turns")), "failure", "Stopped before done"),
+    (Conclusion("incomplete", "⚠️ Opened x as a draft", ran=ran("interrupted")), "cancelled", "Interrupted"),
+    (Conclusion("failed", "❌ decode-bot could not finish"), "failure", "Failed"),
+    (Conclusion("no_changes", "🤷 decode-bot made no changes.", ran=ran()), "neutral", "No changes"),
+    (Conclusion("skipped", "the fork runs only in an isolating sandbox"), "neutral", "Skipped"),
+])
+def test_each_ending_has_the_contracts_conclusion(conclusion, expected, title):
+    assert outcome(conclusion) == expected
+    state = completed(conclusion, str, details_url=None, external_id="e")
+    assert (state.status, state.conclusion, state.title) == ("completed", expected, title)
+
+
+def test_the_output_has_the_summary_redacted_the_verification_with_tails_and_the_figures():
+    secret = "ghs_" + "s" * 36
+    conclusion = Conclusion("success", "⚠️ Opened x as a draft.\n\nmore", ran=ran(verification=FAILED,
+                                                                                  summary=f"Used {secret}."))
+    state = completed(conclusion, lambda text: text.replace(secret, "[REDACTED]"), details_url="https://d/runs/1",
+                      external_id="e")
+    assert state.summary == "⚠️ Opened x as a draft.\n\nUsed [REDACTED]." and secret not in state.text
+    assert "- ❌ `make test` (3.0s): exit code 2" in state.text and "- ✅ `make lint` (0.4s)" in state.text
+    assert "````text\nE   assert 5 > 5\n```\nFAILED test_weekend\n````" in state.text  # a fence the tail cannot close
+    assert "| 3 |" in state.text and "$0.12" in state.text and state.details_url == "https://d/runs/1"
+
+
+def test_an_output_past_githubs_limit_is_cut():
+    state = completed(Conclusion("success", "✅", ran=ran(summary="x" * 100_000)), str, details_url=None,
+                      external_id="e")
+    assert len(state.summary) <= LIMIT and state.summary.endswith("[… cut at GitHub's limit]")
