@@ -33,6 +33,7 @@ one file are last-write-wins). So:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -48,6 +49,7 @@ from bot.core.errors import ConfigError
 from bot.core.names import run_id
 from bot.jobs.handler import Record, exhausted_reporter, job_handler, outcome_of
 from bot.jobs.lease import LeaseRunner, Outcome, RunLost
+from bot.jobs.queue_notes import QueueNotes
 from bot.jobs.sqlite import open_store
 from bot.jobs.store import JobRecord, JobStore
 from bot.run.result import RunResult
@@ -157,11 +159,12 @@ class CallExecutor:
 
 
 def dispatcher(store: JobStore, spawn: Spawn, from_id: FromId, *, limit: int = 32, record: Record | None = None,
-               on_exhausted: Callable[[JobRecord], None] | None = None, every_s: float = 2.0) -> LeaseRunner:
+               on_exhausted: Callable[[JobRecord], None] | None = None, every_s: float = 2.0,
+               after_sweep: Callable[[], None] | None = None) -> LeaseRunner:
     """The lease runner of a `web` container: jobs run as calls of `spawn`; a job whose lease expired is first
-    asked about through its recorded call (`from_id`)."""
+    asked about through its recorded call (`from_id`); `after_sweep` tells queued jobs where they stand."""
     return LeaseRunner(store, CallExecutor(spawn, from_id, record), limit=limit, poll_s=every_s, name="dispatcher",
-                       on_exhausted=on_exhausted)
+                       on_exhausted=on_exhausted, after_sweep=after_sweep)
 
 
 def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = True) -> Flask:
@@ -180,9 +183,13 @@ def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = 
     def report(job: JobRecord) -> None:
         exhausted_reporter(GitHubForge(credentials_from(settings)))(job)
 
+    @functools.cache
+    def notes() -> QueueNotes:  # made at the first sweep, as `report`'s forge is at its first report
+        return QueueNotes(store, GitHubForge(credentials_from(settings)))
+
     context = app_context(app)
     runner = dispatcher(store, spawn, from_id, limit=settings.pool.workers, record=context.metrics.record_run,
-                        on_exhausted=report)
+                        on_exhausted=report, after_sweep=lambda: notes().maybe_tell())
     context.runner = runner
     if start:
         runner.start()

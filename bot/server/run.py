@@ -34,6 +34,7 @@ from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
 from bot.jobs.handler import exhausted_reporter, job_handler
 from bot.jobs.lease import LeaseRunner
+from bot.jobs.queue_notes import QueueNotes
 from bot.model import Model, shared_model
 from bot.sandbox import close_all, prepare_host
 from bot.server.context import AppContext, app_context
@@ -98,7 +99,8 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
     prepare_host(settings.sandbox.mode, sandbox_spec(settings.sandbox, settings.store.data_dir))
     handle = job_handler(settings, forge, metrics.record_run, model=gate.model)
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge),
-                       hold=gate.check.hold if gate.check is not None else None)
+                       hold=gate.check.hold if gate.check is not None else None,
+                       after_sweep=QueueNotes(store, forge).maybe_tell)
     pool.start()
     store.watch(pool.wake)  # a job another process queued (PostgreSQL) starts at once, not at the next poll
     return pool
