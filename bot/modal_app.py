@@ -33,7 +33,6 @@ one file are last-write-wins). So:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -159,12 +158,11 @@ class CallExecutor:
 
 
 def dispatcher(store: JobStore, spawn: Spawn, from_id: FromId, *, limit: int = 32, record: Record | None = None,
-               on_exhausted: Callable[[JobRecord], None] | None = None, every_s: float = 2.0,
-               after_sweep: Callable[[], None] | None = None) -> LeaseRunner:
+               on_exhausted: Callable[[JobRecord], None] | None = None, every_s: float = 2.0) -> LeaseRunner:
     """The lease runner of a `web` container: jobs run as calls of `spawn`; a job whose lease expired is first
-    asked about through its recorded call (`from_id`); `after_sweep` tells queued jobs where they stand."""
+    asked about through its recorded call (`from_id`)."""
     return LeaseRunner(store, CallExecutor(spawn, from_id, record), limit=limit, poll_s=every_s, name="dispatcher",
-                       on_exhausted=on_exhausted, after_sweep=after_sweep)
+                       on_exhausted=on_exhausted)
 
 
 def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = True) -> Flask:
@@ -183,17 +181,14 @@ def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = 
     def report(job: JobRecord) -> None:
         exhausted_reporter(GitHubForge(credentials_from(settings)))(job)
 
-    @functools.cache
-    def notes() -> QueueNotes:  # made at the first sweep, as `report`'s forge is at its first report
-        return QueueNotes(store, GitHubForge(credentials_from(settings)))
-
     context = app_context(app)
     runner = dispatcher(store, spawn, from_id, limit=settings.pool.workers, record=context.metrics.record_run,
-                        on_exhausted=report, after_sweep=lambda: notes().maybe_tell())
+                        on_exhausted=report)
     context.runner = runner
     if start:
         runner.start()
         store.watch(runner.wake)  # a job another web container stored
+        QueueNotes(store, GitHubForge(credentials_from(settings))).start()  # queued jobs say where they stand
     return app
 
 

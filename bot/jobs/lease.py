@@ -104,12 +104,9 @@ class LeaseRunner:
 
     def __init__(self, store: JobStore, executor: Executor, *, limit: int = 4, poll_s: float = 0.5,
                  name: str = "worker", on_exhausted: Callable[[JobRecord], None] | None = None,
-                 hold: Callable[[], object | None] | None = None,
-                 after_sweep: Callable[[], None] | None = None) -> None:
+                 hold: Callable[[], object | None] | None = None) -> None:
         """`on_exhausted(job)` reports a job given up after `store.max_attempts` attempts; `hold()`, asked
-        before each claim, is why no job should start now (None: claim); it must answer at once.
-        `after_sweep()` runs after each sweep of the runner's thread (the queued jobs' comments,
-        bot/jobs/queue_notes.py)."""
+        before each claim, is why no job should start now (None: claim); it must answer at once."""
         if limit < 1:
             raise ValueError(f"a lease runner needs to run at least one job at a time, not {limit}")
         self.store = store
@@ -119,7 +116,6 @@ class LeaseRunner:
         self.name = name
         self.on_exhausted = on_exhausted
         self.hold = hold
-        self.after_sweep = after_sweep
         self.running: dict[int, _Leased] = {}  # job id -> its lease and run
         self._lock = threading.Lock()  # one sweep at a time; stop releases between sweeps
         self._stopping = threading.Event()
@@ -316,8 +312,6 @@ class LeaseRunner:
         while not self._halt.is_set():
             try:
                 self.sweep()
-                if self.after_sweep is not None:
-                    self.after_sweep()
             except Exception:
                 log.exception("%s sweep failed; trying again", self.name)
             self._nudge.wait(self.poll_s)

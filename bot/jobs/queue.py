@@ -6,7 +6,9 @@ claim is the oldest goes first, then round by round each installation's next old
 installations their jobs alternate. A job's reason is the first that holds: a run on the same issue or pull
 request is going, its repository is at its cap, its installation is at its cap, else it waits for a free
 worker. The position is the job's place in that order, whatever its reason: a job behind one held by a cap
-may start first, and the position of both then moves.
+may start first, and the position of both then moves. A comment says the first `EXACT` places as they
+are and the rest by tens (`place`): a deep queue moves by one place at each claim, and its comments
+then change once in ten claims, not at every one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from bot.core.names import key_parts
 from bot.jobs.store import Caps, JobRecord, JobStore, Snapshot, repo_of
 
 FREE_WORKER = "waiting for a free worker"
+EXACT = 10
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class Waiting:
     @property
     def text(self) -> str:
         """The one line a comment or a check run shows: `3rd in line; waiting for a free worker`."""
-        return f"{ordinal(self.position)} in line; {self.reason}"
+        return f"{place(self.position)}; {self.reason}"
 
 
 def waiting(store: JobStore) -> list[Waiting]:
@@ -76,6 +79,13 @@ def _reason(job: JobRecord, keys: set[str], repos: Counter[str], installations: 
 
 def _runs(n: int) -> str:
     return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def place(position: int) -> str:
+    """`3rd in line` for the first `EXACT` places, then by tens: `in line behind 40+ jobs` (47th)."""
+    if position <= EXACT:
+        return f"{ordinal(position)} in line"
+    return f"in line behind {(position - 1) // EXACT * EXACT}+ jobs"
 
 
 def ordinal(n: int) -> str:

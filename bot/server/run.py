@@ -99,9 +99,9 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
     prepare_host(settings.sandbox.mode, sandbox_spec(settings.sandbox, settings.store.data_dir))
     handle = job_handler(settings, forge, metrics.record_run, model=gate.model)
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge),
-                       hold=gate.check.hold if gate.check is not None else None,
-                       after_sweep=QueueNotes(store, forge).maybe_tell)
+                       hold=gate.check.hold if gate.check is not None else None)
     pool.start()
+    QueueNotes(store, forge).start()  # queued jobs' comments say where they stand, on a thread of their own
     store.watch(pool.wake)  # a job another process queued (PostgreSQL) starts at once, not at the next poll
     return pool
 

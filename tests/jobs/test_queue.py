@@ -8,7 +8,7 @@ import threading
 import time
 from collections import Counter
 
-from bot.jobs.queue import FREE_WORKER, ordinal, waiting
+from bot.jobs.queue import FREE_WORKER, ordinal, place, waiting
 from bot.jobs.store import JobStore
 from tests.support.stores import StoreFactory
 
@@ -138,3 +138,9 @@ def test_a_note_changes_once_per_new_text_and_only_while_queued(store_factory: S
 def test_ordinals() -> None:
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st", "111th"]
+
+
+def test_past_the_tenth_place_a_comment_moves_by_tens() -> None:
+    assert [place(n) for n in (1, 10, 11, 20, 21, 47)] == [
+        "1st in line", "10th in line", "in line behind 10+ jobs", "in line behind 10+ jobs",
+        "in line behind 20+ jobs", "in line behind 40+ jobs"]

@@ -13,7 +13,7 @@ from bot.github.forge import GitHubForge
 from bot.github.work import Comment, Issue, job_key, job_payload
 from bot.jobs.handler import tag_of
 from bot.jobs.queue import ordinal
-from bot.jobs.queue_notes import QueueNotes
+from bot.jobs.queue_notes import MAX_WRITES, QueueNotes
 from bot.jobs.store import JobStore
 from tests.support.stores import StoreFactory
 
@@ -87,3 +87,33 @@ def test_a_command_from_someone_who_may_not_start_work_is_not_told_it_is_queued(
     assert fake_github.comments("octo", "calendar", 1) == []
     assert "2nd in line" in comment_of(fake_github, "octo/calendar", 2)
     assert notes.tell() == 0
+
+
+def test_a_long_queue_is_told_twenty_comments_a_pass_front_first_deep_places_by_tens(
+        store_factory: StoreFactory, fake_github, forge: GitHubForge) -> None:
+    store = store_factory(lease_s=60)
+    for _ in range(20):
+        fake_github.add_issue("octo", "calendar", "another bug", user="alice")
+    for number in range(1, 26):
+        enqueue(store, Issue("octo/calendar", number, "alice"))
+    notes = QueueNotes(store, forge)
+    assert notes.tell() == MAX_WRITES == 20
+    assert fake_github.comments("octo", "calendar", 21) == []  # the next pass
+    assert notes.tell() == 5
+    assert "queued this: in line behind 20+ jobs; waiting for a free worker." in comment_of(
+        fake_github, "octo/calendar", 25)
+    store.finish(store.claim("w").id, "w", "done")
+    assert notes.tell() == 11  # the first ten places moved, and the 21st into the tens below; the rest stay
+
+
+def test_the_notes_thread_tells_the_queue_until_stopped(store_factory: StoreFactory, fake_github,
+                                                        forge: GitHubForge) -> None:
+    store = store_factory(lease_s=60)
+    enqueue(store, Issue("octo/calendar", 1, "alice"))
+    notes = QueueNotes(store, forge, every_s=0.05)
+    notes.start()
+    deadline = time.monotonic() + 10
+    while not fake_github.comments("octo", "calendar", 1) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    notes.stop()
+    assert "1st in line" in comment_of(fake_github, "octo/calendar", 1)
