@@ -48,6 +48,12 @@ def waiting(store: JobStore) -> list[Waiting]:
     return line_up(store.snapshot(), store.caps)
 
 
+def standing(store: JobStore, job_id: int) -> Waiting | None:
+    """Where the job `job_id` stands in `store`'s queue and why it waits (`Waiting.text` is the line to show),
+    None when it is not queued: for a view of one job, such as its check run."""
+    return next((w for w in waiting(store) if w.job.id == job_id), None)
+
+
 def line_up(snapshot: Snapshot, caps: Caps) -> list[Waiting]:
     """The queued jobs of `snapshot` in claim order (this module's docstring), each with why it waits."""
     by_installation: dict[str, list[JobRecord]] = defaultdict(list)

@@ -10,7 +10,8 @@ at most `MAX_WRITES` comments, front of the queue first, the rest at the next pa
 content-creating requests per installation (80 a minute, 500 an hour:
 https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits),
 and a long queue must not spend them. A failed write is logged and never stops the thread: the next
-change writes the comment again, and the job's own tracking comment replaces it when it starts.
+change writes the comment again, and the job's own tracking comment replaces it when it starts (a pass that edits a comment in the moment its job is
+claimed may leave the queued line there until the run's next phase edits it, within seconds).
 """
 
 from __future__ import annotations
