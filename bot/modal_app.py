@@ -48,6 +48,7 @@ from bot.core.errors import ConfigError
 from bot.core.names import run_id
 from bot.jobs.handler import Record, exhausted_reporter, job_handler, outcome_of
 from bot.jobs.lease import LeaseRunner, Outcome, RunLost
+from bot.jobs.queue_notes import QueueNotes
 from bot.jobs.sqlite import open_store
 from bot.jobs.store import JobRecord, JobStore
 from bot.run.result import RunResult
@@ -187,6 +188,7 @@ def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = 
     if start:
         runner.start()
         store.watch(runner.wake)  # a job another web container stored
+        QueueNotes(store, GitHubForge(credentials_from(settings))).start()  # queued jobs say where they stand
     return app
 
 

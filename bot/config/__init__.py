@@ -116,6 +116,8 @@ class StoreSettings:
     lease_s: float
     max_attempts: int
     keep_days: float
+    max_running_per_installation: int  # 0: no cap
+    max_running_per_repo: int  # 0: no cap
 
 
 @dataclass(frozen=True)

@@ -330,6 +330,16 @@ ROWS: tuple[Row, ...] = (
         "how long a worker holds a job without renewing its lease before another may take it, in seconds"),
     Row("max_attempts", "DECODE_MAX_ATTEMPTS", "store.max_attempts", 3, positive(int),
         "how many times a job is started before it is given up"),
+    Row("max_running_per_installation", "DECODE_MAX_RUNNING_PER_INSTALLATION", "store.max_running_per_installation",
+        0, count("DECODE_MAX_RUNNING_PER_INSTALLATION={raw!r} is not valid: set it to how many jobs of one GitHub "
+                 "App installation may run at once across every worker (0: no cap)"),
+        "how many jobs of one installation (a job no installation delivered: of one repository owner) run at once "
+        "across every worker; the rest wait, queued, and say so; 0: no cap"),
+    Row("max_running_per_repo", "DECODE_MAX_RUNNING_PER_REPO", "store.max_running_per_repo", 0,
+        count("DECODE_MAX_RUNNING_PER_REPO={raw!r} is not valid: set it to how many jobs of one repository may "
+              "run at once across every worker (0: no cap)"),
+        "how many jobs of one repository run at once across every worker, so one busy repository cannot take "
+        "every worker; 0: no cap"),
     Row("keep_days", "DECODE_KEEP_DAYS", "store.keep_days", 30.0, positive(float),
         "days a run's transcripts and record (and an unpublished clone) are kept after its last write, and a "
         "transcript link lives after it is made"),

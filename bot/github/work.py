@@ -213,9 +213,11 @@ def job_key(work: Work) -> str:
     return names.job_key(work.repo, "labels" if isinstance(work, Labels) else work.number)
 
 
-def job_payload(work: Work, event: str, delivery: str) -> dict[str, Any]:
-    """What the store keeps for a job: the work with its kind, and the delivery it came from."""
-    return {"work": {"kind": work.kind, **dataclasses.asdict(work)}, "event": event, "delivery": delivery}
+def job_payload(work: Work, event: str, delivery: str, installation: int | None = None) -> dict[str, Any]:
+    """What the store keeps for a job: the work with its kind, the delivery it came from and the App
+    installation that sent it (None: none did), which its caps and its turn in the queue count against."""
+    return {"work": {"kind": work.kind, **dataclasses.asdict(work)}, "event": event, "delivery": delivery,
+            "installation": installation}
 
 
 def work_of(payload: Mapping[str, Any]) -> Work:

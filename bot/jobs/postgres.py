@@ -13,13 +13,17 @@ The semantics are bot/jobs/sqlite.py's (its docstring); what differs is how they
   claimers never wait for each other nor take the same job. One running job per key: the claimer also
   takes a transaction advisory lock on the key (`pg_try_advisory_xact_lock`) and checks again, under
   it and with a fresh snapshot, that no job of the key runs under a live lease; a key another claimer
-  holds is skipped for this claim.
+  holds is skipped for this claim. With a cap (`Caps`), the claimer first waits for a transaction advisory
+  lock on the job's installation (and one on its repository), taken in that order by every claimer, and
+  counts the running jobs again under them: two hosts never both take the last place under a cap; an
+  installation or repository found at its cap is skipped for this claim. The order of claims (the
+  installation whose last claim is oldest first) is the same expression as SQLite's.
 - Time: leases and timestamps use the database server's clock, so hosts whose clocks disagree still
   agree on when a lease expired.
 - Schema: versioned migrations (`MIGRATIONS`), applied at open under an advisory lock and recorded in
   `schema_migrations`; several processes starting at once apply each migration exactly once. Advisory
   lock ids include the schema name, so stores in different schemas of one database never contend.
-- Connections: a small pool of our own (`_Pool`, no psycopg_pool dependency): a call takes an idle
+- Connections: a small pool of our own (`Pool`, bot/jobs/postgres_pool.py, no psycopg_pool dependency): a call takes an idle
   connection or opens one, and gives it back after its transaction; at most `MAX_IDLE` stay open. A
   connection that raised is closed, and one idle for `PING_AFTER_S` is pinged before use, so a restarted
   server costs at most one failed call per broken connection.
@@ -35,23 +39,23 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from bot.config import database_password
 from bot.core.names import new_store_id
 from bot.core.redact import MIN_SECRET_LENGTH
-from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, JobRecord, StoreError,
-                                check_final)
+from bot.jobs.postgres_pool import Pool
+from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, Caps, JobRecord,
+                            Snapshot, StoreError, check_final, installation_of, repo_of)
 
 log = logging.getLogger("decode.store")
 
-MAX_IDLE = 8
-PING_AFTER_S = 30.0
 CLAIM_TRIES = 8  # keys held by concurrent claimers skipped within one claim
 # Advisory lock classes (the first key of the two-int form); the second is a hash of schema (and job key).
 MIGRATION_LOCK = 0x6465  # "de"
 KEY_LOCK = 0x636F  # "co"
+INSTALLATION_LOCK = 0x696E  # "in"
+REPO_LOCK = 0x7265  # "re"
 CHANNEL = "decode_jobs"  # NOTIFY on every job queued (or queued again), LISTENed to by `watch`
 WATCH_RETRY_S = 5.0
 
@@ -92,37 +96,56 @@ MIGRATIONS: tuple[str, ...] = (
     "ALTER TABLE jobs ADD COLUMN call_id text;",
     # 3: the store id (bot/jobs/sqlite.py's docstring), drawn by the first open.
     "CREATE TABLE store (one integer PRIMARY KEY CHECK (one = 1), id text NOT NULL);",
+    # 4: the fair queue (bot/jobs/sqlite_sql.py's migrations 3-7).
+    """
+    ALTER TABLE jobs ADD COLUMN installation text NOT NULL DEFAULT '';
+    UPDATE jobs SET installation = lower(split_part(key, '/', 1)) WHERE installation = '';
+    ALTER TABLE jobs ADD COLUMN claimed_at double precision;
+    ALTER TABLE jobs ADD COLUMN note text;
+    CREATE INDEX jobs_turns ON jobs (installation, claimed_at);
+    """,
 )
 
-_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id"
-_KEY_BUSY = f"""
-SELECT 1 FROM jobs AS o
-WHERE o.state = 'running' AND o.key = %(key)s AND o.lease_expires > {NOW} AND o.id != %(id)s OFFSET 0"""
+_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id, installation"
+REPO = "split_part({0}.key, '#', 1)"  # the repository of a job key
+_LIVE = f"o.state = 'running' AND o.lease_expires > {NOW} AND o.id != j.id"
+# Why the job j may not start now: its key runs, its installation or its repository is at its cap.
+_KEY_BUSY = f"EXISTS (SELECT 1 FROM jobs AS o WHERE {_LIVE} AND o.key = j.key)"
+_INSTALLATION_FULL = f"""(%(per_installation)s > 0 AND %(per_installation)s <= (
+    SELECT count(*) FROM jobs AS o WHERE {_LIVE} AND o.installation = j.installation))"""
+_REPO_FULL = f"""(%(per_repo)s > 0 AND %(per_repo)s <= (
+    SELECT count(*) FROM jobs AS o WHERE {_LIVE} AND {REPO.format("o")} = {REPO.format("j")}))"""
 _CANDIDATE = f"""
-SELECT j.id, j.key FROM jobs AS j
+SELECT j.id, j.key, j.installation FROM jobs AS j
 WHERE j.state IN ('queued', 'running')
   AND (j.state = 'queued'
        OR (j.lease_expires <= {NOW} AND (j.attempts < %(max_attempts)s OR j.call_id IS NOT NULL)))
-  AND j.key <> ALL(%(skipped)s::text[])
-  AND NOT EXISTS ({_KEY_BUSY.replace("%(key)s", "j.key").replace("%(id)s", "j.id")})
-ORDER BY j.id LIMIT 1
+  AND j.key <> ALL(%(skipped)s::text[]) AND j.installation <> ALL(%(full)s::text[])
+  AND {REPO.format("j")} <> ALL(%(full)s::text[])
+  AND NOT {_KEY_BUSY} AND NOT {_INSTALLATION_FULL} AND NOT {_REPO_FULL}
+ORDER BY (SELECT max(c.claimed_at) FROM jobs AS c WHERE c.installation = j.installation) NULLS FIRST, j.id
+LIMIT 1
 FOR UPDATE OF j SKIP LOCKED"""
+# Asked again under the locks, in a statement of its own (a fresh snapshot): what stops the job now.
+_STOPS = f"SELECT {_KEY_BUSY}, {_INSTALLATION_FULL}, {_REPO_FULL} FROM jobs AS j WHERE j.id = %(id)s"
 _TAKE = f"""
 UPDATE jobs SET state = 'running', lease_owner = %(worker)s, lease_expires = {NOW} + %(lease_s)s,
-    attempts = attempts + CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, updated_at = {NOW}
+    attempts = attempts + CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, updated_at = {NOW}, claimed_at = {NOW}
 WHERE id = %(id)s RETURNING {_COLUMNS}"""
+_LOCK = "SELECT pg_{0}advisory_xact_lock(%s, hashtext(coalesce(current_schema(), '') || ':' || %s))"
 
 
 class PostgresStore:
     """Deliveries and jobs in the PostgreSQL database at `url` (a `JobStore`); safe across threads,
     processes and hosts."""
 
-    def __init__(self, url: str, *, lease_s: float = 60.0, max_attempts: int = 3,
+    def __init__(self, url: str, *, lease_s: float = 60.0, max_attempts: int = 3, caps: Caps = Caps(),
                  connect_timeout_s: float = 10.0) -> None:
         self.lease_s = lease_s
         self.max_attempts = max_attempts
+        self.caps = caps
         self._password = database_password(url)
-        self._pool = _Pool(url, connect_timeout_s)
+        self._pool = Pool(url, connect_timeout_s)
         self._last_prune = float("-inf")
         try:
             with self._pool.connection() as conn:
@@ -163,9 +186,9 @@ class PostgresStore:
             if job is not None:
                 key, payload = job
                 value = cur.execute(
-                    "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
-                    f"VALUES (%s, %s, %s, 'queued', {NOW}, {NOW}) RETURNING id",
-                    (delivery_id, key, Jsonb(payload))).fetchone()[0]
+                    "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at, installation) "
+                    f"VALUES (%s, %s, %s, 'queued', {NOW}, {NOW}, %s) RETURNING id",
+                    (delivery_id, key, Jsonb(payload), installation_of(key, payload))).fetchone()[0]
                 cur.execute(f"NOTIFY {CHANNEL}")  # sent at the commit, to every process's `watch`
         self._maybe_prune()
         return value
@@ -186,18 +209,27 @@ class PostgresStore:
     # -- workers ----------------------------------------------------------
 
     def claim(self, worker_id: str) -> JobRecord | None:
-        """See `bot.jobs.sqlite.Store.claim`; concurrent claimers skip each other's rows (SKIP LOCKED)."""
-        skipped: list[str] = []
+        """See `bot.jobs.sqlite.Store.claim`; concurrent claimers skip each other's rows (SKIP LOCKED), and
+        wait for each other only on an installation or repository with a cap."""
+        params: dict[str, Any] = {"max_attempts": self.max_attempts, "skipped": [], "full": [],
+                                  "per_installation": self.caps.per_installation, "per_repo": self.caps.per_repo}
         for _ in range(CLAIM_TRIES):
             with self._tx() as cur:
-                row = cur.execute(_CANDIDATE, {"max_attempts": self.max_attempts, "skipped": skipped}).fetchone()
+                row = cur.execute(_CANDIDATE, params).fetchone()
                 if row is None:
                     return None
-                job_id, key = row
-                locked = cur.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(coalesce(current_schema(), '') "
-                                     "|| ':' || %s))", (KEY_LOCK, key)).fetchone()[0]
-                if not locked or cur.execute(_KEY_BUSY, {"key": key, "id": job_id}).fetchone():
-                    skipped.append(key)  # another claimer holds this key: the next runnable job, if any
+                job_id, key, installation = row
+                if self.caps.per_installation:
+                    cur.execute(_LOCK.format(""), (INSTALLATION_LOCK, installation))
+                if self.caps.per_repo:
+                    cur.execute(_LOCK.format(""), (REPO_LOCK, repo_of(key)))
+                locked = cur.execute(_LOCK.format("try_"), (KEY_LOCK, key)).fetchone()[0]
+                key_busy, installation_full, repo_full = cur.execute(_STOPS, {**params, "id": job_id}).fetchone()
+                if installation_full or repo_full:
+                    params["full"].append(installation if installation_full else repo_of(key))
+                    continue
+                if not locked or key_busy:
+                    params["skipped"].append(key)  # another claimer holds this key: the next runnable job, if any
                     continue
                 taken = cur.execute(_TAKE, {"worker": worker_id, "lease_s": self.lease_s, "id": job_id}).fetchone()
             return JobRecord(*taken, store_id=self.store_id)
@@ -294,6 +326,23 @@ class PostgresStore:
                                "ORDER BY id DESC LIMIT %(limit)s", params).fetchall()
         return [JobRecord(*row, store_id=self.store_id) for row in rows]
 
+    def snapshot(self) -> Snapshot:
+        """See `bot.jobs.sqlite.Store.snapshot`: read in one REPEATABLE READ transaction."""
+        with self._tx() as cur:
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            queued = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY id").fetchall()
+            running = cur.execute(f"SELECT key, installation FROM jobs WHERE state = 'running' "
+                                  f"AND lease_expires > {NOW}").fetchall()
+            turns = cur.execute("SELECT installation, max(claimed_at) FROM jobs WHERE claimed_at IS NOT NULL "
+                                "GROUP BY installation").fetchall()
+        return Snapshot([JobRecord(*row, store_id=self.store_id) for row in queued], [tuple(r) for r in running],
+                        dict(turns))
+
+    def note(self, job_id: int, text: str) -> bool:
+        """Remember what the queued job's comment says; True for the one caller that changed it."""
+        return self._update_owned("UPDATE jobs SET note = %s WHERE id = %s AND state = 'queued' "
+                                  "AND note IS DISTINCT FROM %s", (text, job_id, text))
+
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""
         with self._tx() as cur:
@@ -361,70 +410,3 @@ def identity(conn: psycopg.Connection[Any]) -> str:
     with conn.transaction():
         conn.execute("INSERT INTO store (one, id) VALUES (1, %s) ON CONFLICT (one) DO NOTHING", (new_store_id(),))
         return conn.execute("SELECT id FROM store").fetchone()[0]
-
-
-class _Pool:
-    """Connections to one database for any thread: LIFO, at most `MAX_IDLE` kept idle, none shared
-    between two threads at once."""
-
-    def __init__(self, url: str, connect_timeout_s: float) -> None:
-        self._url = url
-        self._timeout = max(1, round(connect_timeout_s))
-        self._idle: list[tuple[psycopg.Connection[Any], float]] = []
-        self._lock = threading.Lock()
-        self._closed = False
-        info = conninfo_to_dict(url)
-        user = f"{info['user']}@" if info.get("user") else ""
-        port = f":{info['port']}" if info.get("port") else ""
-        self.where = f"postgresql://{user}{info.get('host', 'localhost')}{port}/{info.get('dbname', '')}"
-
-    @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A connection for one transaction; closed instead of given back when it raised."""
-        conn = self._take()
-        try:
-            yield conn
-        except BaseException:
-            conn.close()
-            raise
-        with self._lock:
-            if self._closed or len(self._idle) >= MAX_IDLE or conn.closed:
-                conn.close()
-            else:
-                self._idle.append((conn, time.monotonic()))
-
-    def _take(self) -> psycopg.Connection[Any]:
-        while True:
-            with self._lock:
-                if self._closed:
-                    raise psycopg.InterfaceError("the job store was closed")
-                if not self._idle:
-                    break
-                conn, since = self._idle.pop()
-            if time.monotonic() - since < PING_AFTER_S:
-                return conn
-            try:
-                conn.execute("SELECT 1")
-                return conn
-            except psycopg.Error:
-                conn.close()  # the server dropped it: try the next, or open a new one
-        conn = psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout,
-                               application_name="decode-bot")
-        conn.execute("SET synchronous_commit = on")
-        return conn
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def listener(self) -> psycopg.Connection[Any]:
-        """A connection of its own, outside the pool, for LISTEN."""
-        return psycopg.connect(self._url, autocommit=True, connect_timeout=self._timeout)
-
-    def close(self) -> None:
-        """Close the idle connections; busy ones close when given back."""
-        with self._lock:
-            self._closed = True
-            idle, self._idle = self._idle, []
-        for conn, _ in idle:
-            conn.close()

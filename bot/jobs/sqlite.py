@@ -22,6 +22,13 @@ and extends it by heartbeats; a job whose lease expired (its worker died) is
 claimed again, up to `max_attempts` attempts, then `take_exhausted` fails it.
 At most one job per key runs under a live lease.
 
+Claims are fair across installations (`installation_of`: the App installation that delivered the job,
+else its repository's owner): a claim takes, among the installations below their cap of running jobs
+(`Caps.per_installation`, 0: none), the one whose last claim is the oldest (one never claimed first), and
+its oldest job whose repository is below its cap (`Caps.per_repo`); a job over a cap waits, queued, while
+the claim goes to the next. With two installations and work queued in both, claims alternate between them
+whatever order the jobs came in. A queued job's comment says where it stands (`note`, bot/jobs/queue.py).
+
 A job may run in a function call that outlives its worker (Modal's `run_job`):
 the worker records the call's id (`record_call`), and whoever claims the job
 next asks that call before starting the job again. So the claim of a job with a
@@ -62,70 +69,12 @@ from typing import Any
 
 from bot.config import StoreSettings
 from bot.core.names import new_store_id
-from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, JobRecord,
-                                JobStore, StoreError, check_final)
+from bot.jobs.sqlite_sql import CLAIM, COLUMNS, MIGRATIONS, RUNNABLE, SCHEMA
+from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, Caps, JobRecord,
+                            JobStore, Snapshot, StoreError, check_final, installation_of)
 
-__all__ = ["BODY_RETENTION_S", "DELIVERY_RETENTION_S", "STATES", "JobRecord", "JobStore", "Store", "StoreError",
-           "open_store"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS deliveries (
-    id TEXT PRIMARY KEY,
-    event TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    received_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS deliveries_received ON deliveries (received_at);
-CREATE TABLE IF NOT EXISTS bodies (
-    digest TEXT PRIMARY KEY,
-    delivery_id TEXT NOT NULL,
-    received_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS bodies_received ON bodies (received_at);
-CREATE TABLE IF NOT EXISTS jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    delivery_id TEXT,
-    key TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
-    attempts INTEGER NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    lease_owner TEXT,
-    lease_expires REAL,
-    error TEXT,
-    result TEXT
-);
-CREATE INDEX IF NOT EXISTS jobs_open ON jobs (id) WHERE state IN ('queued', 'running');
-CREATE INDEX IF NOT EXISTS jobs_running_key ON jobs (key, lease_expires) WHERE state = 'running';
-CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY CHECK (id = 1), probed_at REAL NOT NULL);
-"""
-MIGRATIONS: tuple[str, ...] = (
-    "ALTER TABLE jobs ADD COLUMN call_id TEXT",  # 1: the function call that runs the job (Modal)
-    "CREATE TABLE IF NOT EXISTS store (one INTEGER PRIMARY KEY CHECK (one = 1), id TEXT NOT NULL)",  # 2: the store id
-)
-
-_COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id"
-
-# The oldest job that is queued, or running under an expired lease with attempts
-# left or a call to ask, and whose key has no other job running under a live lease.
-_RUNNABLE = """
-SELECT j.id FROM jobs AS j
-WHERE j.state IN ('queued', 'running')
-  AND (j.state = 'queued' OR (j.lease_expires <= :now AND (j.attempts < :max_attempts OR j.call_id IS NOT NULL)))
-  AND NOT EXISTS (
-      SELECT 1 FROM jobs AS o
-      WHERE o.state = 'running' AND o.key = j.key AND o.lease_expires > :now AND o.id != j.id)
-ORDER BY j.id LIMIT 1
-"""
-_CLAIM = f"""
-UPDATE jobs
-SET state = 'running', lease_owner = :worker, lease_expires = :expires,
-    attempts = attempts + (call_id IS NULL), updated_at = :now
-WHERE id = ({_RUNNABLE})
-RETURNING {_COLUMNS}
-"""
-
+__all__ = ["BODY_RETENTION_S", "DELIVERY_RETENTION_S", "MIGRATIONS", "STATES", "JobRecord", "JobStore", "Store",
+           "StoreError", "open_store"]
 
 class _NewerSchema(StoreError):
     """The file was written by a newer decode-bot."""
@@ -141,6 +90,7 @@ class _Delivery:
     key: str | None
     payload: str | None
     digest: str | None = None
+    installation: str = ""
     value: int | None | bool = None
     error: str | None = None
     done: bool = False
@@ -148,23 +98,28 @@ class _Delivery:
 
 def open_store(store: StoreSettings) -> JobStore:
     """The store of these settings, with their lease and attempts: PostgreSQL at DECODE_DATABASE_URL when set,
-    else the SQLite file DECODE_DATA_DIR/jobs.sqlite3. The one place a process opens its store (serve,
+    else the SQLite file DECODE_DATA_DIR/jobs.sqlite3, with the caps of DECODE_MAX_RUNNING_PER_INSTALLATION and
+    DECODE_MAX_RUNNING_PER_REPO. The one place a process opens its store (serve,
     worker, the webhook app's default)."""
+    caps = Caps(store.max_running_per_installation, store.max_running_per_repo)
     if store.database_url:
         from bot.jobs.postgres import PostgresStore  # psycopg is loaded only by deployments that use it
 
-        return PostgresStore(store.database_url, lease_s=store.lease_s, max_attempts=store.max_attempts)
-    return Store(store.data_dir / "jobs.sqlite3", lease_s=store.lease_s, max_attempts=store.max_attempts)
+        return PostgresStore(store.database_url, lease_s=store.lease_s, max_attempts=store.max_attempts,
+                             caps=caps)
+    return Store(store.data_dir / "jobs.sqlite3", lease_s=store.lease_s, max_attempts=store.max_attempts,
+                 caps=caps)
 
 
 class Store:
     """Deliveries and jobs in the SQLite file at `path`; safe across threads and processes (a `JobStore`)."""
 
-    def __init__(self, path: Path, *, lease_s: float = 60.0, max_attempts: int = 3,
+    def __init__(self, path: Path, *, lease_s: float = 60.0, max_attempts: int = 3, caps: Caps = Caps(),
                  busy_timeout_s: float = 10.0) -> None:
         self.path = Path(path)
         self.lease_s = lease_s
         self.max_attempts = max_attempts
+        self.caps = caps
         self._lock = threading.Lock()  # guards the writing connection
         self._read_lock = threading.Lock()
         self._pending: list[_Delivery] = []
@@ -181,7 +136,7 @@ class Store:
                                  "put DECODE_DATA_DIR on a local filesystem")
             self._db.execute("PRAGMA synchronous = FULL")
             with self._tx():
-                for statement in filter(str.strip, _SCHEMA.split(";")):
+                for statement in filter(str.strip, SCHEMA.split(";")):
                     self._db.execute(statement)
                 self._migrate()
                 self.store_id = self._identity()
@@ -225,7 +180,8 @@ class Store:
         """
         key, payload = job if job is not None else (None, None)
         request = _Delivery(delivery_id, event, outcome, key,
-                            None if job is None else json.dumps(payload, separators=(",", ":")), digest)
+                            None if job is None else json.dumps(payload, separators=(",", ":")), digest,
+                            "" if job is None else installation_of(*job))
         with self._pending_lock:
             self._pending.append(request)
         with self._lock:
@@ -270,9 +226,9 @@ class Store:
         if r.key is None:
             return None
         return self._db.execute(
-            "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
-            "VALUES (?, ?, ?, 'queued', ?, ?) RETURNING id",
-            (r.delivery_id, r.key, r.payload, now, now)).fetchone()[0]
+            "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at, installation) "
+            "VALUES (?, ?, ?, 'queued', ?, ?, ?) RETURNING id",
+            (r.delivery_id, r.key, r.payload, now, now, r.installation)).fetchone()[0]
 
     def _maybe_prune(self) -> None:
         now = time.time()
@@ -284,21 +240,24 @@ class Store:
     # -- workers ----------------------------------------------------------
 
     def claim(self, worker_id: str) -> JobRecord | None:
-        """Atomically take the oldest runnable job for `worker_id`, or None.
+        """Atomically take the next runnable job for `worker_id` (in the fair order of this module's
+        docstring), or None.
 
         Runnable: queued, or running under an expired lease (its worker died) with
         attempts < max_attempts or a recorded call; never a job whose key has another
-        job running under a live lease. The job becomes running, leased to `worker_id`
-        for `lease_s`, with attempts + 1 unless it has a recorded call.
+        job running under a live lease, nor one whose installation or repository is at its cap.
+        The job becomes running, leased to `worker_id` for `lease_s`, with attempts + 1 unless it
+        has a recorded call.
         """
         now = time.time()
-        params = {"worker": worker_id, "now": now, "expires": now + self.lease_s, "max_attempts": self.max_attempts}
+        params = {"worker": worker_id, "now": now, "expires": now + self.lease_s, "max_attempts": self.max_attempts,
+                  "per_installation": self.caps.per_installation, "per_repo": self.caps.per_repo}
         with self._lock:
             with self._errors():  # a read first: idle polling never takes the write lock
-                if self._db.execute(_RUNNABLE, params).fetchone() is None:
+                if self._db.execute(RUNNABLE, params).fetchone() is None:
                     return None
             with self._tx():
-                row = self._db.execute(_CLAIM, params).fetchone()
+                row = self._db.execute(CLAIM, params).fetchone()
         return _record(row, self.store_id) if row else None
 
     def heartbeat(self, job_id: int, worker_id: str) -> bool:
@@ -350,7 +309,7 @@ class Store:
                 "UPDATE jobs SET state = 'failed', lease_owner = ?, lease_expires = NULL, updated_at = ?, "
                 "error = 'gave up after ' || attempts || ' attempts: the worker died each time' "
                 "WHERE state = 'running' AND lease_expires <= ? AND attempts >= ? AND call_id IS NULL "
-                f"RETURNING {_COLUMNS}",
+                f"RETURNING {COLUMNS}",
                 (worker_id, now, now, self.max_attempts)).fetchall()
         return sorted((_record(row, self.store_id) for row in rows), key=lambda job: job.id)
 
@@ -359,7 +318,7 @@ class Store:
     def job(self, job_id: int) -> JobRecord:
         """The job with id `job_id`; KeyError if there is none."""
         with self._read_lock, self._errors():
-            row = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = self._reader.execute(f"SELECT {COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise KeyError(f"no job {job_id} in {self.path}")
         return _record(row, self.store_id)
@@ -379,9 +338,30 @@ class Store:
             params.append(state)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         with self._read_lock, self._errors():
-            rows = self._reader.execute(f"SELECT {_COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT ?",
+            rows = self._reader.execute(f"SELECT {COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT ?",
                                         (*params, limit)).fetchall()
         return [_record(row, self.store_id) for row in rows]
+
+    def snapshot(self) -> Snapshot:
+        """The queued jobs (oldest first), the keys running under a live lease and each installation's last
+        claim, in one read transaction."""
+        with self._read_lock, self._errors():
+            self._reader.execute("BEGIN")
+            try:
+                queued = self._reader.execute(f"SELECT {COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY id"
+                                              ).fetchall()
+                running = self._reader.execute("SELECT key, installation FROM jobs WHERE state = 'running' "
+                                               "AND lease_expires > ?", (time.time(),)).fetchall()
+                turns = self._reader.execute("SELECT installation, max(claimed_at) FROM jobs "
+                                             "WHERE claimed_at IS NOT NULL GROUP BY installation").fetchall()
+            finally:
+                self._reader.execute("COMMIT")
+        return Snapshot([_record(row, self.store_id) for row in queued], [tuple(r) for r in running], dict(turns))
+
+    def note(self, job_id: int, text: str) -> bool:
+        """Remember what the queued job's comment says; True for the one caller that changed it."""
+        return self._update_owned("UPDATE jobs SET note = ? WHERE id = ? AND state = 'queued' "
+                                  "AND note IS NOT ?", (text, job_id, text))
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""
@@ -440,7 +420,8 @@ class Store:
 
 
 def _record(row: tuple[Any, ...], store_id: str) -> JobRecord:
-    id_, delivery_id, key, payload, state, attempts, created_at, error, result, call_id = row
+    id_, delivery_id, key, payload, state, attempts, created_at, error, result, call_id, installation = row
     return JobRecord(id=id_, delivery_id=delivery_id, key=key, payload=json.loads(payload), state=state,
                      attempts=attempts, created_at=created_at, error=error,
-                     result=None if result is None else json.loads(result), call_id=call_id, store_id=store_id)
+                     result=None if result is None else json.loads(result), call_id=call_id,
+                     installation=installation, store_id=store_id)

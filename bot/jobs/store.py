@@ -3,7 +3,8 @@
 `bot/jobs/sqlite.py` (SQLite, embedded, the default) and `bot/jobs/postgres.py`
 (PostgreSQL, when DECODE_DATABASE_URL is set) both match `JobStore` without
 inheriting from it; `bot.jobs.sqlite.open_store(settings.store)` picks one. The semantics
-(deduplication, leases, at most one running job per key) are written down once,
+(deduplication, leases, at most one running job per key, the caps and the round-robin order of claims) are
+written down once,
 in bot/jobs/sqlite.py's docstring, and checked against both by one conformance suite
 (tests/jobs/test_store.py).
 """
@@ -32,6 +33,39 @@ def check_final(state: str) -> None:
         raise ValueError(f"a job finishes as done or failed, not {state!r}")
 
 
+def installation_of(key: str, payload: dict) -> str:
+    """The installation a job counts against for the caps and the round-robin order: the App installation
+    that delivered it (`payload["installation"]`, see `bot.github.work.job_payload`), else, for work no
+    installation delivered (a token deployment, the CLI), the repository's owner."""
+    installation = payload.get("installation") if isinstance(payload, dict) else None
+    return str(installation) if installation is not None else key.partition("/")[0].lower()
+
+
+def repo_of(key: str) -> str:
+    """The repository ("owner/name", lower case) of a job key, for the per-repository cap."""
+    return key.partition("#")[0].lower()
+
+
+@dataclass(frozen=True)
+class Caps:
+    """How many jobs may run at once per installation and per repository (0: no cap); a job over a cap
+    waits, queued, and the next runnable job is claimed instead."""
+
+    per_installation: int = 0
+    per_repo: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the queue's order and reasons are computed from (`bot.jobs.queue.line_up`): the queued jobs,
+    the keys running under a live lease (with their installations), and when each installation last had a
+    job claimed."""
+
+    queued: list[JobRecord]
+    running: list[tuple[str, str]]  # (key, installation)
+    last_claimed: dict[str, float]
+
+
 class StoreError(DecodeError):
     """The job store could not be read or written (locked too long, disk full, corrupt file, database down)."""
 
@@ -50,6 +84,7 @@ class JobRecord:
     error: str | None = None
     result: dict | None = None
     call_id: str | None = None  # the function call that runs it (Modal's `FunctionCall.object_id`), once recorded
+    installation: str = ""  # what it counts against for the caps and the round-robin order (`installation_of`)
     store_id: str = field(kw_only=True)  # the store that handed out `id`: with it, the job's run tag
 
 
@@ -59,6 +94,7 @@ class JobStore(Protocol):
     lease_s: float  # how long a claim or heartbeat keeps a job
     store_id: str  # drawn once per store (bot/core/names.py): no other store tags its jobs alike
     max_attempts: int  # starts of one job before it is given up
+    caps: Caps  # running jobs per installation and per repository
 
     @property
     def path(self) -> Path | str:
@@ -72,8 +108,18 @@ class JobStore(Protocol):
         ...
 
     def claim(self, worker_id: str) -> JobRecord | None:
-        """Take the oldest runnable job under a lease for `worker_id`, or None. The claim of a job with a
-        recorded call is not an attempt: the claimer asks that call first."""
+        """Take the next runnable job under a lease for `worker_id`, or None: of the installations under their
+        cap, the one whose last claim is oldest (never claimed: first), its oldest job whose repository is under
+        its cap. The claim of a job with a recorded call is not an attempt: the claimer asks that call first."""
+        ...
+
+    def snapshot(self) -> Snapshot:
+        """The queued jobs (oldest first), the running ones and each installation's last claim, read together."""
+        ...
+
+    def note(self, job_id: int, text: str) -> bool:
+        """Remember `text` as what the queued job's comment says; True only for the one caller that changed it
+        (the job is still queued and said something else), which then tells GitHub."""
         ...
 
     def heartbeat(self, job_id: int, worker_id: str) -> bool:

@@ -2,13 +2,18 @@
 
 A user sees the runs of the repositories they can read on GitHub (as listed at sign-in), nothing
 else; `?repo=owner/name` and `?state=queued|running|done|failed` narrow the list. The totals are
-over the runs listed (the newest `LIMIT`). A server in setup mode (no App credentials, no token) says
+over the runs listed (the newest `LIMIT`). Above them, the queue: the queued jobs of those repositories in
+the order they will be claimed, with their place in line (counted over every repository), why each
+waits and since when (bot/jobs/queue.py). A server in setup mode (no App credentials, no token) says
 so here and links /setup (never its key: anyone may open /).
 """
 
 from __future__ import annotations
 
 import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from flask import Blueprint, render_template, request, session
 
@@ -18,6 +23,8 @@ from bot.github.links import run_path
 from bot.server.oauth import callback_url, configured, current_user
 from bot.server.run_views import RunRow, daily_totals, row_of
 from bot.server.web import secure
+from bot.core.names import key_parts
+from bot.jobs.queue import Waiting, waiting
 from bot.jobs.sqlite import STATES
 
 LIMIT = 200
@@ -40,9 +47,31 @@ def index() -> str:
     state = request.args.get("state") if request.args.get("state") in STATES else None
     repos = user.repos if repo is None else user.repos & {repo}
     rows = [row_of(job, settings.store.data_dir) for job in ctx.store.runs(LIMIT, repos=repos, state=state)]
-    return render_template("dashboard.html", user=user, csrf=session.get("csrf", ""), rows=rows,
+    queue = [_queued(w) for w in waiting(ctx.store) if w.repo in repos] if state in (None, "queued") else []
+    return render_template("dashboard.html", user=user, csrf=session.get("csrf", ""), rows=rows, queue=queue,
                            totals=daily_totals(rows), repo=repo, state=state, states=STATES,
                            repos=sorted(user.repos), links={row.run_id: _links(row) for row in rows})
+
+
+@dataclass(frozen=True)
+class QueuedRow:
+    """One line of the queue table."""
+
+    position: int
+    repo: str
+    number: int | None
+    issue: str | None  # its link
+    reason: str
+    since: str  # when it was queued, UTC
+    waited_s: float
+
+
+def _queued(w: Waiting) -> QueuedRow:
+    settings = app_context().settings
+    repo, number = key_parts(w.job.key)
+    since = datetime.fromtimestamp(w.job.created_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    issue = f"{settings.github.web_url}/{repo}/issues/{number}" if number is not None else None
+    return QueuedRow(w.position, repo, number, issue, w.reason, since, max(0.0, time.time() - w.job.created_at))
 
 
 def _links(row: RunRow) -> dict[str, str | None]:

@@ -74,7 +74,10 @@ def triage(headers: Mapping[str, str], body: bytes, secret: str, router: Router,
         day = datetime.fromtimestamp(when, timezone.utc).date().isoformat()
         return Verdict(400, "stale", f"the event is from {day}, older than the {STALE_AFTER_S // 86400} days "
                                      "deliveries are remembered: refused as a replay")
-    return Verdict(202, "queued", "queued", (job_key(decision), job_payload(decision, event, delivery)))
+    installation = payload.get("installation")
+    number = installation.get("id") if isinstance(installation, dict) else None
+    return Verdict(202, "queued", "queued", (job_key(decision), job_payload(
+        decision, event, delivery, number if isinstance(number, int) and not isinstance(number, bool) else None)))
 
 
 def body_digest(body: bytes) -> str:

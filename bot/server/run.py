@@ -34,6 +34,7 @@ from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
 from bot.jobs.handler import exhausted_reporter, job_handler
 from bot.jobs.lease import LeaseRunner
+from bot.jobs.queue_notes import QueueNotes
 from bot.model import Model, shared_model
 from bot.sandbox import close_all, prepare_host
 from bot.server.context import AppContext, app_context
@@ -100,6 +101,7 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge),
                        hold=gate.check.hold if gate.check is not None else None)
     pool.start()
+    QueueNotes(store, forge).start()  # queued jobs' comments say where they stand, on a thread of their own
     store.watch(pool.wake)  # a job another process queued (PostgreSQL) starts at once, not at the next poll
     return pool
 

@@ -376,14 +376,16 @@ def test_a_store_written_before_call_ids_gains_them_and_a_newer_one_is_refused(t
     path = tmp_path / "jobs.sqlite3"
     Store(path).close()
     old = sqlite3.connect(path)  # back to the file as released before versioning: no call_id, user_version 0
-    old.executescript("ALTER TABLE jobs DROP COLUMN call_id; PRAGMA user_version = 0;"
+    old.executescript("DROP INDEX jobs_turns; ALTER TABLE jobs DROP COLUMN installation;"
+                      "ALTER TABLE jobs DROP COLUMN claimed_at; ALTER TABLE jobs DROP COLUMN note;"
+                      "ALTER TABLE jobs DROP COLUMN call_id; PRAGMA user_version = 0;"
                       "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
                       "VALUES ('d-old', 'octo/hello#1', '{}', 'queued', 1.0, 1.0);")
     old.close()
     store = Store(path, lease_s=60)
     try:
         job = store.claim("w")
-        assert (job.delivery_id, job.call_id) == ("d-old", None)
+        assert (job.delivery_id, job.call_id, job.installation) == ("d-old", None, "octo")
         assert store.record_call(job.id, "w", "fc-1") and store.job(job.id).call_id == "fc-1"
     finally:
         store.close()

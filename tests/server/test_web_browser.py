@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from bot.github.links import run_path
 from bot.jobs.sqlite import Store
+from bot.jobs.store import Caps
 from tests.fakes.github_oauth import sign_in_as
 from tests.support.browser import browser  # noqa: F401 (fixture)
 from tests.support.runs import add_run, append, github_app, serving, turn, web_app, write_run
@@ -77,4 +80,32 @@ def test_a_live_transcript_shows_a_new_turn_without_reloading(browser, tmp_path)
         (directory / "record.json").write_text('{"stop_reason": "completed"}')
         browser.wait_for(lambda: text_of(browser, "#run-state") == "done", timeout=10, what="the run to end")
         assert "All fixed." in text_of(browser, "#transcript")
+    store.close()
+
+
+def test_the_dashboard_shows_the_queue_with_places_reasons_and_times(browser, fake_github, tmp_path):
+    fake_github.add_repo("octo", "app")
+    fake_github.add_repo("octo", "vault", private=True)
+    fake_github.set_permission("octo", "app", "alice", "write")
+    store = Store(tmp_path / "jobs.sqlite3", caps=Caps(per_repo=1))
+    app = github_app(tmp_path, store, fake_github)
+    setup = app.test_client()
+    add_run(setup, store, repo="octo/app", number=3, state="running")
+    first = add_run(setup, store, repo="octo/app", number=1)
+    add_run(setup, store, repo="octo/vault", number=5, sender="mallory")  # ahead of #2, but alice cannot read it
+    add_run(setup, store, repo="octo/app", number=2)
+    sign_in_as(fake_github, "alice")
+    with serving(app) as url:
+        browser.get(url + "/")
+        browser.driver.find_element(By.ID, "sign-in").click()
+        browser.wait_for(lambda: "alice" in text_of(browser, ".who"), what="the signed-in dashboard")
+        rows = browser.driver.find_elements(By.CSS_SELECTOR, "#queue tr.waiting")
+        assert [r.get_attribute("data-position") for r in rows] == ["1", "3"]
+        assert [r.find_element(By.CSS_SELECTOR, "a").text for r in rows] == ["#1", "#2"]
+        assert {r.find_element(By.CSS_SELECTOR, ".reason").text for r in rows} == {
+            "waiting: octo/app already has 1 run going (the cap is 1)"}
+        queued_at = datetime.fromtimestamp(store.job(int(first.removeprefix("job-"))).created_at, timezone.utc)
+        assert queued_at.strftime("%Y-%m-%d %H:%M") in rows[0].text and "UTC" in rows[0].text
+        assert "octo/vault" not in browser.driver.page_source
+        browser.shot("dashboard-queue")
     store.close()

@@ -58,6 +58,16 @@ def test_re_run_on_a_decode_bot_check_run_queues_its_work_again_asked_by_the_cli
     assert stored == replace(work, sender_login="bob")  # bob's permission is checked when the job runs
 
 
+def test_a_job_counts_against_the_installation_that_delivered_it_else_its_owner(client, store):
+    """The installation is what the caps and the round-robin order of claims count (docs/scale.md)."""
+    from_app = post(client, "issues", {**labeled(), "installation": {"id": 4242, "node_id": "MDIz"}})
+    without = labeled()
+    without["issue"]["number"] += 1
+    from_token = post(client, "issues", without)
+    assert store.job(from_app.get_json()["job"]).installation == "4242"
+    assert store.job(from_token.get_json()["job"]).installation == without["repository"]["owner"]["login"].lower()
+
+
 def test_a_redelivery_does_not_make_a_second_job(client, store):
     first = post(client, "issues", labeled(), delivery_id="d-1")
     again = post(client, "issues", labeled(), delivery_id="d-1")

@@ -42,12 +42,14 @@ def with_database(url: str, database: str, schema: str | None = None) -> str:
     return urlunsplit((parts.scheme, parts.netloc, f"/{database}", query, ""))
 
 
-def open_at(location: str, *, lease_s: float = 0.5, max_attempts: int = 3) -> JobStore:
+def open_at(location: str, *, lease_s: float = 0.5, max_attempts: int = 3, per_installation: int = 0,
+            per_repo: int = 0) -> JobStore:
     """The store at `location` (a PostgreSQL URL, or the data dir holding jobs.sqlite3), opened as
-    `decode serve` opens its own; child processes of the tests use it."""
+    `decode serve` opens its own, with those caps of running jobs; child processes of the tests use it."""
     postgres = location.startswith(("postgresql://", "postgres://"))
     settings = Settings(data_dir=Path(location) if not postgres else Path("/nonexistent"),
-                        database_url=location if postgres else None, lease_s=lease_s, max_attempts=max_attempts)
+                        database_url=location if postgres else None, lease_s=lease_s, max_attempts=max_attempts,
+                        max_running_per_installation=per_installation, max_running_per_repo=per_repo)
     return open_store(settings.store)
 
 
@@ -59,8 +61,10 @@ class StoreFactory:
     location: str  # what `open_at` takes, in this process or a child
     opened: list[JobStore] = field(default_factory=list)
 
-    def __call__(self, *, lease_s: float = 0.5, max_attempts: int = 3) -> JobStore:
-        store = open_at(self.location, lease_s=lease_s, max_attempts=max_attempts)
+    def __call__(self, *, lease_s: float = 0.5, max_attempts: int = 3, per_installation: int = 0,
+                 per_repo: int = 0) -> JobStore:
+        store = open_at(self.location, lease_s=lease_s, max_attempts=max_attempts,
+                        per_installation=per_installation, per_repo=per_repo)
         self.opened.append(store)
         return store
 

@@ -1,0 +1,119 @@
+"""Queued jobs' comments on the fake GitHub, over both stores: each waiting job says its place in line and
+why it waits, the comment changes only when that does, and the job's run finds it again."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bot.github.auth import AppCredentials
+from bot.github.conclusion import marker
+from bot.github.forge import GitHubForge
+from bot.github.work import Comment, Issue, job_key, job_payload
+from bot.jobs.handler import tag_of
+from bot.jobs.queue import ordinal
+from bot.jobs.queue_notes import MAX_WRITES, QueueNotes
+from bot.jobs.store import JobStore
+from tests.support.stores import StoreFactory
+
+REPOS = {"octo/calendar": 1, "acme/web": 2}  # repository -> the installation it is in
+
+
+@pytest.fixture
+def forge(fake_github) -> GitHubForge:
+    for repo in REPOS:
+        owner, name = repo.split("/")
+        fake_github.add_repo(owner, name, {"README.md": "hi\n"})
+        fake_github.set_permission(owner, name, "alice", "write")
+        for n in range(5):
+            fake_github.add_issue(owner, name, f"bug {n}", user="alice")
+    credentials = AppCredentials(str(fake_github.app_id), fake_github.private_key_pem, fake_github.api_url)
+    return GitHubForge(credentials, throttle=False)
+
+
+def enqueue(store: JobStore, work: Issue | Comment) -> int:
+    payload = job_payload(work, "issues", f"d-{time.monotonic_ns()}", REPOS[work.repo])
+    return store.record_delivery(payload["delivery"], "issues", "queued", (job_key(work), payload))
+
+
+def comment_of(fake_github, repo: str, number: int) -> str:
+    owner, name = repo.split("/")
+    bodies = [c["body"] for c in fake_github.comments(owner, name, number)]
+    assert len(bodies) == 1, bodies
+    return bodies[0]
+
+
+def test_ten_jobs_of_two_installations_alternate_and_each_waiting_comment_says_its_place(
+        store_factory: StoreFactory, fake_github, forge: GitHubForge) -> None:
+    store = store_factory(lease_s=60, per_installation=1)
+    for repo in REPOS:  # five issues of installation 1, then five of installation 2
+        for number in range(1, 6):
+            enqueue(store, Issue(repo, number, "alice"))
+    notes = QueueNotes(store, forge)
+    assert notes.tell() == 10
+    assert comment_of(fake_github, "octo/calendar", 1).startswith(
+        "⏳ decode-bot queued this: 1st in line; waiting for a free worker.")
+    assert "2nd in line" in comment_of(fake_github, "acme/web", 1)
+    claimed: list[str] = []
+    while store.counts()["queued"]:
+        jobs = [job for job in (store.claim("w1"), store.claim("w2")) if job is not None]
+        claimed += [job.key for job in jobs]
+        edits = len(fake_github.calls("PATCH", r"/issues/comments/"))
+        notes.tell()
+        by_turn = sorted(store.snapshot().queued, key=lambda j: (int(j.key.split("#")[1]), j.installation))
+        waiting = [(job.key, n) for n, job in enumerate(by_turn, start=1)]
+        for key, position in waiting:
+            repo, number = key.split("#")
+            assert (f"queued this: {ordinal(position)} in line; waiting: its installation already has 1 run going "
+                    "(the cap is 1).") in comment_of(fake_github, repo, int(number))
+        assert notes.tell() == 0  # nothing moved: nothing is written
+        assert len(fake_github.calls("PATCH", r"/issues/comments/")) - edits == len(waiting)
+        for job, worker in zip(jobs, ("w1", "w2")):
+            repo, number = job.key.split("#")
+            assert forge.find_comment(repo, int(number), marker("run", tag_of(job))) is not None  # its run's
+            assert store.finish(job.id, worker, "done")
+    assert claimed == [f"{repo}#{n}" for n in range(1, 6) for repo in REPOS]
+
+
+def test_a_command_from_someone_who_may_not_start_work_is_not_told_it_is_queued(
+        store_factory: StoreFactory, fake_github, forge: GitHubForge) -> None:
+    store = store_factory(lease_s=60)
+    fake_github.set_permission("octo", "calendar", "mallory", "read")
+    enqueue(store, Comment("octo/calendar", 1, "mallory", "User", comment_id=77, instructions="do it"))
+    enqueue(store, Comment("octo/calendar", 2, "alice", "User", comment_id=78, instructions="do it"))
+    notes = QueueNotes(store, forge)
+    assert notes.tell() == 1
+    assert fake_github.comments("octo", "calendar", 1) == []
+    assert "2nd in line" in comment_of(fake_github, "octo/calendar", 2)
+    assert notes.tell() == 0
+
+
+def test_a_long_queue_is_told_twenty_comments_a_pass_front_first_deep_places_by_tens(
+        store_factory: StoreFactory, fake_github, forge: GitHubForge) -> None:
+    store = store_factory(lease_s=60)
+    for _ in range(20):
+        fake_github.add_issue("octo", "calendar", "another bug", user="alice")
+    for number in range(1, 26):
+        enqueue(store, Issue("octo/calendar", number, "alice"))
+    notes = QueueNotes(store, forge)
+    assert notes.tell() == MAX_WRITES == 20
+    assert fake_github.comments("octo", "calendar", 21) == []  # the next pass
+    assert notes.tell() == 5
+    assert "queued this: in line behind 20+ jobs; waiting for a free worker." in comment_of(
+        fake_github, "octo/calendar", 25)
+    store.finish(store.claim("w").id, "w", "done")
+    assert notes.tell() == 11  # the first ten places moved, and the 21st into the tens below; the rest stay
+
+
+def test_the_notes_thread_tells_the_queue_until_stopped(store_factory: StoreFactory, fake_github,
+                                                        forge: GitHubForge) -> None:
+    store = store_factory(lease_s=60)
+    enqueue(store, Issue("octo/calendar", 1, "alice"))
+    notes = QueueNotes(store, forge, every_s=0.05)
+    notes.start()
+    deadline = time.monotonic() + 10
+    while not fake_github.comments("octo", "calendar", 1) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    notes.stop()
+    assert "1st in line" in comment_of(fake_github, "octo/calendar", 1)
