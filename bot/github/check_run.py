@@ -166,15 +166,17 @@ def _cap(text: str) -> str:
     return text if len(text) <= LIMIT else text[:LIMIT - 40] + "\n\n[… cut at GitHub's limit]"
 
 
-def start_check_run(forge: Forge, work: Work, tag: str, details_url: str | None) -> CheckRun:
+def start_check_run(forge: Forge, work: Work, tag: str, details_url: str | None,
+                    summary: str = "Waiting to start.") -> CheckRun:
     """The job's check run, opened `queued` on the pull request's head when the work is on one (a CI fix: on
-    the head whose suite failed); work on an issue has no commit yet, and gets its check run when it pushes."""
+    the head whose suite failed), its summary `summary` (a waiting job's place in the queue); work on an issue
+    has no commit yet, and gets its check run when it pushes."""
     check = CheckRun(forge, work.repo, external_id=check_ref(work, tag), details_url=details_url)
     try:
         if isinstance(work, CheckSuite):
-            check.open(work.head_sha)
+            check.open(work.head_sha, summary)
         elif work.number is not None and getattr(work, "is_pull_request", False):
-            check.open(forge.pull(work.repo, work.number).head_sha)
+            check.open(forge.pull(work.repo, work.number).head_sha, summary)
     except Exception as e:  # noqa: BLE001 - the pull request could not be read: the job says so itself
         log.warning("no %s check run on %s#%s: %s", NAME, work.repo, work.number, e)
     return check

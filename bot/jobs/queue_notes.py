@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from bot.github.check_run import start_check_run
 from bot.github.conclusion import marker
 from bot.github.forge import Forge
 from bot.github.queued import may_note, tell, wants_note
@@ -85,6 +86,7 @@ class QueueNotes:
                 return False
             self.comments[job.id] = tell(self.forge, work, marker("run", tag_of(job)), w.text,
                                          self.comments.get(job.id))
+            start_check_run(self.forge, work, tag_of(job), None, summary=w.text)  # the job's run takes it over
             return True
         except Exception as e:  # noqa: BLE001 - a comment is a view of the queue; the runner goes on
             log.warning("job %d: could not say where it stands in the queue: %s", job.id, e,

@@ -117,3 +117,23 @@ def test_the_notes_thread_tells_the_queue_until_stopped(store_factory: StoreFact
         time.sleep(0.05)
     notes.stop()
     assert "1st in line" in comment_of(fake_github, "octo/calendar", 1)
+
+
+def test_a_waiting_job_on_a_pull_request_has_a_queued_check_run_saying_its_place(
+        store_factory: StoreFactory, fake_github, forge: GitHubForge) -> None:
+    """Issue 25: a queued job's check run says where it stands too; its run takes the same check run over."""
+    from tests.fakes.github_checks import checks_of
+
+    store = store_factory(lease_s=60, per_repo=1)
+    fake_github.push_branch("octo", "calendar", "feature", {"feature.txt": "wip\n"})
+    number = fake_github.add_pull("octo", "calendar", "Feature", head_branch="feature", user="alice")
+    enqueue(store, Issue("octo/calendar", 1, "alice"))
+    enqueue(store, Comment("octo/calendar", number, "alice", "User", comment_id=5, instructions="add notes",
+                           is_pull_request=True))
+    notes = QueueNotes(store, forge)
+    assert store.claim("w1") is not None and notes.tell() == 1
+    [run] = checks_of(fake_github).runs.values()
+    assert (run["name"], run["status"], run["output"]["title"]) == ("decode-bot", "queued", "Queued")
+    assert run["head_sha"] == fake_github.branch_sha("octo", "calendar", "feature")
+    assert run["output"]["summary"] == ("1st in line; waiting: octo/calendar already has 1 run going "
+                                        "(the cap is 1)")
