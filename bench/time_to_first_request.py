@@ -127,6 +127,7 @@ def make_many_files(path: Path, files: int) -> Path:
     work = path.with_name(path.name + "-work")
     work.mkdir(parents=True)
     git(work, "init", "-q", "-b", "main")
+    git(work, "config", "gc.auto", "0")  # no gc detached in the background while the work tree is deleted
     for i in range(files):
         target = work / f"pkg{i % 200:03d}" / f"module{i:05d}.py"
         target.parent.mkdir(exist_ok=True)
