@@ -16,11 +16,12 @@ CONSTRAINTS = ROOT / "action" / "constraints.txt"
 
 
 def empty_caches(workdir: Path) -> dict[str, str]:
-    """This process's environment with uv and pip pointed at new, empty cache directories under `workdir`."""
+    """PATH and HOME (so the user's pip configuration applies), with uv and pip pointed at new, empty cache
+    directories under `workdir`."""
     caches = {"UV_CACHE_DIR": workdir / "uv-cache", "PIP_CACHE_DIR": workdir / "pip-cache"}
     for path in caches.values():
         path.mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "DECODE_PROVIDER", "PYTHONPATH")}
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ["HOME"]}  # a runner's: nothing else of this process's
     return {**env, **{k: str(v) for k, v in caches.items()}, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
