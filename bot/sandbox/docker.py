@@ -65,6 +65,8 @@ from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
+from bot.sandbox.egress_wire import bind_unix
+from bot.sandbox.agentd.rpc import CHANNEL_SOCKET
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, SandboxSpec
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
@@ -267,8 +269,22 @@ class DockerLauncher:
         if self._ready is not None:  # a warm container's agentd: its egress is the proxy's, just set
             ready, self._ready = self._ready, None
             return ready
-        argv = [self._docker, "exec", "-i", self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
-        return ProcessTransport(argv, self._env)
+        path = self.egress.directory / f"agentd-{secrets.token_hex(4)}.sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                bind_unix(listener, path)
+                if self.user[0] != os.getuid():
+                    os.chown(path, *self.user)
+                listener.listen(1)
+            except OSError as e:
+                listener.close()
+                raise SandboxError(f"cannot make agentd's socket in {self.egress.directory}: {e}") from None
+            argv = [self._docker, "exec", "-i", "--env", f"{CHANNEL_SOCKET}={EGRESS_INSIDE}/{path.name}",
+                    self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
+            return ProcessTransport(argv, self._env, listener)
+        finally:
+            path.unlink(missing_ok=True)
 
     @classmethod
     def setup_cache_base(cls, image: str) -> str:
