@@ -19,6 +19,13 @@ through. The directory is made next to the workspace, so that when the bot
 itself runs in a container the engine finds it on the same path as the
 workspace (deploy.md: the data directory at the same path).
 
+agentd's requests do not go through `docker exec`'s stdin and stdout (the docker
+CLI, the engine and the shim: 0.3 ms more per tool call): `start` listens on a
+one-use unix socket in that same directory and agentd, started by `docker exec
+-i`, connects to it (DECODE_AGENTD_SOCKET, which commands do not inherit). The
+socket is removed once agentd connected. A process of the sandbox that connected
+first would only stand in for agentd, which the host does not trust either.
+
 Ownership: every command, setup included, runs as a non-root uid without
 capabilities, so a hostile command cannot chown, setuid or read past file modes,
 and nothing it leaves in the workspace is owned by root. Setup steps that need
