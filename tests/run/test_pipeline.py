@@ -55,7 +55,8 @@ class Watching(ScriptedModel):
 def test_earlier_runs_are_pruned_beside_the_run_not_before_its_first_model_request(tmp_path):
     settings = Settings(data_dir=tmp_path / "data", sandbox_mode="local", keep_days=1)
     earlier = tmp_path / "data" / "runs" / "old-run"
-    for d in range(40):  # an earlier run's two kept clones: many files, so deleting them takes a while
+    for d in range(120):  # an earlier run's two kept clones: 48,000 files, so deleting them takes a while (16,000
+        # were deleted before a run with a mirror reached its model, once in 8 tries)
         (earlier / "clean" / f"d{d}").mkdir(parents=True)
         for f in range(400):
             (earlier / "clean" / f"d{d}" / f"f{f}.py").write_text("x = 1\n")
