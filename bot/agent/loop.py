@@ -23,6 +23,7 @@ from bot.model import Model, ModelInfo, PromptTooLong, Reply, Usage
 from bot.model.pricing import cost_usd
 from bot.model.thinking import ThinkingPlan
 from bot.sandbox import Sandbox
+from bot.sandbox.protocol import SandboxLost
 
 MAX_OUTPUT_TOKENS = 16_000  # room for the answer (at most a quarter of a small window); thinking gets more
 SUMMARY_SYSTEM = (
@@ -40,6 +41,7 @@ STOP_MESSAGES = {
     "wall_clock": "stopped at the time limit",
     "error": "stopped by an error",
     "interrupted": "stopped by an interrupt",
+    "sandbox_lost": "stopped: the sandbox died and the run could not go on in a new one",
 }
 
 
@@ -122,6 +124,7 @@ def run_agent(
     before_finish: Callable[[bool], str | None] | None = None,
     started: float | None = None,
     thinking: ThinkingPlan | None = None,
+    after_tools: Callable[[], None] | None = None,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
 
@@ -137,7 +140,9 @@ def run_agent(
     clock counts from `started` (a `time.monotonic()` value; the pipeline passes the
     run's start, so setup time counts), else from now. `thinking` is how the model is asked to think
     (`plan_thinking`; its thinking blocks go back in the conversation as received), and a long answer is
-    told in `progress` lines and `model_progress` events while it streams.
+    told in `progress` lines and `model_progress` events while it streams. `after_tools` runs after each turn's
+    tool calls (the pipeline checkpoints a copied workspace there, bot/run/restart.py); a `SandboxLost` from a
+    call stops the run as incomplete, its work kept.
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
@@ -165,9 +170,13 @@ def run_agent(
                 return _finish(meter, "completed", reply.text, recorder, progress)
             try:
                 results = _call_tools(reply.tool_uses, sandbox, meter, recorder, progress, redact)
+            except SandboxLost as e:
+                return _finish(meter, "sandbox_lost", last_text, recorder, progress, error=str(e))
             except DecodeError as e:
                 return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
             messages.append({"role": "user", "content": results})
+            if after_tools is not None:
+                after_tools()
 
     except KeyboardInterrupt:
         return _finish(meter, "interrupted", last_text, recorder, progress)

@@ -56,7 +56,7 @@ RUN_HELP = """reads: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, DECODE_MODEL, SANDBO
 DECODE_SANDBOX_IMAGE, DECODE_DATA_DIR, GITHUB_TOKEN (a GitHub repository: branch and
 pull request), GITHUB_API_URL, the budgets DECODE_MAX_TURNS, DECODE_MAX_TOKENS,
 DECODE_MAX_COST_USD, DECODE_TIMEOUT_MINUTES (the flags override them), DECODE_MAX_DISK_MB,
-DECODE_KEEP_DAYS; the repository's .github/decode.yml (docs/decode-yml.md).
+DECODE_MAX_MEMORY_MB, DECODE_MAX_RESTARTS, DECODE_KEEP_DAYS; the repository's .github/decode.yml (docs/decode-yml.md).
 
 """ + EXIT_STATUS
 

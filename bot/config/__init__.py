@@ -92,6 +92,8 @@ class SandboxSettings:
     path: tuple[str, ...]
     cgroup_parent: Path | None
     max_disk_mb: int
+    max_memory_mb: int
+    max_restarts: int
     max_file_mb: int
     setup_cache_mb: int
     pool_size: int

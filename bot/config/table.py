@@ -297,6 +297,14 @@ ROWS: tuple[Row, ...] = (
         "cgroup (without it, or root, bwrap refuses to start)"),
     Row("max_disk_mb", "DECODE_MAX_DISK_MB", "sandbox.max_disk_mb", 10240, positive(int),
         "what one run's agent may write (workspace and temp), in MB; past it the run stops"),
+    Row("max_memory_mb", "DECODE_MAX_MEMORY_MB", "sandbox.max_memory_mb", 4096, positive(int),
+        "the memory one sandbox may use, in MB (bwrap, docker, modal); past it the kernel kills a process, "
+        "and the run names the limit (a dead sandbox is restarted, DECODE_MAX_RESTARTS)"),
+    Row("max_restarts", "DECODE_MAX_RESTARTS", "sandbox.max_restarts", 2,
+        count("DECODE_MAX_RESTARTS={raw!r} is not valid: set it to how many times a run may restart a sandbox "
+              "that died (default {default}; 0: never)"),
+        "how many times one run starts a new sandbox on its kept workspace after its sandbox died (killed "
+        "from outside or out of memory); past it the work so far is committed as incomplete"),
     Row("max_file_mb", "DECODE_MAX_FILE_MB", "sandbox.max_file_mb", 50, positive(int),
         "the largest file carried back from the sandbox, in MB"),
     Row("setup_cache_mb", "DECODE_SETUP_CACHE_MB", "sandbox.setup_cache_mb", 10240,

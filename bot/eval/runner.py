@@ -22,7 +22,8 @@ from bot.config import Settings
 from bot.core.errors import DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.eval.tasks import Task
-from bot.run.pipeline import Job, execute, run_setup
+from bot.run.pipeline import Job, execute
+from bot.run.setup import run_setup
 from bot.run.repo_config import load_repo_config
 from bot.run.transcript import Transcript
 from bot.sandbox import CommandResult, open_sandbox, sandbox_spec

@@ -29,16 +29,17 @@ from bot.model import Model, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.instructions import Instructions, load_instructions
 from bot.run.repo_config import RepoConfig, load_repo_config
+from bot.run.restart import Restarting
 from bot.run.result import Figures, RunResult, state_of, write_record
 from bot.run.setup_cache import RunCache, SetupCache
 from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript, safe_commit_text
 from bot.run.verify import Verification, Verifier, finish_gate
-from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox
+from bot.run.setup import run_setup
+from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox, sandbox_spec
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy, check_ceiling
 from bot.workspace.clone import Workspace, prepare
 from bot.workspace.run_dirs import drop_clones, fresh_dir, prune
-from bot.sandbox import sandbox_spec
 
 Progress = Callable[[str], None]
 MB = 1024 * 1024
@@ -105,6 +106,18 @@ class _Context:
 
 
 @dataclass(frozen=True)
+class _Work:
+    """What the sandbox phase gives the commit: the agent's result, its checks, what egress refused, the
+    hand-back, and why the sandbox was restarted, once per restart."""
+
+    agent: AgentResult
+    verification: Verification
+    blocked: dict[str, int]
+    hand: HandBack
+    restarts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class _Repo:
     """The prepared workspace and what the base commit says about the run."""
 
@@ -139,8 +152,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
         model = check_model(ctx, model)
         repo = prepare_repo(ctx, model)
         note_unoffered(ctx, repo.config)
-        agent, verification, blocked, hand = work_in_sandbox(ctx, repo, model)
-        ran = commit_work(ctx, repo, agent, verification, blocked, hand)
+        ran = commit_work(ctx, repo, work_in_sandbox(ctx, repo, model))
         return ran
     except DecodeError as e:
         ctx.transcript.record("run_end", stop_reason="error", summary="", error=str(e))
@@ -198,16 +210,20 @@ def note_unoffered(ctx: _Context, config: RepoConfig) -> None:
                    f"{' and '.join(offering('image'))} use; the {mode} sandbox runs on the host's toolchain")
 
 
-def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> tuple[AgentResult, Verification, dict[str, int],
-                                                                         HandBack]:
+def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
     """Open the sandbox, set it up, run the agent in it and take its changes back as a patch; the sandbox is
-    closed however this ends."""
+    restarted on the kept workspace when it dies (bot/run/restart.py) and closed however this ends."""
     config = repo.config
     agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                                 allow_domains=config.allow_domains)
-    sandbox, cache = open_run_sandbox(ctx, repo, agent_policy)
+    max_file = ctx.settings.sandbox.max_file_mb * MB
+    caps = {"max_file_bytes": max_file, "max_bytes": max_file * PATCH_CAP_FILES}
+    sandbox = Restarting(lambda: open_set_up(ctx, repo, agent_policy),
+                         lambda: open_sandbox(ctx.settings.sandbox.mode, run_spec(ctx, repo), network=agent_policy),
+                         workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,
+                         max_restarts=ctx.settings.sandbox.max_restarts, record=ctx.transcript.record,
+                         progress=ctx.progress)
     try:
-        set_up(ctx, sandbox, cache, config, agent_policy)
         agent, verification = run_the_agent(ctx, repo, sandbox, model)
         blocked = sandbox.blocked()
         if blocked:
@@ -215,11 +231,29 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> tuple[AgentResu
         if agent.stop_reason == "interrupted":
             ctx.progress("interrupted: keeping the work so far (interrupt again to stop without it)")
             sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
-        max_file = ctx.settings.sandbox.max_file_mb * MB
-        hand = sandbox.hand_back(repo.ws.base_sha, max_file_bytes=max_file, max_bytes=max_file * PATCH_CAP_FILES)
-        return agent, verification, blocked, hand
+        elif agent.stop_reason == "sandbox_lost":
+            ctx.progress(f"{agent.error}: keeping the work so far")
+        hand = sandbox.hand_back(repo.ws.base_sha, **caps)
+        return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts))
     finally:
         sandbox.close()
+
+
+def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> AgentdSandbox:
+    """A sandbox for the agent: opened (`open_run_sandbox`) and set up (`set_up`), closed when setup fails."""
+    sandbox, cache = open_run_sandbox(ctx, repo, agent_policy)
+    try:
+        set_up(ctx, sandbox, cache, repo.config, agent_policy)
+    except BaseException:
+        sandbox.close()
+        raise
+    return sandbox
+
+
+def run_spec(ctx: _Context, repo: _Repo) -> SandboxSpec:
+    """The run's sandbox: the settings' with the run's name and decode.yml's image and GPU."""
+    return sandbox_spec(ctx.settings.sandbox, repo.ws.path, image=repo.config.image or ctx.settings.sandbox.image,
+                        name=f"decode-{ctx.job.run_id}", gpu=repo.config.gpu)
 
 
 def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> tuple[AgentdSandbox, RunCache | None]:
@@ -228,8 +262,7 @@ def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> 
     settings, config, ws = ctx.settings, repo.config, repo.ws
     ctx.transcript.record("phase", name="sandbox")
     ctx.progress(f"starting the {settings.sandbox.mode} sandbox")
-    spec = sandbox_spec(settings.sandbox, ws.path, image=config.image or settings.sandbox.image,
-                                 name=f"decode-{ctx.job.run_id}", gpu=config.gpu)
+    spec = run_spec(ctx, repo)
     cache = plan_setup_cache(settings, spec, config, ws, repo.config_sha, ctx.redactor.redact(ctx.job.repo),
                              ctx.transcript)
     if cache is not None and cache.hit is not None:
@@ -262,7 +295,7 @@ def set_up(ctx: _Context, sandbox: AgentdSandbox, cache: RunCache | None, config
         ctx.progress(f"setup cache {cache.key[:12]}: {saved}")
 
 
-def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Sandbox, model: Model) -> tuple[AgentResult, Verification]:
+def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model) -> tuple[AgentResult, Verification]:
     """The agent loop on the task, with the hand-back review and decode.yml's `verify:` before its answer."""
     ctx.transcript.record("phase", name="agent")
     config, settings, redact = repo.config, ctx.settings, ctx.redactor.redact
@@ -275,20 +308,19 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Sandbox, model: Model) ->
         system=system_prompt(root=sandbox.root, network=network, instructions=repo.instructions.parts),
         task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
         recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
-        started=ctx.started, thinking=repo.thinking,
+        started=ctx.started, thinking=repo.thinking, after_tools=sandbox.checkpoint,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript),
                                   verifier),
     )
     return agent, verifier.verification
 
 
-def commit_work(ctx: _Context, repo: _Repo, agent: AgentResult, verification: Verification,
-                blocked: dict[str, int], hand: HandBack) -> Ran:
+def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
     """Apply the hand-back to the clean clone and commit it there; the run's result."""
-    max_file = ctx.settings.sandbox.max_file_mb * MB
-    applied = repo.ws.apply_patch(hand.patch, keep_workflows=repo.config.allow_workflow_changes,
+    agent, max_file = work.agent, ctx.settings.sandbox.max_file_mb * MB
+    applied = repo.ws.apply_patch(work.hand.patch, keep_workflows=repo.config.allow_workflow_changes,
                                   max_file_bytes=max_file)
-    left_out = {**hand.left_out, **applied.left_out}
+    left_out = {**work.hand.left_out, **applied.left_out}
     if left_out:
         _note(ctx, "left out of the commit: " + "; ".join(f"{path} ({why})" for path, why in sorted(left_out.items())),
               show=False)
@@ -297,9 +329,9 @@ def commit_work(ctx: _Context, repo: _Repo, agent: AgentResult, verification: Ve
     result = RunResult(
         run_id=job.run_id, state=state_of(agent.stop_reason, commit), repo=ctx.redactor.redact(job.repo),
         branch=job.branch, attempt=job.attempt, commit=commit, changed=tuple(applied.changed), left_out=left_out,
-        blocked=blocked, verified=verification.verified, stop_reason=agent.stop_reason, figures=Figures.of(agent),
-        error=agent.error, exit_code=agent.exit_code)
-    return Ran(job, result, agent, verification, ctx.run_dir, repo.ws)
+        blocked=work.blocked, verified=work.verification.verified, stop_reason=agent.stop_reason,
+        figures=Figures.of(agent), error=agent.error, exit_code=agent.exit_code, restarts=work.restarts)
+    return Ran(job, result, agent, work.verification, ctx.run_dir, repo.ws)
 
 
 def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
@@ -366,34 +398,6 @@ def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, 
     if run is not None and run.refused:
         transcript.record("setup_cache", result="refused", key=run.key[:12], reason=run.refused)
     return run
-
-
-def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, progress: Progress,
-              redact: Callable[[str], str] = lambda text: text, *, deadline: float = float("inf")) -> None:
-    """Run the repository's setup commands, with network; the first failure stops the run.
-
-    The output is redacted whole before its tail is kept, so no secret is cut in two. Each command gets
-    `setup_timeout`, clamped by what is left before `deadline` (the run's wall clock, `time.monotonic()`).
-    """
-    if config.setup:
-        transcript.record("phase", name="setup")
-    for command in config.setup:
-        left = deadline - time.monotonic()
-        if left < 1:
-            raise DecodeError(f"setup command {command!r} from .github/decode.yml was not started: the run's "
-                              f"time limit (DECODE_TIMEOUT_MINUTES) is used up")
-        progress(f"setup: {command}")
-        timeout = min(config.setup_timeout, left)
-        result = sandbox.run(command, timeout=timeout)
-        transcript.record("setup", command=command, exit_code=result.exit_code, output=redact(result.output)[-20_000:],
-                          timed_out=result.timed_out, duration_s=result.duration_s)
-        if result.timed_out or result.exit_code != 0:
-            status = f"exited with {result.exit_code}"
-            if result.timed_out:
-                status = (f"timed out after setup_timeout={config.setup_timeout:g}s" if timeout >= config.setup_timeout
-                          else "was stopped at the run's time limit (DECODE_TIMEOUT_MINUTES)")
-            tail = result.output.strip().splitlines()[-5:]
-            raise DecodeError(f"setup command {command!r} from .github/decode.yml {status}: " + " | ".join(tail))
 
 
 def repo_facts(ws: Workspace, branch: str) -> RepoFacts:

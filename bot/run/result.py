@@ -86,12 +86,14 @@ class RunResult:
     error: str | None = None
     exit_code: int = 0
     finished_at: float = field(default_factory=time.time)
+    restarts: tuple[str, ...] = ()  # why the sandbox died, once per restart (bot/run/restart.py)
 
     def to_json(self) -> dict[str, Any]:
         """The value as JSON types, as record.json and the job store hold it."""
         data = asdict(self)
         data["changed"], data["left_out"], data["blocked"] = list(self.changed), dict(self.left_out), \
             dict(self.blocked)
+        data["restarts"] = list(self.restarts)
         return data
 
     @classmethod
@@ -114,7 +116,8 @@ class RunResult:
             left_out=_mapping(data.get("left_out"), str), blocked=_mapping(data.get("blocked"), int),
             verified=v if (v := _str(data.get("verified"))) in ("passed", "failed") else "none",
             stop_reason=stop_reason, figures=figures, pr_url=_str(data.get("pr_url")), error=_str(data.get("error")),
-            exit_code=_int(data.get("exit_code")), finished_at=_float(data.get("finished_at")))
+            exit_code=_int(data.get("exit_code")), finished_at=_float(data.get("finished_at")),
+            restarts=tuple(_strs(data.get("restarts"))))
 
 
 def state_of(stop_reason: str, commit: str | None) -> str:

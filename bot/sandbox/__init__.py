@@ -76,7 +76,8 @@ def sandbox_spec(sandbox: SandboxSettings, workspace: Path, **fields: Any) -> Sa
     gpu). The server fills its warm pool from the same spec, so a run's sandbox matches the pool's."""
     base: dict[str, Any] = {"image": sandbox.image, "hide": sandbox.hide, "path": sandbox.path,
                             "cgroup_parent": sandbox.cgroup_parent, "disk_mb": sandbox.max_disk_mb,
-                            "pool_size": sandbox.pool_size, "pool_dir": sandbox.pool_dir}
+                            "memory_mb": sandbox.max_memory_mb, "pool_size": sandbox.pool_size,
+                            "pool_dir": sandbox.pool_dir}
     return SandboxSpec(workspace=workspace, **{**base, **fields})
 
 

@@ -67,7 +67,7 @@ from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import SAFE_PATH, clean_env, harness_bin
-from bot.sandbox.protocol import Capabilities, SandboxSpec
+from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, out_of_memory, stopped_from_outside
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
 from bot.sandbox.shipping import agentd_file
 
@@ -122,6 +122,8 @@ class BwrapLauncher:
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         self.limits = f"cgroup v{self.cgroup.version}"
+        self._transport: ProcessTransport | None = None  # the running agentd's, for how it ended (`death`)
+        self._oom_kills = 0  # out-of-memory kills in the cgroup already told (`death`)
 
     def argv(self, command: Sequence[str] = ()) -> list[str]:
         """The full command line that starts `command` (default: agentd) in this sandbox."""
@@ -147,7 +149,8 @@ class BwrapLauncher:
         """Start bwrap + agentd inside the sandbox's limits, its egress proxy applying `policy`."""
         self.egress.policy = policy
         self.disk.check()
-        return ProcessTransport(self.cgroup.wrap(self.argv()), _host_env())
+        self._transport = ProcessTransport(self.cgroup.wrap(self.argv()), _host_env())
+        return self._transport
 
     @classmethod
     def setup_cache_base(cls, image: str, path: Sequence[str] = ()) -> str:
@@ -171,9 +174,13 @@ class BwrapLauncher:
         script = [sys.executable, "-I", "-c", restore_script(WORKSPACE)]
         restore_locally(self.cgroup.wrap(self.argv(script)), _host_env(), archive)
 
-    def recover(self) -> None:
-        """None: a dead sandbox is not restarted."""
-        return None
+    def death(self) -> Death:
+        """The cgroup's word: a new out-of-memory kill in it, else how bwrap's process tree ended (its signal)."""
+        kills = self.cgroup.oom_kills()
+        if kills > self._oom_kills:
+            self._oom_kills = kills
+            return out_of_memory(self._spec.memory_mb)
+        return stopped_from_outside(None if self._transport is None else self._transport.wait_exit())
 
     def stopped(self) -> str | None:
         """The disk cap's message once the sandbox was stopped for passing it."""

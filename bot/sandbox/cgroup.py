@@ -79,6 +79,19 @@ class SandboxCgroup:
                 pass
         return found
 
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed in this cgroup for passing its memory limit (v2 `memory.events`,
+        v1 `memory.oom_control`; 0 where the kernel does not count them)."""
+        for d in self.dirs:
+            for name in ("memory.events", "memory.oom_control"):
+                try:
+                    found = re.search(r"^oom_kill (\d+)$", (d / name).read_text(), re.M)
+                except OSError:
+                    continue
+                if found:
+                    return int(found.group(1))
+        return 0
+
     def kill(self, timeout: float = 5.0) -> None:
         """SIGKILL every process in the cgroup, repeatedly, until it is empty or `timeout` passes."""
         kill_file = self.dirs[0] / "cgroup.kill"

@@ -18,16 +18,18 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
 from bot.core.errors import Cancelled, SandboxError
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.sandbox.protocol import CommandResult, HandBack, Launcher, Refused, Transport
+from bot.sandbox.protocol import CommandResult, HandBack, Launcher, Refused, SandboxDied, Transport
 
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
 GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
 MB = 1024 * 1024
 EXPORT_CHUNK = 4 * MB  # bytes of patch per export_read answer
 CONNECT_S = 60.0  # how long a started agentd may take to connect to its socket
+KILLED = (-9, 137)  # a command's exit code after SIGKILL (agentd's, or a shell's)
 
 
 class PatchTooLarge(SandboxError):
@@ -113,6 +115,14 @@ class ProcessTransport:
         """None while the process runs; its exit status once it ended (a warm pool's liveness check)."""
         return self._proc.poll()
 
+    def wait_exit(self, timeout: float = 2.0) -> int | None:
+        """The process's exit status (negative: the signal that ended it), waiting up to `timeout` for a process
+        whose channel just ended; None when it still runs."""
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def diagnostics(self) -> str:
         self._stderr.seek(0)
         text = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
@@ -162,8 +172,6 @@ class AgentdSandbox:
         self._ids = itertools.count(1)
         self._network = network
         self._transport: Transport | None = None
-        self._recovering = False
-        self._notice = ""  # set when the sandbox was replaced; shown once, with the next command's output
         self._cancelled = False
         self._closed = False
         self._closing = threading.Lock()
@@ -188,7 +196,7 @@ class AgentdSandbox:
         self._transport = self._launcher.start(self._network)
         self._call("ping", _timeout=60.0)
 
-    def _call(self, op: str, _timeout: float = 120.0, _retried: bool = False, **fields: object) -> dict:
+    def _call(self, op: str, _timeout: float = 120.0, **fields: object) -> dict:
         transport = self._transport
         self._unless_cancelled(op)
         if transport is None:
@@ -199,15 +207,11 @@ class AgentdSandbox:
             line = transport.recv(_timeout)
         except TimeoutError:
             raise SandboxError(f"the sandbox stopped answering ({op} after {_timeout:.0f}s)") from None
-        except SandboxError as e:
-            self._unless_cancelled(op)
-            self._recover(op, e, _retried)
-            return self._call(op, _timeout, True, **fields)
+        except SandboxError:
+            line = None
         self._unless_cancelled(op)  # an answer that came from the teardown (its command killed) is no answer
         if line is None:
-            error = SandboxError(f"the sandbox process has exited: {transport.diagnostics()}")
-            self._recover(op, error, _retried)
-            return self._call(op, _timeout, True, **fields)
+            self._died()
         answer = json.loads(line)
         if answer.get("id") != request_id:
             raise SandboxError(f"the sandbox answered out of order ({answer.get('id')} for {request_id})")
@@ -219,38 +223,20 @@ class AgentdSandbox:
         if self._cancelled:
             raise Cancelled(f"the sandbox was closed under the {op} call: the process is stopping")
 
-    def _recover(self, op: str, error: SandboxError, retried: bool) -> None:
-        """After the transport died: let the launcher replace the sandbox (`Launcher.recover`), once per call.
-
-        Raises `error` when it cannot, and the launcher's own reason when it stopped the
-        sandbox for good (`Launcher.stopped`). For `exec` the call is then retried and
-        the launcher's notice leads its output; any other tool call is refused with
-        the notice, so the model learns of the restart on the call that hit it.
-        """
+    def _died(self) -> NoReturn:
+        """agentd's channel ended: the launcher's reason when it stopped the sandbox for good (`stopped`, the
+        disk cap), else `SandboxDied` with why, as the backend knows it (`Launcher.death`)."""
         if stopped := self._launcher.stopped():
             raise SandboxError(stopped)
-        if retried or op in ("ping", "export", "export_read", "check") or self._recovering:
-            raise error
-        self._recovering = True
-        try:
-            notice = self._launcher.recover()
-            if notice is None:
-                raise error
-            if self._transport is not None:
-                self._transport.close()
-                self._transport = None
-            self._connect()
-        finally:
-            self._recovering = False
-        if op != "exec":
-            raise Refused(f"{notice} The {op} call was not carried out: make it again.")
-        self._notice = notice
+        raise SandboxDied(self._launcher.death())
 
     def run(self, command: str, *, timeout: float = 120.0) -> CommandResult:
-        """Run `command` with bash in the workspace; kill its process group at `timeout`."""
+        """Run `command` with bash in the workspace; kill its process group at `timeout`. A command killed by
+        SIGKILL for passing the memory limit says so in its output's last line (the backend's `death`)."""
         a = self._call("exec", _timeout=timeout + GRACE_S, command=command, timeout=timeout, cap=OUTPUT_CAP)
-        notice, self._notice = self._notice, ""
-        output = f"{notice}\n{a['output']}" if notice else a["output"]
+        output = a["output"]
+        if a["exit_code"] in KILLED and not a["timed_out"] and (death := self._launcher.death()).oom:
+            output += f"\n[decode] the command was killed: {death.reason}"
         return CommandResult(a["exit_code"], output, a["timed_out"], a["duration"], a["dropped_bytes"])
 
     def read_file(self, path: str) -> bytes:

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -75,7 +76,7 @@ from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.egress_wire import bind_unix
 from bot.sandbox.agentd.rpc import CHANNEL_SOCKET
 from bot.sandbox.local import clean_env
-from bot.sandbox.protocol import Capabilities, SandboxSpec
+from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, out_of_memory, stopped_from_outside
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
 from bot.sandbox.shipping import agentd_tar
 
@@ -85,6 +86,7 @@ LABEL = "decode.sandbox"
 EGRESS_INSIDE = "/run/decode-egress"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 SANDBOX_UID = 1000  # the agent's uid when the workspace's owner is root
+OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")  # cgroup v2, v1
 CLIENT_VARS = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
                "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR")
 log = logging.getLogger(__name__)
@@ -150,6 +152,7 @@ class DockerLauncher:
         self.disk: DiskGuard | None = None
         self.slot: Path | None = None  # a claimed warm container's slot, removed on close
         self._ready: ProcessTransport | None = None  # the warm container's agentd, for the first `start`
+        self._oom_kills = 0  # out-of-memory kills in the container already told (`death`)
         warm = self.pool(spec, docker=self._docker, client_env=self._env).claim() \
             if spec.pool_size and spec.pool_dir is not None else None
         self.acquired_from = "cold" if warm is None else "pool"
@@ -182,6 +185,7 @@ class DockerLauncher:
             st = workspace.stat()
             docker_pool.move_into(workspace, target)
             if self.user != (0, 0) and (st.st_uid, st.st_gid) != self.user:
+                self._owner = (st.st_uid, st.st_gid)
                 _chown_tree(target, *self.user)
         except BaseException:
             self.close()
@@ -332,9 +336,27 @@ class DockerLauncher:
         restore_locally([self._docker, "exec", "-i", self.container, "python3", "-I", "-c", restore_script(WORKSPACE)],
                         self._env, archive)
 
-    def recover(self) -> None:
-        """None: a dead container is not replaced."""
-        return None
+    def death(self) -> Death:
+        """The engine's word on the container: a new out-of-memory kill (the container's cgroup counts them,
+        read from inside; a stopped container's `State.OOMKilled`), else how it stopped (`State.ExitCode`)."""
+        if self.container is None:
+            return Death("the sandbox container has been removed")
+        state = self._cli("inspect", "--format", "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}}",
+                          self.container).stdout.split()
+        if len(state) != 3:
+            return Death("the sandbox container was removed from outside")
+        running, oom_killed, code = state
+        if running == "true":
+            counted = self._cli("exec", self.container, "cat", *OOM_FILES).stdout
+            kills = max((int(n) for n in re.findall(r"^oom_kill (\d+)$", counted, re.M)), default=0)
+            if kills > self._oom_kills:
+                self._oom_kills = kills
+                return out_of_memory(self._spec.memory_mb)
+            return Death("agentd was killed in the running container")
+        if oom_killed == "true" and not self._oom_kills:
+            self._oom_kills = 1
+            return out_of_memory(self._spec.memory_mb)
+        return stopped_from_outside(int(code) if code.lstrip("-").isdigit() else None, "the container")
 
     def stopped(self) -> str | None:
         """The disk cap's message once the sandbox was stopped for passing it."""
@@ -352,6 +374,11 @@ class DockerLauncher:
         if self.container is not None:
             self._cli("rm", "-f", "-v", self.container)
             self.container = None
+        if self.slot is not None:  # the workspace outlives its sandbox: a restart opens a new one on it
+            try:
+                docker_pool.move_into(self.slot / "workspace", self._spec.workspace.resolve())
+            except SandboxError as e:
+                log.warning("%s", e)
         if self._owner is not None:
             _chown_tree(self._spec.workspace.resolve(), *self._owner)
             self._owner = None

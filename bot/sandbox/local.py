@@ -25,7 +25,7 @@ import tempfile
 
 from bot.sandbox.client import ProcessTransport
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.sandbox.protocol import Capabilities, SandboxSpec
+from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, stopped_from_outside
 from bot.sandbox.shipping import agentd_file
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -89,15 +89,17 @@ class LocalLauncher:
         self.root = str(spec.workspace.resolve())
         make_undumpable()
         self._home = tempfile.mkdtemp(prefix="decode-home-")
+        self._transport: ProcessTransport | None = None
 
     def start(self, policy: EgressPolicy) -> ProcessTransport:
         """Start agentd; `policy` cannot be enforced here (the host's network is the agent's)."""
         argv = [sys.executable, "-I", str(agentd_file()), self.root]
-        return ProcessTransport(argv, clean_env(self._home, "local", host_path()))
+        self._transport = ProcessTransport(argv, clean_env(self._home, "local", host_path()))
+        return self._transport
 
-    def recover(self) -> None:
-        """None: a dead agentd is not restarted."""
-        return None
+    def death(self) -> Death:
+        """How agentd's process ended (no limit is enforced here, so never out of memory by the sandbox's)."""
+        return stopped_from_outside(None if self._transport is None else self._transport.wait_exit(), "agentd")
 
     def stopped(self) -> None:
         """None: nothing here stops the sandbox for good."""

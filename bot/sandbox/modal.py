@@ -28,10 +28,11 @@ is not synced back: the changes come out as a patch (agentd's export).
 
 Modal cannot switch a live sandbox's network (outside an experimental call),
 so `start(policy)` with another policy snapshots the filesystem (`snapshot_filesystem`), creates a new
-sandbox from that image with the new setting, and terminates the old one. If
-the sandbox dies mid-run, `recover()` creates a new one - from the last
-snapshot when there is one, else from the image with the workspace uploaded
-again - and returns the notice the client shows the model once.
+sandbox from that image with the new setting, and terminates the old one.
+
+The workspace is a copy (`Capabilities.keeps_workspace` is False): when the sandbox dies, the run
+(bot/run/restart.py) opens a new one, uploads the workspace again and gives back the changes it checkpointed
+after the last turn that made any (`restore_changes`: the hand-back patch, applied with `git apply` inside).
 
 With `DECODE_POOL_SIZE` > 0 sandboxes come from a warm pool (warm_pool.py).
 
@@ -54,6 +55,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +64,7 @@ from bot.core.extras import requires_extra
 from bot.sandbox import warm_pool
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
-from bot.sandbox.protocol import Capabilities, SandboxSpec
+from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, stopped_from_outside
 from bot.sandbox.setup_files import Saved, cache_image_id, restore_script, save_script, write_capped
 from bot.sandbox.shipping import agentd_tar
 
@@ -75,8 +77,6 @@ ENV = clean_env("/root", "modal") | SAFE_DIRECTORY
 CHUNK = 1024 * 1024  # below modal.io_streams.MAX_BUFFER_SIZE (2 MiB), which a stdin write must not pass
 EMPTY = ("import os, shutil, sys\nfor e in os.scandir(sys.argv[1]):\n"  # a directory's content, not itself (a mount)
          "    shutil.rmtree(e.path) if e.is_dir(follow_symlinks=False) else os.unlink(e.path)")
-RESTARTED = ("[decode] the sandbox died and was restarted: {lost}. Check the state of the workspace "
-             "before you continue.")
 
 
 _client: Any = None  # what `use_client` injected; None: the `modal` package
@@ -167,7 +167,7 @@ class ModalLauncher:
     """One Modal sandbox per run; agentd in it through one persistent exec."""
 
     capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=True, pool=True,
-                                setup_cache=True)
+                                setup_cache=True, keeps_workspace=False)
     root = WORKSPACE
 
     @classmethod
@@ -185,9 +185,7 @@ class ModalLauncher:
         self._pool_size = spec.pool_size if pool is None else pool
         self.sandbox: Any = None
         self._network = EgressPolicy()
-        self._snapshot: Any = None  # the image the current sandbox came from, when it is a snapshot
         self._cache_image = cache_image_id(spec.image)  # a setup cache entry's snapshot, to start from
-        self._restored: Path | None = None  # the setup cache archive unpacked into the workspace
         self.acquired_from = ""
         self.acquire_s = 0.0
         self._closed = False
@@ -287,24 +285,41 @@ class ModalLauncher:
             raise SandboxError(f"could not snapshot the Modal sandbox to switch its network: {e}") from None
         new = self._create(image, policy)
         old, self.sandbox = self.sandbox, new
-        self._network, self._snapshot = policy, image
+        self._network = policy
         _terminate(old)
 
-    def recover(self) -> str:
-        """Replace a dead sandbox; returns the notice to show the model (once)."""
-        old, self.sandbox = self.sandbox, None
-        if old is not None:
-            _terminate(old)
-        if self._snapshot is not None:
-            self.sandbox = self._create(self._snapshot, self._network)
-            lost = "the changes made since the network was last switched were lost"
-        else:
-            self.sandbox = self._acquire(self._network)
-            self._upload()
-            if self._restored is not None:
-                self.restore_setup_cache(self._restored)
-            lost = "the workspace was restored to its state at the start; all changes made since were lost"
-        return RESTARTED.format(lost=lost)
+    def death(self) -> Death:
+        """Modal's word on the sandbox: how it ended (`poll`), or that agentd ended in a running one. Modal
+        reports no out-of-memory kill apart from the exit status, so none is named here."""
+        try:
+            code = None if self.sandbox is None else self.sandbox.poll()
+        except Exception as e:
+            return Death(f"the Modal sandbox cannot be reached ({type(e).__name__}: {e})")
+        if code is None:
+            return Death("agentd ended in the running Modal sandbox")
+        return stopped_from_outside(code, "the Modal sandbox")
+
+    def restore_changes(self, patch: bytes) -> None:
+        """Apply `patch` (a hand-back since the base: the changes a dead sandbox had) to the workspace, inside
+        the sandbox; `SandboxError` when it does not apply."""
+        self._feed(("git", "-C", WORKSPACE, "apply", "--binary", "--whitespace=nowarn", "-"), [patch],
+                   "restoring the workspace's changes")
+
+    def _feed(self, argv: tuple[str, ...], chunks: Iterable[bytes], what: str) -> None:
+        """Run `argv` in the sandbox with `chunks` on its stdin; `SandboxError` naming `what` when it fails."""
+        if self.sandbox is None:
+            raise SandboxError("the Modal sandbox has been terminated")
+        try:
+            proc = self.sandbox.exec(*argv, text=False)
+            for chunk in chunks:
+                _write_all(proc.stdin, chunk)
+            proc.stdin.write_eof()
+            proc.stdin.drain()
+            code, err = proc.wait(), proc.stderr.read()
+        except Exception as e:
+            raise SandboxError(f"{what} failed: {e}") from None
+        if code != 0:
+            raise SandboxError(f"{what} failed: {_text(err)[-300:]}")
 
     @classmethod
     def setup_cache_base(cls, image: str) -> str:
@@ -347,24 +362,12 @@ class ModalLauncher:
 
     def restore_setup_cache(self, archive: Path) -> None:
         """Unpack a checked setup cache archive into the workspace, inside the sandbox."""
-        if self.sandbox is None:
-            raise SandboxError("the Modal sandbox has been terminated")
-        try:
-            proc = self.sandbox.exec("python3", "-I", "-c", restore_script(WORKSPACE), text=False)
-            with archive.open("rb") as data:
-                while chunk := data.read(CHUNK):
-                    _write_all(proc.stdin, chunk)
-            proc.stdin.write_eof()
-            proc.stdin.drain()
-            code, err = proc.wait(), proc.stderr.read()
-        except Exception as e:
-            raise SandboxError(f"restoring setup's files failed: {e}") from None
-        if code != 0:
-            raise SandboxError(f"restoring setup's files failed: {_text(err)[-300:]}")
-        self._restored = archive
+        with archive.open("rb") as data:
+            self._feed(("python3", "-I", "-c", restore_script(WORKSPACE)), iter(lambda: data.read(CHUNK), b""),
+                       "restoring setup's files")
 
     def stopped(self) -> None:
-        """None: Modal enforces the sandbox's limits itself, and a dead sandbox is recovered."""
+        """None: Modal enforces the sandbox's limits itself."""
         return None
 
     def blocked(self) -> dict[str, int]:

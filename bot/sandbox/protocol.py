@@ -36,6 +36,30 @@ class HandBack:
 
 
 @dataclass(frozen=True)
+class Death:
+    """Why a sandbox (or a process in it) was killed, as the backend tells it (`Launcher.death`), in words."""
+
+    reason: str
+    oom: bool = False  # the kernel killed it for passing the sandbox's memory limit
+
+
+def out_of_memory(limit_mb: int) -> Death:
+    """The death of a process killed for passing the sandbox's `limit_mb`, naming the setting that raises it."""
+    return Death(f"out of memory: the sandbox passed its memory limit of {limit_mb} MB (DECODE_MAX_MEMORY_MB "
+                 "raises it)", oom=True)
+
+
+def stopped_from_outside(status: int | None, what: str = "the sandbox") -> Death:
+    """The death of a sandbox stopped by something outside it (an engine restart, an eviction, a `kill`), with
+    its exit status as a shell shows it (a signal `n` as 128 + n) and the signal."""
+    if status is None:
+        return Death(f"{what} was stopped from outside (its exit status is unknown)")
+    status = 128 - status if status < 0 else status
+    signal = f" / signal {status - 128}" if status > 128 else ""
+    return Death(f"{what} was stopped from outside (exit status {status}{signal})")
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """What to start: the host workspace and the limits it runs under."""
 
@@ -66,10 +90,25 @@ class Capabilities:
     gpu: bool  # gives the sandbox `spec.gpu`
     pool: bool  # can keep warm sandboxes ready (`DECODE_POOL_SIZE`)
     setup_cache: bool = False  # can keep the state setup left and start later sandboxes from it (bot/run/setup_cache.py)
+    keeps_workspace: bool = True  # the workspace is the host's directory, so a new sandbox sees every change;
+    # False (modal: a copy is uploaded): the harness checkpoints the changes and restores them (bot/run/restart.py)
 
 
 class Refused(SandboxError):
     """agentd declined a request (a path outside the workspace, a missing file...)."""
+
+
+class SandboxLost(SandboxError):
+    """The sandbox died and the run cannot go on in a new one (past DECODE_MAX_RESTARTS, or its workspace is
+    gone): the agent stops there, and the work so far is handed back and committed as incomplete."""
+
+
+class SandboxDied(SandboxError):
+    """The sandbox died under a call (agentd's channel ended); `death` says why, as the backend knows it."""
+
+    def __init__(self, death: Death) -> None:
+        super().__init__(f"the sandbox died: {death.reason}")
+        self.death = death
 
 
 class Transport(Protocol):
@@ -101,9 +140,10 @@ class Launcher(Protocol):
 
     def start(self, policy: EgressPolicy) -> Transport: ...
 
-    def recover(self) -> str | None:
-        """After the transport died: replace the sandbox and return the notice to show the model once,
-        or None when this backend cannot (the client then raises the transport's error)."""
+    def death(self) -> Death:
+        """Why the sandbox or a process in it was killed, asked of the backend (never read from a command's
+        output) after agentd's channel ended or a command died of SIGKILL: an out-of-memory kill since the
+        last answer, else how it was stopped."""
         ...
 
     def stopped(self) -> str | None:
@@ -113,6 +153,15 @@ class Launcher(Protocol):
     def blocked(self) -> dict[str, int]: ...
 
     def close(self) -> None: ...
+
+
+class CopiesWorkspace(Protocol):
+    """A launcher whose sandbox works on an uploaded copy of the workspace (`Capabilities.keeps_workspace` is
+    False): a new sandbox gets the changes a dead one had back from the harness's checkpoint."""
+
+    def restore_changes(self, patch: bytes) -> None:
+        """Apply `patch` (a hand-back since the base) to the new sandbox's workspace."""
+        ...
 
 
 class Sandbox(Protocol):

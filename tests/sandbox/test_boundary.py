@@ -14,7 +14,7 @@ from bot.sandbox import BACKENDS, ISOLATING, Capabilities, SandboxSpec, capabili
 def test_every_backend_has_the_whole_launcher_protocol() -> None:
     for mode, launcher in BACKENDS.items():
         assert isinstance(launcher.capabilities, Capabilities), mode
-        for member in ("prepare_host", "start", "recover", "stopped", "blocked", "close"):
+        for member in ("prepare_host", "start", "death", "stopped", "blocked", "close"):
             assert callable(getattr(launcher, member, None)), f"the {mode} launcher has no {member}"
 
 

@@ -68,6 +68,8 @@ def test_a_claimed_container_is_the_run_s_own_and_goes_with_it(tmp_path: Path) -
     finally:
         box.close()
     assert container not in leftovers() and not slot.exists(), "the claimed container and slot go with the run"
+    assert (first / "added.txt").read_text() == "new\n" and (first / "added.txt").stat().st_uid == os.getuid(), \
+        "the workspace outlives its sandbox: back in the run's directory, the run's own again"
     assert pool.wait_full(120), "a claim is refilled"
 
     second = make_repo(tmp_path / "two", {"other.txt": "two\n"})

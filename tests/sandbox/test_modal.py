@@ -23,6 +23,7 @@ from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import EgressPolicy, SandboxSpec, open_sandbox, prepare_host
 from bot.sandbox import warm_pool
 from bot.sandbox import Refused
+from bot.sandbox.protocol import SandboxDied
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.modal import ENV, ModalLauncher, load_client, network_options, prewarm, use_client
 from tests.conftest import git
@@ -99,34 +100,31 @@ def test_network_switch_goes_through_a_snapshot_and_keeps_setup_files(workspace:
         box.close()
 
 
-def test_a_dead_sandbox_is_recreated_and_the_model_told_once(box: AgentdSandbox) -> None:
+def test_a_dead_sandbox_is_named_by_modal_and_not_replaced_behind_the_run(box: AgentdSandbox) -> None:
     launcher = launcher_of(box)
-    box.write_file("scratch.txt", b"lost\n")
     dead = launcher.sandbox
     modal_double.kill(dead)
-    result = box.run("ls scratch.txt README.md")
-    assert launcher.sandbox is not dead and launcher.sandbox.poll() is None
-    assert result.output.startswith("[decode] the sandbox died and was restarted")
-    assert "README.md" in result.output and result.exit_code != 0, "the workspace is back, the change is not"
-    again = box.run("echo fine")
-    assert again.output == "fine\n", "the notice is shown once"
-    modal_double.kill(launcher.sandbox)
-    with pytest.raises(Refused, match="restarted.*read call was not carried out"):
-        box.read_file("README.md")
-    assert box.read_file("README.md") == b"# demo\n"
+    with pytest.raises(SandboxDied, match=r"^the sandbox died: the Modal sandbox was stopped from outside "
+                                          r"\(exit status 137 / signal 9\)$"):
+        box.run("echo hello")
+    assert launcher.sandbox is dead, "the run (bot/run/restart.py) opens the next sandbox, not the launcher"
 
 
-def test_recovery_after_a_network_switch_restores_the_snapshot(workspace: Path) -> None:
-    box = open_sandbox("modal", spec(workspace), network=EgressPolicy(internet=True))
+def test_a_new_sandbox_gets_the_checkpointed_changes_back(workspace: Path, box: AgentdSandbox) -> None:
+    base = git(workspace, "rev-parse", "HEAD")
+    box.write_file("notes.txt", b"kept\n")
+    box.run("printf '# demo, edited\\n' > README.md && mkdir -p bin && head -c 300 /dev/urandom > bin/blob")
+    checkpoint = box.hand_back(base)
+    blob = box.read_file("bin/blob")
+    modal_double.kill(launcher_of(box).sandbox)
+    again = open_sandbox("modal", spec(workspace))
     try:
-        box.run("echo setup > installed.txt")
-        box.set_network(EgressPolicy())
-        modal_double.kill(launcher_of(box).sandbox)
-        result = box.run("cat installed.txt")
-        assert "since the network was last switched" in result.output and result.output.endswith("setup\n")
-        assert launcher_of(box).sandbox.block_network
+        launcher_of(again).restore_changes(checkpoint.patch)
+        assert again.read_file("notes.txt") == b"kept\n" and again.read_file("README.md") == b"# demo, edited\n"
+        assert again.read_file("bin/blob") == blob, "binary files come back too"
+        assert again.hand_back(base).patch == checkpoint.patch
     finally:
-        box.close()
+        again.close()
 
 
 class _NoAgentd(modal_double.Sandbox):

@@ -16,7 +16,7 @@ import pytest
 
 from bot.config import Budget, Settings
 from bot.core.errors import ConfigError, DecodeError, SandboxError
-from bot.run.pipeline import run_setup
+from bot.run.setup import run_setup
 from bot.core.redact import Redactor
 from bot.run.repo_config import RepoConfig
 from bot.workspace.run_dirs import fresh_dir
