@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.run.transcript import code_span
+from bot.run.markdown import code_span
 from bot.run.verify import Verification
 
 BODY_LIMIT = 65_536

@@ -26,7 +26,8 @@ from bot.github.forge import Forge
 from bot.github.info import CheckRunState
 from bot.github.tracking import PHASES
 from bot.github.work import CHECK_NAME as NAME, CheckSuite, Work, check_ref
-from bot.run.transcript import fence, render_figures, safe_prose
+from bot.run.markdown import fence, safe_prose
+from bot.run.transcript import render_figures
 from bot.run.verify import Verification
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,8 @@ from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Resume, Threads, ToFork
 from bot.github.resume import TASK_CHARS, PullState, earlier_runs, last_steps, note_of, record_run, with_state
 from bot.run.pipeline import Ran
-from bot.run.transcript import load_events, render_figures, render_markdown, safe_prose
+from bot.run.markdown import safe_prose
+from bot.run.transcript import load_events, render_figures, render_markdown
 from bot.workspace.clone import Workspace
 
 OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request's copy of the transcript

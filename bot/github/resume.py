@@ -31,7 +31,7 @@ from bot.github.forge import Forge
 from bot.github.info import PullInfo
 from bot.github.work import Continue
 from bot.run.result import Figures
-from bot.run.transcript import safe_prose
+from bot.run.markdown import safe_prose
 
 TASK_CHARS = 12_000  # of the task being carried on, kept for the runs that continue it
 SUMMARY_CHARS = 4_000  # of each run's summary

@@ -32,7 +32,8 @@ from bot.run.repo_config import RepoConfig, load_repo_config
 from bot.run.restart import Restarting
 from bot.run.result import Figures, RunResult, state_of, write_record
 from bot.run.setup_cache import RunCache, SetupCache
-from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript, safe_commit_text
+from bot.run.markdown import safe_commit_text
+from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript
 from bot.run.verify import Verification, Verifier, finish_gate
 from bot.run.setup import run_setup
 from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox, sandbox_spec

@@ -27,8 +27,10 @@ Event types and their fields, as the agent loop records them:
   (bot/agent/context.py; a summary's own request and response carry `purpose: context_summary`; a request
   with server-side edits carries `context_management`, its response the `context_edits` applied)
 - `note`: text
+- `sandbox_restart`: reason (why the sandbox died, in words), oom, restart (1, 2...), max_restarts (a new
+  sandbox was opened on the kept workspace, bot/run/restart.py)
 - `run_end`: stop_reason ("completed", "max_turns", "max_cost", "max_tokens",
-  "wall_clock", "error"), summary, turns, usage, cost_usd, wall_s, error, trims
+  "wall_clock", "error", "interrupted", "sandbox_lost"), summary, turns, usage, cost_usd, wall_s, error, trims
 
 `render_markdown` turns a list of events into the `transcript.md` a reviewer reads.
 """
@@ -38,7 +40,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +50,7 @@ from typing import Any, TextIO
 from bot.agent.context import TRIM_AT
 from bot.core.redact import Redactor
 from bot.core.utf8 import utf8_safe
+from bot.run.markdown import code_span, fence, safe_prose
 from bot.model.protocol import Usage
 from bot.run.result import Figures
 
@@ -261,8 +263,8 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += ["**network:** the egress policy blocked", "", fence("\n".join(rows), "text", cap), ""]
         elif kind in ("setup", "verify"):
             out += _command_run(e, cap)
-        elif kind == "setup_cache":
-            out += [_setup_cache(e), ""]
+        elif kind in _ONE_LINE:
+            out += [_ONE_LINE[kind](e), ""]
         elif kind == "run_end":
             if str(e.get("summary") or "").strip() and not brief:
                 out += ["## Summary", "", safe_prose(str(e["summary"]).strip()), ""]
@@ -278,15 +280,6 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_crea
 _LANGS = {"py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "jsx": "jsx", "json": "json",
           "yml": "yaml", "yaml": "yaml", "toml": "toml", "md": "markdown", "sh": "bash", "go": "go", "rs": "rust",
           "rb": "ruby", "java": "java", "c": "c", "h": "c", "cpp": "cpp", "html": "html", "css": "css", "sql": "sql"}
-_CODE_SPAN = re.compile(r"(`+)(?s:.+?)\1")
-_MENTION = re.compile(r"(?<![\w/])@(?=[A-Za-z0-9])")
-_CLOSING_REF = re.compile(r"(?i)\b((?:close[sd]?|fix(?:e[sd])?|resolve[sd]?):?\s+[\w.\-/]*#)(?=\d)")
-# The same keywords before a full issue or pull request URL, which GitHub acts on too
-# (https://docs.github.com/en/issues/tracking-your-work-with-issues/using-issues/linking-a-pull-request-to-an-issue).
-_CLOSING_URL = re.compile(r"(?i)\b(close[sd]?|fix(?:e[sd])?|resolve[sd]?)(?=:?\s+<?https?://\S+/(?:issues|pull)/\d)")
-# A line git (and GitHub) would read as a trailer, `Token: value` (Co-authored-by, Signed-off-by, Fixes...).
-_TRAILER = re.compile(r"^[ \t]*[A-Za-z0-9][A-Za-z0-9_-]*[ \t]*:(?!//)[ \t]*\S.*$\n?", re.MULTILINE)
-_TAG = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def _turn_meta(e: dict[str, Any]) -> str:
@@ -359,6 +352,14 @@ def _setup_cache(e: dict[str, Any]) -> str:
     return f"> **setup cache:** miss, key {key}: setup ran; {safe_prose(str(e.get('saved', '')))}"
 
 
+def _sandbox_restart(e: dict[str, Any]) -> str:
+    return (f"> **sandbox restarted ({e.get('restart')} of at most {e.get('max_restarts')}):** "
+            f"{safe_prose(str(e.get('reason', '')))}")
+
+
+_ONE_LINE = {"setup_cache": _setup_cache, "sandbox_restart": _sandbox_restart}  # event type -> its one line
+
+
 def _result(e: dict[str, Any], cap: int | None) -> list[str]:
     output = e.get("output")
     text = output if isinstance(output, str) else json.dumps(output, indent=2, ensure_ascii=False)
@@ -376,54 +377,6 @@ def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
         texts += [b["text"] for b in blocks if b.get("type") == "text" and str(b.get("text", "")).strip()]
     return texts
-
-
-def fence(text: str, lang: str = "", cap: int | None = None) -> str:
-    """`text` in a code fence that no backtick run inside it can close."""
-    if cap is not None and len(text) > cap:
-        half = cap // 2
-        text = f"{text[:half]}\n[... {len(text) - 2 * half:,} characters not shown ...]\n{text[-half:]}"
-    ticks = "`" * max(3, _longest_backticks(text) + 1)
-    return f"{ticks}{lang}\n{text}{'' if text.endswith(chr(10)) else chr(10)}{ticks}"
-
-
-def code_span(text: str) -> str:
-    """`text` as one inline code span, whatever backticks it holds."""
-    text = text.replace("\n", " ")
-    ticks = "`" * (_longest_backticks(text) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
-    return f"{ticks}{pad}{text}{pad}{ticks}"
-
-
-def _longest_backticks(text: str) -> int:
-    return max((len(run) for run in re.findall(r"`+", text)), default=0)
-
-
-def safe_prose(text: str) -> str:
-    """Model-written Markdown for GitHub: kept as is, but outside code no @pings, no issue-closing
-    references and no HTML tags, so a steered model cannot notify people or close issues."""
-    parts, pos = [], 0
-    for m in _CODE_SPAN.finditer(text):
-        parts += [_neutralize(text[pos : m.start()]), m.group(0)]
-        pos = m.end()
-    return "".join(parts + [_neutralize(text[pos:])])
-
-
-def safe_commit_text(text: str, *, subject: bool = False) -> str:
-    """Model- or user-written text for a commit message: no trailer lines (the harness adds its own
-    co-author trailer after this; a `subject` line is never read as one, so it keeps its text), no
-    issue-closing references and no @pings, code spans included: GitHub reads a commit message as plain text."""
-    text = text if subject else _TRAILER.sub("", text)
-    text = _MENTION.sub("@\u2060", text)
-    text = _CLOSING_URL.sub(lambda m: m.group(1) + "\u2060", text)
-    return _CLOSING_REF.sub(lambda m: m.group(1) + "\u2060", text)
-
-
-def _neutralize(text: str) -> str:
-    text = _MENTION.sub("@\u2060", text)
-    text = _CLOSING_URL.sub(lambda m: m.group(1) + "\u2060", text)
-    text = _CLOSING_REF.sub(lambda m: m.group(1) + "\u2060", text)
-    return _TAG.sub("&lt;", text)
 
 
 def _diff(old: str, new: str) -> str:

@@ -63,12 +63,14 @@ import secrets
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import docker_pool, warm_pool
+from bot.sandbox.docker_pool import LABEL, remove_leftovers
 from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
@@ -82,10 +84,10 @@ from bot.sandbox.shipping import agentd_tar
 
 WORKSPACE = "/workspace"
 AGENTD_INSIDE = "/opt/decode/agentd.pyz"
-LABEL = "decode.sandbox"
 EGRESS_INSIDE = "/run/decode-egress"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 SANDBOX_UID = 1000  # the agent's uid when the workspace's owner is root
+SETTLE_S = 3.0  # how long a container whose agentd is gone may take to be seen stopped
 OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")  # cgroup v2, v1
 CLIENT_VARS = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
                "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR")
@@ -153,6 +155,7 @@ class DockerLauncher:
         self.slot: Path | None = None  # a claimed warm container's slot, removed on close
         self._ready: ProcessTransport | None = None  # the warm container's agentd, for the first `start`
         self._oom_kills = 0  # out-of-memory kills in the container already told (`death`)
+        self._agentd: ProcessTransport | None = None  # the running agentd's `docker exec`, for `death`
         warm = self.pool(spec, docker=self._docker, client_env=self._env).claim() \
             if spec.pool_size and spec.pool_dir is not None else None
         self.acquired_from = "cold" if warm is None else "pool"
@@ -278,8 +281,8 @@ class DockerLauncher:
             self.disk.check()
         self.egress.policy = policy
         if self._ready is not None:  # a warm container's agentd: its egress is the proxy's, just set
-            ready, self._ready = self._ready, None
-            return ready
+            self._agentd, self._ready = self._ready, None
+            return self._agentd
         path = self.egress.directory / f"agentd-{secrets.token_hex(4)}.sock"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -293,7 +296,8 @@ class DockerLauncher:
                 raise SandboxError(f"cannot make agentd's socket in {self.egress.directory}: {e}") from None
             argv = [self._docker, "exec", "-i", "--env", f"{CHANNEL_SOCKET}={EGRESS_INSIDE}/{path.name}",
                     self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
-            return ProcessTransport(argv, self._env, listener)
+            self._agentd = ProcessTransport(argv, self._env, listener)
+            return self._agentd
         finally:
             path.unlink(missing_ok=True)
 
@@ -338,25 +342,36 @@ class DockerLauncher:
 
     def death(self) -> Death:
         """The engine's word on the container: a new out-of-memory kill (the container's cgroup counts them,
-        read from inside; a stopped container's `State.OOMKilled`), else how it stopped (`State.ExitCode`)."""
-        if self.container is None:
-            return Death("the sandbox container has been removed")
-        state = self._cli("inspect", "--format", "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}}",
-                          self.container).stdout.split()
-        if len(state) != 3:
-            return Death("the sandbox container was removed from outside")
-        running, oom_killed, code = state
-        if running == "true":
-            counted = self._cli("exec", self.container, "cat", *OOM_FILES).stdout
-            kills = max((int(n) for n in re.findall(r"^oom_kill (\d+)$", counted, re.M)), default=0)
-            if kills > self._oom_kills:
-                self._oom_kills = kills
+        read from inside; a stopped container's `State.OOMKilled`), else how it stopped (`State.ExitCode`). A
+        container whose agentd is gone is given `SETTLE_S` to be seen stopped: the engine learns it last."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            if self.container is None:
+                return Death("the sandbox container has been removed")
+            state = self._cli("inspect", "--format", "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}}",
+                              self.container).stdout.split()
+            if len(state) != 3:
+                return Death("the sandbox container was removed from outside")
+            running, oom_killed, code = state
+            if running != "true":
+                break
+            if self._new_oom_kill():
                 return out_of_memory(self._spec.memory_mb)
-            return Death("agentd was killed in the running container")
+            if (self._agentd is not None and self._agentd.exited() is None) or time.monotonic() > deadline:
+                return Death("a process was killed in the running container")
+            time.sleep(0.1)
         if oom_killed == "true" and not self._oom_kills:
             self._oom_kills = 1
             return out_of_memory(self._spec.memory_mb)
         return stopped_from_outside(int(code) if code.lstrip("-").isdigit() else None, "the container")
+
+    def _new_oom_kill(self) -> bool:
+        """Whether the container's cgroup counts more out-of-memory kills than were told."""
+        assert self.container is not None
+        counted = self._cli("exec", self.container, "cat", *OOM_FILES).stdout
+        kills = max((int(n) for n in re.findall(r"^oom_kill (\d+)$", counted, re.M)), default=0)
+        told, self._oom_kills = self._oom_kills, max(kills, self._oom_kills)
+        return kills > told
 
     def stopped(self) -> str | None:
         """The disk cap's message once the sandbox was stopped for passing it."""
@@ -389,26 +404,6 @@ class DockerLauncher:
         if self.slot is not None:
             docker_pool.remove_slot(self.slot)
             self.slot = None
-
-
-def leftovers(docker: str = "docker") -> list[str]:
-    """Ids of every container this host's decode processes created that still exists."""
-    res = subprocess.run([docker, "ps", "-aq", "--no-trunc", "--filter", f"label={LABEL}"],
-                         capture_output=True, text=True)
-    return res.stdout.split()
-
-
-def remove_leftovers(docker: str = "docker") -> list[str]:
-    """Remove sandbox containers made on this host whose creating process is gone; returns their ids."""
-    removed = []
-    fmt = '{{index .Config.Labels "%s.host"}} {{index .Config.Labels "%s.pid"}}' % (LABEL, LABEL)
-    for cid in leftovers(docker):
-        res = subprocess.run([docker, "inspect", "--format", fmt, cid], capture_output=True, text=True)
-        host, _, pid = res.stdout.strip().partition(" ")
-        if host == socket.gethostname() and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            subprocess.run([docker, "rm", "-f", "-v", cid], capture_output=True)
-            removed.append(cid)
-    return removed
 
 
 def _chown_tree(top: Path, uid: int, gid: int) -> None:

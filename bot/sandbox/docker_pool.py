@@ -14,7 +14,8 @@ The pools are warm_pool.py's, keyed by what the container was created with
 (image, cpus, memory, pids, disk cap, engine). A pooled container is at most
 `warm_pool.IDLE_S` old when claimed: an image rebuilt under the same tag reaches
 the pool within that time. Slots of a process that died are removed when the
-next server starts (`remove_stale_slots`); their containers by `remove_leftovers`.
+next server starts (`remove_stale_slots`); their containers, and every other sandbox container a dead process
+left (labelled `LABEL`), by `remove_leftovers`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from bot.core.errors import SandboxError
+
+LABEL = "decode.sandbox"  # on every sandbox container, with `.pid` and `.host`: who made it, where
 
 
 class WarmContainer:
@@ -80,4 +85,24 @@ def remove_stale_slots(pool_dir: Path) -> list[Path]:
         if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
             remove_slot(slot)
             removed.append(slot)
+    return removed
+
+
+def leftovers(docker: str = "docker") -> list[str]:
+    """Ids of every container this host's decode processes created that still exists."""
+    res = subprocess.run([docker, "ps", "-aq", "--no-trunc", "--filter", f"label={LABEL}"],
+                         capture_output=True, text=True)
+    return res.stdout.split()
+
+
+def remove_leftovers(docker: str = "docker") -> list[str]:
+    """Remove sandbox containers made on this host whose creating process is gone; returns their ids."""
+    removed = []
+    fmt = '{{index .Config.Labels "%s.host"}} {{index .Config.Labels "%s.pid"}}' % (LABEL, LABEL)
+    for cid in leftovers(docker):
+        res = subprocess.run([docker, "inspect", "--format", fmt, cid], capture_output=True, text=True)
+        host, _, pid = res.stdout.strip().partition(" ")
+        if host == socket.gethostname() and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            subprocess.run([docker, "rm", "-f", "-v", cid], capture_output=True)
+            removed.append(cid)
     return removed

@@ -15,7 +15,8 @@ import pytest
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import EgressPolicy, SandboxSpec, open_sandbox
 from bot.sandbox.client import AgentdSandbox
-from bot.sandbox.docker import LABEL, DockerLauncher, leftovers
+from bot.sandbox.docker import DockerLauncher
+from bot.sandbox.docker_pool import LABEL, leftovers
 from tests.conftest import make_repo
 from tests.sandbox.conftest import IMAGE, require
 

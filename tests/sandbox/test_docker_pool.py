@@ -18,7 +18,8 @@ import pytest
 
 from bot.sandbox import SandboxSpec, prepare_host, warm_pool
 from bot.sandbox.client import AgentdSandbox
-from bot.sandbox.docker import DockerLauncher, leftovers
+from bot.sandbox.docker import DockerLauncher
+from bot.sandbox.docker_pool import leftovers
 from tests.conftest import git, make_repo
 from tests.sandbox.conftest import IMAGE, REPO_FILES, require
 

@@ -1,0 +1,157 @@
+"""A sandbox that dies loses nothing: `decode run` as a user runs it, its sandbox killed from outside while a
+long command runs after an edit (`docker kill` of the container; SIGKILL of the bwrap process tree, or of the
+modal double's), goes on in a new sandbox on the kept workspace; past DECODE_MAX_RESTARTS the work so far is
+committed as incomplete, the reason named."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git
+from tests.sandbox.conftest import require
+from tests.support.cli import DECODE, buggy_repo, printed  # noqa: F401 (fixture)
+
+LONG = "sleep 67"  # a command no other test runs: the killer finds its process by it
+
+EDIT_LONG_FIX = [
+    [{"type": "tool_use", "name": "bash", "input": {"command": "echo partial > NOTES.md"}}],
+    [{"type": "tool_use", "name": "bash", "input": {"command": LONG}}],
+    [{"type": "tool_use", "name": "bash", "input": {"command": "echo fix >> NOTES.md && cat NOTES.md"}}],
+    [{"type": "text", "text": "Notes taken, after a restart."}],
+]
+EDIT_THEN_LONG_THRICE = [
+    [{"type": "tool_use", "name": "bash", "input": {"command": "echo partial > NOTES.md"}}],
+    *[[{"type": "tool_use", "name": "bash", "input": {"command": LONG}}]] * 3,
+    [{"type": "text", "text": "Never reached."}],
+]
+STOPPED = {"docker": "the container was stopped from outside (exit status 137 / signal 9)",
+           "bwrap": "the sandbox was stopped from outside (exit status 137 / signal 9)",
+           "modal": "the Modal sandbox was stopped from outside (exit status 137 / signal 9)"}
+MODES = [pytest.param("docker", marks=pytest.mark.docker), pytest.param("bwrap", marks=pytest.mark.bwrap),
+         pytest.param("modal", marks=pytest.mark.bwrap)]  # the modal double runs its sandboxes under bubblewrap
+
+
+def long_commands() -> list[int]:
+    """The pids of the running `LONG` commands, on this host (a container's processes included)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        try:
+            if entry.name.isdigit() and Path(entry.path, "cmdline").read_bytes() == LONG.replace(" ", "\0").encode() + b"\0":
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def kill_sandbox(mode: str, pid: int) -> None:
+    """Kill the sandbox that runs `pid` as its operator's world would: `docker kill` of the container, else
+    SIGKILL of every process in its cgroup (bwrap's process tree; the modal double's sandbox)."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    if mode == "docker":
+        container = next(line.rsplit("/", 1)[-1] for line in lines if "docker" in line)
+        subprocess.run(["docker", "kill", container.removesuffix(".scope").removeprefix("docker-")],
+                       capture_output=True, check=True)
+        return
+    path = next(line.split(":", 2)[2] for line in lines if line.split(":")[1] in ("pids", ""))
+    root = Path("/sys/fs/cgroup") / ("pids" if (Path("/sys/fs/cgroup") / "pids").is_dir() else "")
+    for victim in (root / path.lstrip("/") / "cgroup.procs").read_text().split():
+        try:
+            os.kill(int(victim), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class Killer(threading.Thread):
+    """Kills the sandbox each time the long command has started in it, `times` times at most."""
+
+    def __init__(self, mode: str, times: int) -> None:
+        super().__init__(daemon=True)
+        self.mode, self.times, self.kills, self.done = mode, times, 0, threading.Event()
+
+    def run(self) -> None:
+        while self.kills < self.times and not self.done.is_set():
+            if pids := long_commands():
+                kill_sandbox(self.mode, pids[0])
+                self.kills += 1
+                while long_commands() and not self.done.is_set():
+                    time.sleep(0.05)
+            time.sleep(0.05)
+
+
+def decode_run(fake, tmp_path: Path, repo: Path, mode: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`decode run` as a user runs it (for modal: its entry point with the modal double injected)."""
+    full = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "ANTHROPIC_API_KEY": fake.api_key,
+            "ANTHROPIC_BASE_URL": fake.url, "SANDBOX_MODE": mode, "DECODE_DATA_DIR": str(tmp_path / "data"),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **env}
+    command = [sys.executable, "-m", "tests.fakes.decode_modal_double"] if mode == "modal" else [DECODE]
+    return subprocess.run([*command, "run", "--repo", str(repo), "Take notes"], env=full, capture_output=True,
+                          text=True, timeout=240)
+
+
+def killed_while(fake, tmp_path: Path, repo: Path, mode: str, times: int) -> tuple[subprocess.CompletedProcess[str],
+                                                                                  Killer]:
+    require(mode)
+    killer = Killer(mode, times)
+    killer.start()
+    try:
+        return decode_run(fake, tmp_path, repo, mode), killer
+    finally:
+        killer.done.set()
+        killer.join()
+
+
+def restart_lines(fake) -> list[str]:
+    """Every tool result about a restart in the last request the model got (the whole conversation)."""
+    results = [block for message in fake.requests[-1].body["messages"] if isinstance(message["content"], list)
+               for block in message["content"] if block.get("type") == "tool_result"]
+    return [r["content"] for r in results if "sandbox died" in json.dumps(r["content"])]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_killed_sandbox_is_restarted_and_the_run_goes_on(fake_anthropic, tmp_path, buggy_repo, mode):  # noqa: F811
+    fake_anthropic.script(EDIT_LONG_FIX)
+    proc, killer = killed_while(fake_anthropic, tmp_path, buggy_repo, mode, times=1)
+    assert proc.returncode == 0, proc.stderr
+    assert killer.kills == 1 and "Traceback" not in proc.stderr
+    branch = printed(proc.stdout, "branch")
+    assert git(buggy_repo, "show", f"{branch}:NOTES.md") == "partial\nfix", "the edit and the later fix"
+    [line] = restart_lines(fake_anthropic)
+    assert line.startswith(f"[decode] the sandbox died during this call ({STOPPED[mode]}); a new one was started "
+                           "on the kept workspace (restart 1 of at most 2)"), line
+    assert "\n" not in line, "one line"
+    assert fake_anthropic.requests[-1].body["messages"][-1]["content"][0]["content"].startswith("partial\nfix\n"), \
+        "the fix ran in the new sandbox, on the kept edit"
+    md = Path(printed(proc.stdout, "transcript"))
+    events = [json.loads(e) for e in (md.parent / "transcript.jsonl").read_text().splitlines()]
+    [restart] = [e for e in events if e["type"] == "sandbox_restart"]
+    assert restart["reason"] == STOPPED[mode] and restart["restart"] == 1
+    assert f"**sandbox restarted (1 of at most 2):** {STOPPED[mode]}" in md.read_text()
+    assert json.loads((md.parent / "record.json").read_text())["restarts"] == [STOPPED[mode]]
+
+
+@pytest.mark.parametrize("mode", [MODES[1]])
+def test_a_sandbox_killed_three_times_ends_incomplete_with_the_work(fake_anthropic, tmp_path, buggy_repo,  # noqa: F811
+                                                                     mode):
+    fake_anthropic.script(EDIT_THEN_LONG_THRICE)
+    proc, killer = killed_while(fake_anthropic, tmp_path, buggy_repo, mode, times=3)
+    assert killer.kills == 3
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    branch = printed(proc.stdout, "branch")
+    assert git(buggy_repo, "show", f"{branch}:NOTES.md") == "partial", "the work so far is committed"
+    subject = git(buggy_repo, "log", "-1", "--format=%s", branch)
+    assert subject.startswith("decode (incomplete: sandbox_lost)"), subject
+    reason = f"the sandbox died 3 times, more than DECODE_MAX_RESTARTS=2 allows restarting it; the last time {STOPPED[mode]}"
+    assert reason in proc.stdout + proc.stderr
+    assert len(restart_lines(fake_anthropic)) == 2, "the model was told of the two restarts, one line each"
+    record = json.loads((Path(printed(proc.stdout, "transcript")).parent / "record.json").read_text())
+    assert record["state"] == "incomplete" and record["error"] == reason and len(record["restarts"]) == 2
