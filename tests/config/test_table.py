@@ -12,7 +12,7 @@ from bot.config import GROUPS, ROWS, Budget, Settings
 from bot.config.docs import render
 from bot.config.table import OTHER_VARIABLES, SANDBOX_MODES
 from bot.core.errors import ConfigError
-from bot.sandbox import BACKENDS
+from bot.sandbox import BACKENDS, sandbox_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 LISTED = {row.var for row in ROWS if row.var} | {name for name, _ in OTHER_VARIABLES}
@@ -163,3 +163,13 @@ def test_no_part_of_the_settings_shows_a_secret_in_its_repr():
     assert not [s for s in ("sk-ant-key1", "ghp_token1", "hook1", "pem1", "oauth1", "metrics1", "dbpass1",
                             "awssecret1", "awssession1", "bedrockkey1") if s in shown]  # ...without their secrets
     assert {"awssecret1", "awssession1", "bedrockkey1"} <= set(settings.secrets())  # and redacted everywhere
+
+
+def test_the_sandbox_s_memory_and_its_restarts_are_settings(tmp_path):
+    assert sandbox_spec(Settings().sandbox, tmp_path).memory_mb == 4096 and Settings().sandbox.max_restarts == 2
+    settings = Settings.from_env({"DECODE_MAX_MEMORY_MB": "512", "DECODE_MAX_RESTARTS": "0"})
+    assert sandbox_spec(settings.sandbox, tmp_path).memory_mb == 512 and settings.sandbox.max_restarts == 0
+    with pytest.raises(ConfigError, match=r"^DECODE_MAX_RESTARTS='-1' is not valid: set it to how many times a run "):
+        Settings.from_env({"DECODE_MAX_RESTARTS": "-1"})
+    with pytest.raises(ConfigError, match=r"^DECODE_MAX_MEMORY_MB='0' is not valid: set it to a positive int$"):
+        Settings.from_env({"DECODE_MAX_MEMORY_MB": "0"})

@@ -42,3 +42,15 @@ def test_a_delegated_parent_gets_the_cgroup_directly_and_nothing_else(tmp_path: 
     assert d.parent == delegated and (d / "memory.max").read_text() == str(256 * 1024 * 1024)
     assert not (tmp_path / V2_PARENT).exists(), "the hierarchy root is not touched"
     assert SandboxCgroup.create("job", memory_mb=256, pids=64, parent=tmp_path / "missing") is None
+
+
+def test_out_of_memory_kills_are_read_from_the_cgroup(tmp_path: Path) -> None:
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 3\noom_kill 2\n")
+    assert SandboxCgroup([v2], 2).oom_kills() == 2
+    pids, memory = tmp_path / "pids", tmp_path / "memory"
+    pids.mkdir(), memory.mkdir()
+    (memory / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n")
+    assert SandboxCgroup([pids, memory], 1).oom_kills() == 5
+    assert SandboxCgroup([pids], 1).oom_kills() == 0, "nothing counted where the kernel does not say"
