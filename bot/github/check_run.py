@@ -24,6 +24,7 @@ from bot.github.body import verification_section
 from bot.github.conclusion import Conclusion
 from bot.github.forge import Forge
 from bot.github.info import CheckRunState
+from bot.github.notes import restarts_note
 from bot.github.tracking import PHASES
 from bot.github.work import CHECK_NAME as NAME, CheckSuite, Work, check_ref
 from bot.run.markdown import fence, safe_prose
@@ -150,8 +151,9 @@ def completed(conclusion: Conclusion, redact: Callable[[str], str], *, details_u
     text = ""
     if ran is not None:
         figures = ran.result.figures
-        text = verification_text(ran.verification) + (
-            f"\n\n{render_figures(figures, ran.result.stop_reason or '')}" if figures is not None else "")
+        text = "\n\n".join(filter(None, [
+            verification_text(ran.verification), restarts_note(ran.result.restarts),
+            render_figures(figures, ran.result.stop_reason or "") if figures is not None else ""]))
     return CheckRunState("completed", title, _cap(f"{head}\n\n{said}".strip()), _cap(text), result,
                          details_url=details_url, external_id=external_id)
 

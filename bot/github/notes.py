@@ -1,5 +1,6 @@
 """What the harness itself tells people next to the agent's summary: files it left out of the
-commit, connections it blocked, and a change handed back as a patch when it could not be pushed.
+commit, connections it blocked, sandbox restarts, and a change handed back as a patch when it could not be
+pushed.
 
 Paths and host names come from the sandbox, so they are untrusted: each is shown in a code span
 that it cannot close, and nothing in them can mention anyone or link anywhere.
@@ -8,9 +9,10 @@ that it cannot close, and nothing in them can mention anyone or link anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from bot.github.body import split_markdown
+from bot.run.markdown import safe_prose
 from bot.workspace.patch_check import WORKFLOW_REASON
 
 _HOST = re.compile(r"[^A-Za-z0-9.\-_:\[\]*]")
@@ -24,9 +26,21 @@ def code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def harness_notes(*, left_out: Mapping[str, str], blocked: dict[str, int]) -> str:
-    """Markdown for the PR body and replies: what was left out of the commit and why, connections blocked."""
-    parts = []
+def restarts_note(restarts: Sequence[str]) -> str:
+    """Markdown saying the sandbox died and the run went on in a new one, each time with why ("" when it never
+    did); the reasons are the harness's own words (`Launcher.death`)."""
+    if not restarts:
+        return ""
+    times = "once" if len(restarts) == 1 else f"{len(restarts)} times"
+    why = "\n".join(f"- {safe_prose(reason[:300])}" for reason in restarts)
+    return (f"**Sandbox:** the sandbox died {times} during the run, and a new one carried on with the kept "
+            f"workspace (`DECODE_MAX_RESTARTS` bounds how often):\n{why}")
+
+
+def harness_notes(*, left_out: Mapping[str, str], blocked: dict[str, int], restarts: Sequence[str] = ()) -> str:
+    """Markdown for the PR body and replies: what was left out of the commit and why, connections blocked,
+    sandbox restarts."""
+    parts = [restarts_note(restarts)] if restarts else []
     workflows = [p for p, why in left_out.items() if why == WORKFLOW_REASON]
     others = sorted((p, why) for p, why in left_out.items() if why != WORKFLOW_REASON)
     if workflows:

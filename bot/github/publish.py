@@ -77,7 +77,8 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     assert ran.result.figures is not None, "a finished run's result carries its figures"
     figs = render_figures(ran.result.figures, result.stop_reason)
     summary = safe_prose(redact(result.summary))  # whole, before any cap
-    notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked))
+    notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked),
+                          restarts=ran.result.restarts)
     changes = b"" if commit is None or ws is None else ws.git(
         "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
     if commit is not None and ws is not None and not isinstance(delivery, ToFork):

@@ -4,7 +4,7 @@
 `phase` event moves the checklist (preparing, sandbox, setup, agent, verifying,
 publishing), a model response counts a turn and its cost, a tool call (or a
 long answer's progress while it streams, `thinking… 1,204 tokens`) is the last
-action. A phase change edits the comment at once; anything else at most once
+action; a sandbox that died and was replaced is counted and said at once. A phase change edits the comment at once; anything else at most once
 per `interval_s` (10 s), which keeps a run far below GitHub's secondary rate
 limits on content-creating requests
 (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits).
@@ -48,6 +48,7 @@ class Tracker:
         self.turn = 0
         self.cost_usd = 0.0
         self.action = ""
+        self.restarts = 0  # sandboxes that died and were replaced (bot/run/restart.py)
         self.started = clock()
         self.edited_at = float("-inf")
         self.edits = 0
@@ -89,9 +90,12 @@ class Tracker:
                 self.action = _action(event)
             elif kind == "model_progress":  # a long answer streaming: it is alive
                 self.action = f"{event.get('phase', 'writing')}… {int(event.get('tokens') or 0):,} tokens"
+            elif kind == "sandbox_restart":
+                self.restarts += 1
+                self.action = f"the sandbox died ({event.get('reason')}); a new one carries on"
             else:
                 return
-            self._edit(force=False)
+            self._edit(force=kind == "sandbox_restart")
         except Exception as e:  # noqa: BLE001 - the comment is a view; the run goes on whatever it does
             log.warning("tracking comment: %s", e)
 
@@ -111,6 +115,8 @@ class Tracker:
             return ""
         elapsed = int(self.clock() - self.started)
         parts = [f"turn {self.turn}", f"${self.cost_usd:.2f}", f"{elapsed // 60}m {elapsed % 60:02d}s"]
+        if self.restarts:
+            parts.append(f"sandbox restarted {self.restarts}x")
         if self.action:
             parts.insert(1, f"last: {self.action}")
         return ": " + " · ".join(parts)

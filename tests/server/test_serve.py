@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.github_check_runs import decode_runs
 from tests.fakes.webhook_examples import all_examples, example
+from tests.run.test_restart import EDIT_LONG_FIX, STOPPED, Killer
 from tests.sandbox.conftest import require
 from tests.server.conftest import SECRET
 from tests.support.server import NAME, OWNER, Server, env, wait_for  # noqa: F401 (fixture)
@@ -214,3 +216,27 @@ def test_a_server_on_an_empty_data_dir_leaves_an_earlier_servers_comments_alone(
     after = fake_github.comments(OWNER, NAME, number)
     assert after[:len(before)] == before  # the first run's report, untouched
     assert len(after) == len(before) + 2  # the /decode comment and the second run's tracking comment
+
+
+def test_a_job_whose_sandbox_dies_goes_on_in_a_new_one_and_says_so(env, fake_github, fake_anthropic, tmp_path):
+    require("docker")
+    fake_anthropic.script(EDIT_LONG_FIX, by_position=True)
+    number = fake_github.add_issue(OWNER, NAME, "Take notes", "Please.", user="alice")
+    killer = Killer("docker", 1)
+    killer.start()
+    server = Server({**env, "SANDBOX_MODE": "docker"}, tmp_path / "serve.log")
+    try:
+        assert server.post("issues", labeled(fake_github, number)) == 202
+        wait_for(lambda: "Opened" in (fake_github.comments(OWNER, NAME, number) or [{"body": ""}])[0]["body"],
+                 what="the report")
+    finally:
+        killer.done.set()
+        server.stop()
+    assert killer.kills == 1
+    assert fake_github.file(OWNER, NAME, f"decode/issue-{number}-take-notes", "NOTES.md") == "partial\nfix\n"
+    [comment] = fake_github.comments(OWNER, NAME, number)
+    said = "**Sandbox:** the sandbox died once during the run, and a new one carried on with the kept workspace"
+    assert said in comment["body"] and STOPPED["docker"] in comment["body"], comment["body"]
+    [check] = [run for run in decode_runs(fake_github, OWNER, NAME) if run["status"] == "completed"]
+    assert check["conclusion"] == "success" and said in check["output"]["text"], check["output"]
+    assert len(fake_anthropic.requests) == 4, "one job, one conversation, resumed in place"
