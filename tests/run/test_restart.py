@@ -42,10 +42,10 @@ MODES = [pytest.param("docker", marks=pytest.mark.docker), pytest.param("bwrap",
 
 def long_commands() -> list[int]:
     """The pids of the running `LONG` commands, on this host (a container's processes included)."""
-    found = []
+    found, cmdline = [], LONG.replace(" ", "\0").encode() + b"\0"
     for entry in os.scandir("/proc"):
         try:
-            if entry.name.isdigit() and Path(entry.path, "cmdline").read_bytes() == LONG.replace(" ", "\0").encode() + b"\0":
+            if entry.name.isdigit() and Path(entry.path, "cmdline").read_bytes() == cmdline:
                 found.append(int(entry.name))
         except OSError:
             pass
@@ -150,8 +150,32 @@ def test_a_sandbox_killed_three_times_ends_incomplete_with_the_work(fake_anthrop
     assert git(buggy_repo, "show", f"{branch}:NOTES.md") == "partial", "the work so far is committed"
     subject = git(buggy_repo, "log", "-1", "--format=%s", branch)
     assert subject.startswith("decode (incomplete: sandbox_lost)"), subject
-    reason = f"the sandbox died 3 times, more than DECODE_MAX_RESTARTS=2 allows restarting it; the last time {STOPPED[mode]}"
+    reason = ("the sandbox died 3 times, more than DECODE_MAX_RESTARTS=2 allows restarting it; the last time "
+              f"{STOPPED[mode]}")
     assert reason in proc.stdout + proc.stderr
     assert len(restart_lines(fake_anthropic)) == 2, "the model was told of the two restarts, one line each"
     record = json.loads((Path(printed(proc.stdout, "transcript")).parent / "record.json").read_text())
     assert record["state"] == "incomplete" and record["error"] == reason and len(record["restarts"]) == 2
+
+
+@pytest.mark.parametrize("mode", [MODES[1]])
+def test_the_new_sandbox_is_set_up_again_through_the_setup_cache(fake_anthropic, tmp_path, buggy_repo,  # noqa: F811
+                                                                  mode):
+    (buggy_repo / ".gitignore").write_text("build/\n")
+    (buggy_repo / "requirements.lock").write_text("a==1\n")
+    (buggy_repo / ".github").mkdir()
+    (buggy_repo / ".github" / "decode.yml").write_text(
+        "setup:\n  - mkdir -p build && echo set-up >> build/marker\nsetup_cache_key: [requirements.lock]\n")
+    git(buggy_repo, "add", "-A")
+    git(buggy_repo, "commit", "-qm", "Setup with a cache key")
+    look = [{"type": "tool_use", "name": "bash", "input": {"command": "cat build/marker NOTES.md"}}]
+    script = [*EDIT_LONG_FIX[:2], look, EDIT_LONG_FIX[3]]
+    fake_anthropic.script(script)
+    proc, killer = killed_while(fake_anthropic, tmp_path, buggy_repo, mode, times=1)
+    assert proc.returncode == 0 and killer.kills == 1, proc.stderr
+    md = Path(printed(proc.stdout, "transcript"))
+    events = [json.loads(e) for e in (md.parent / "transcript.jsonl").read_text().splitlines()]
+    assert [e["result"] for e in events if e["type"] == "setup_cache"] == ["miss", "hit"], \
+        "setup ran once; the new sandbox got its state from the cache the first one filled"
+    assert len([e for e in events if e["type"] == "setup"]) == 1
+    assert fake_anthropic.requests[-1].body["messages"][-1]["content"][0]["content"].startswith("set-up\npartial\n")
