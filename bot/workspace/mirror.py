@@ -45,6 +45,7 @@ from bot.config import Settings
 from bot.workspace.kept import evict, read_entries, write_entry
 from bot.workspace.run_dirs import DAY_S
 
+MAX_PACKS = 20  # one pack per fetch (`fetch.unpackLimit=1`, few files to hardlink); past this, one repack
 REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 
 Run = Callable[..., bytes]  # (args, cwd, *, what, ok=) -> stdout, with the run's env and redactor
@@ -108,7 +109,8 @@ class Mirrors:
         """The mirror of `url`, fetched up to date, held locked while the caller clones from it.
 
         `run(args, cwd, what=, ok=)` runs git with the token's environment (for the remote) and the run's
-        redactor. A mirror left broken by a killed run is made again from scratch."""
+        redactor. A mirror whose metadata is gone is made again from scratch; git's lock files a killed run
+        left are removed (the flock says no other run is in it)."""
         key = self.key(url)
         mirror = self.path(key)
         with self._locked(key):
@@ -116,15 +118,19 @@ class Mirrors:
             if meta is None or not (mirror / "HEAD").is_file():
                 shutil.rmtree(mirror, ignore_errors=True)
                 run(["init", "--quiet", "--bare", "--template=", str(mirror)], self.directory, what="making the mirror")
-            run(["fetch", "--quiet", "--prune", "--no-tags", "--", url, *REFSPECS], mirror,
-                what=f"fetching into the mirror of {url}")
+            for stale in [*mirror.glob("*.lock"), *(mirror / "refs").rglob("*.lock")]:
+                stale.unlink(missing_ok=True)
+            run(["-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--prune", "--no-tags", "--", url, *REFSPECS],
+                mirror, what=f"fetching into the mirror of {url}")
             head = run(["ls-remote", "--symref", "--", url, "HEAD"], mirror, what="reading the remote's HEAD")
             first = head.decode().split("\n", 1)[0]
             if first.startswith("ref: refs/heads/") and first.endswith("\tHEAD"):
                 run(["symbolic-ref", "HEAD", first[len("ref: "):-len("\tHEAD")]], mirror, what="setting HEAD")
-            yield mirror
+            if len(list((mirror / "objects" / "pack").glob("*.pack"))) > MAX_PACKS:
+                run(["repack", "-a", "-d", "-q"], mirror, what="repacking the mirror")
             now = time.time()
             write_entry(self.directory, Mirror(key, url, meta.created if meta else now, now, _size(mirror)))
+            yield mirror
 
     def remove(self, entry: Mirror) -> bool:
         """Delete `entry`'s mirror; False (nothing deleted) while a run holds it."""

@@ -142,3 +142,17 @@ def test_mirrors_are_bounded_by_age_and_size_and_one_in_use_is_kept(tmp_path: Pa
         fcntl.flock(held, fcntl.LOCK_EX)
         assert mirrors.prune(30, 0) == [newest]  # `middle` is in use: kept
     assert mirrors.entries() == [middle] and not mirrors.path(newest.key).exists()
+
+
+def test_a_mirror_a_killed_run_left_locked_is_fetched_again(tmp_path: Path) -> None:
+    work, served = serve(tmp_path)
+    mirrors = Mirrors(tmp_path / "mirrors")
+    with GitHttpServer(served, password=TOKEN) as server:
+        url = server.url + "o/r.git"
+        prepare(url, tmp_path / "one", "b", token=TOKEN, mirrors=mirrors)
+        (mirrors.path(Mirrors.key(url)) / "refs/heads/main.lock").write_text("")  # git was killed mid-update
+        (work / "README.md").write_text("# newer\n")
+        git(work, "commit", "-qam", "newer")
+        git(work, "push", "-q", "origin", "main")
+        ws = prepare(url, tmp_path / "two", "b", token=TOKEN, mirrors=mirrors)
+    assert ws.base_sha == git(work, "rev-parse", "main")
