@@ -12,6 +12,7 @@ again on it (second run: only what is new is fetched, the clone is local, the tr
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -81,12 +82,13 @@ def main() -> None:
                                                                         mirrors=mirrors)))
                 rows["prepare, second run"].append(timed(lambda: prepare(url, round_dir / "two", "b", token=TOKEN,
                                                                          mirrors=mirrors)))
-                shutil.rmtree(round_dir)
+                os.sync()  # what the round wrote is on disk before the next is timed
         floor = statistics.median(rows["bare git clone"])
         print(f"repository: {args.files} small files, 20 commits, over smart HTTP; median of {args.rounds} rounds")
         for name, times in rows.items():
             median = statistics.median(times)
-            print(f"  {name:22} {median * 1000:8.0f} ms   {median / floor:5.2f}x the bare clone")
+            print(f"  {name:22} {median * 1000:8.0f} ms   {median / floor:5.2f}x the bare clone   "
+                  f"(rounds: {', '.join(f'{t * 1000:.0f}' for t in times)})")
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
