@@ -14,10 +14,13 @@ FROM ${BASE} AS build
 # Python images have venv built in; Debian's python3 needs python3-venv (the local base has it).
 RUN python3 -m venv /opt/decode
 COPY pyproject.toml build/wheelhouse* /tmp/wheels/
-# Dependencies first, in their own layer: a source change does not reinstall them.
+# Dependencies first, in their own layer: a source change does not reinstall them. The core and the
+# server, postgres and modal extras (decode serve on SQLite or PostgreSQL, any SANDBOX_MODE); the same
+# list as docker/build-app-image.sh's wheelhouse.
 RUN set -eu; cd /tmp/wheels; \
-    python3 -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb")); \
-print("\n".join(p["project"]["dependencies"]))' > requirements.txt; \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+x = p["optional-dependencies"]; print("\n".join(p["dependencies"] + x["server"] + x["postgres"] + x["modal"]))' \
+      > requirements.txt; \
     python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' > base-python; \
     if [ -f PYTHON ] && cmp -s PYTHON base-python; then \
         echo "installing from the wheelhouse (offline)"; touch offline; \

@@ -20,6 +20,19 @@ against the baseline measured here, the cold run with setup and no cache):
 - setup cache hit, warm pool: setup skipped, a warm container of the entry's image claimed (DECODE_POOL_SIZE=1;
   the pool is full before each run, as on a server between jobs) (target <= 1 s).
 
+Then the rows of a repository of many small files (`--files`, 8,000 by default, about 1 KB each in 200
+directories), served by URL (`git daemon` on 127.0.0.1, the pack protocol over a socket), each run the
+`decode` command itself (`python -m bot.cli run --repo git://...`, SANDBOX_MODE=docker, a scripted model), its
+clock from the process's start to its first model request (the transcript's first `model_request` event),
+beside a bare `git clone` of the same URL timed in the same round:
+
+- many files, bare `git clone`: the reference;
+- many files, cold: `decode run` on an empty data dir;
+- many files, second run: `decode run` again on the data dir the cold run left (what a data dir keeps
+  between runs of one repository, the mirror among it, shows here).
+
+`--rows many` runs only these rows, `--rows pipeline` only the ones above.
+
 What a server adds before this clock starts (the webhook's 202, the lease runner's next sweep, at most 0.5 s
 later) is not included: bench/webhook_ack.py measures the first.
 """
@@ -27,7 +40,10 @@ later) is not included: bench/webhook_ack.py measures the first.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
+import socket
 import shutil
 import statistics
 import subprocess
@@ -106,13 +122,119 @@ def first_request_s(settings: Settings, origin: Path, run_id: str) -> tuple[floa
     return model.asked_at - started, notes
 
 
+def make_many_files(path: Path, files: int) -> Path:
+    """A bare repository of `files` small text files in 200 directories, two commits, packed."""
+    work = path.with_name(path.name + "-work")
+    work.mkdir(parents=True)
+    git(work, "init", "-q", "-b", "main")
+    git(work, "config", "gc.auto", "0")  # no gc detached in the background while the work tree is deleted
+    for i in range(files):
+        target = work / f"pkg{i % 200:03d}" / f"module{i:05d}.py"
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(f'"""Module {i}."""\n\n' + "".join(f"def f{j}(x):\n    return x * {i} + {j}\n\n"
+                                                             for j in range(12)))
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "many files")
+    (work / "README.md").write_text("many small files\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "readme")
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(path)], env=ENV, check=True)
+    git(path, "repack", "-adq")
+    shutil.rmtree(work)
+    return path
+
+
+def serve(top: Path) -> tuple[subprocess.Popen, int]:
+    """`git daemon` exporting the repositories under `top` on a free port of 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={top}",
+                               "--listen=127.0.0.1", f"--port={port}", str(top)], env=ENV,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return daemon, port
+        except OSError:
+            time.sleep(0.05)
+    daemon.kill()
+    raise SystemExit("git daemon did not start")
+
+
+def decode_run_s(url: str, data: Path, session: Path) -> float:
+    """Seconds from starting `decode run --repo url` to its first model request (the transcript's clock)."""
+    env = {**ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "SANDBOX_MODE": "docker",
+           "DECODE_SANDBOX_IMAGE": IMAGE, "DECODE_DATA_DIR": str(data), "DECODE_MODEL": f"scripted:{session}"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    started = time.time()
+    done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "--repo", url, "Look around"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    transcript = Path(next(line.split(": ", 1)[1] for line in done.stdout.splitlines()
+                           if line.startswith("transcript (jsonl): ")))
+    events = [json.loads(line) for line in transcript.read_text().splitlines()]
+    at = next(e["at"] for e in events if e["type"] == "model_request")
+    return datetime.datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() - started
+
+
+def many_files_rows(top: Path, files: int, rounds: int) -> dict[str, list[float]]:
+    """The many-files rows (see the module docstring): per round a bare clone, a cold run, a second run."""
+    make_many_files(top / "served" / "many.git", files)
+    daemon, port = serve(top / "served")
+    url = f"git://127.0.0.1:{port}/many.git"
+    session = top / "session.json"
+    session.write_text(json.dumps([[{"type": "text", "text": "Nothing to do."}]]))
+    runs: dict[str, list[float]] = {"many files, bare `git clone`": [], "many files, cold": [],
+                                    "many files, second run": []}
+    try:
+        for r in range(rounds):
+            started = time.perf_counter()
+            subprocess.run(["git", "clone", "-q", url, str(top / f"bare-{r}")], env=ENV, check=True)
+            runs["many files, bare `git clone`"].append(time.perf_counter() - started)
+            data = top / f"many-data-{r}"
+            runs["many files, cold"].append(decode_run_s(url, data, session))
+            runs["many files, second run"].append(decode_run_s(url, data, session))
+            shutil.rmtree(top / f"bare-{r}")
+    finally:
+        daemon.kill()
+        daemon.wait()
+    return runs
+
+
+def print_many_files(runs: dict[str, list[float]], files: int) -> None:
+    """The many-files rows, each against the bare clone of the same round's median."""
+    clone = statistics.median(runs["many files, bare `git clone`"])
+    cold = statistics.median(runs["many files, cold"])
+    print(f"repository: {files} small files served by git daemon; decode run from the process's start")
+    for name, times in runs.items():
+        median = statistics.median(times)
+        than_cold = f", {median / cold:5.2f}x the cold run" if name == "many files, second run" else ""
+        print(f"  {name:<32} {median:6.2f} s  (min {min(times):5.2f}, max {max(times):5.2f})  "
+              f"{median / clone:5.2f}x the bare clone{than_cold}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=50)
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--files", type=int, default=8000)
+    parser.add_argument("--rows", choices=("all", "pipeline", "many"), default="all")
     args = parser.parse_args()
     top = Path(tempfile.mkdtemp(prefix="decode-bench-first-request-"))
+    try:
+        if args.rows in ("all", "many"):
+            print_many_files(many_files_rows(top, args.files, args.rounds), args.files)
+        if args.rows in ("all", "pipeline"):
+            pipeline_rows(top, args)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    return 0
+
+
+def pipeline_rows(top: Path, args: argparse.Namespace) -> None:
+    """The rows of the few-large-files repository through `execute` in this process."""
     data = top / "data"
     base = Settings(sandbox_mode="docker", sandbox_image=IMAGE, data_dir=data, anthropic_api_key=None)
     try:
@@ -159,8 +281,6 @@ def main() -> int:
         cache = SetupCache(data / "setup-cache")
         for entry in cache.entries():
             cache.remove(entry)
-        shutil.rmtree(top, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

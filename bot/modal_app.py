@@ -200,7 +200,8 @@ app = modal.App(APP_NAME)
 image = (
     modal.Image.debian_slim(python_version="3.11")
     .apt_install("git")
-    .pip_install_from_pyproject(str(ROOT / "pyproject.toml"))
+    .pip_install_from_pyproject(str(ROOT / "pyproject.toml"),
+                                optional_dependencies=["server", "postgres", "modal"])
     .add_local_python_source("bot")  # this checkout's code, mounted at /root/bot
 )
 secret = modal.Secret.from_name(

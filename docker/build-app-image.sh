@@ -70,7 +70,9 @@ if [ "$wheelhouse" = 1 ]; then
     mkdir -p "$out"
     "$python" -c 'import tomllib
 p = tomllib.load(open("pyproject.toml", "rb"))
-print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"] + ["wheel"]))' > "$out/requirements.txt"
+x = p["project"]["optional-dependencies"]  # the extras the Dockerfile installs
+print("\n".join(p["project"]["dependencies"] + x["server"] + x["postgres"] + x["modal"]
+                + p["build-system"]["requires"] + ["wheel"]))' > "$out/requirements.txt"
     "$python" -m pip wheel -q --disable-pip-version-check --wheel-dir "$out" -r "$out/requirements.txt"
     echo "$host_py" > "$out/PYTHON"
     echo "$inputs" > "$out/.inputs"

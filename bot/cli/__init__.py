@@ -25,6 +25,7 @@ from bot.cli.cache import cmd_cache
 from bot.cli.run import cmd_run
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError, Interrupted
+from bot.core.extras import requires_extra
 
 
 class _Parser(argparse.ArgumentParser):
@@ -148,7 +149,8 @@ def _main(args: argparse.Namespace) -> int:
         settings = Settings.from_env()
         if args.command in ("serve", "worker"):
             from bot.github.app_credentials import with_stored_app
-            from bot.server import run as server
+            with requires_extra("server", f"decode {args.command}"):
+                from bot.server import run as server
 
             settings = with_stored_app(settings)  # the App /setup created, unless the environment sets one
 

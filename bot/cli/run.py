@@ -20,13 +20,16 @@ from bot.cli.repo import github_clone_url, github_repo_name, local_repository
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
+from bot.model import preload
 from bot.run.pipeline import Job, Ran, execute
 from bot.workspace.clone import git_url
 from bot.workspace.run_dirs import drop_clones
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    """`decode run`: the budget flags over the settings, then the run on GitHub or locally; the exit status."""
+    """`decode run`: the budget flags over the settings, then the run on GitHub or locally; the exit status.
+    A real model's SDK starts loading at once, beside the checks of the inputs and the repository."""
+    preload(settings.model)
     settings = settings.replace(pool_size=0)  # one run per process: a warm pool would only start containers
     settings = with_budget_flags(settings, args)
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731

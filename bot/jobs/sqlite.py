@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import StoreSettings
+from bot.core.extras import requires_extra
 from bot.core.names import new_store_id
 from bot.jobs.sqlite_sql import CLAIM, COLUMNS, MIGRATIONS, RUNNABLE, SCHEMA
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, Caps, JobRecord,
@@ -103,7 +104,8 @@ def open_store(store: StoreSettings) -> JobStore:
     worker, the webhook app's default)."""
     caps = Caps(store.max_running_per_installation, store.max_running_per_repo)
     if store.database_url:
-        from bot.jobs.postgres import PostgresStore  # psycopg is loaded only by deployments that use it
+        with requires_extra("postgres", "DECODE_DATABASE_URL"):  # psycopg: only for deployments that use it
+            from bot.jobs.postgres import PostgresStore
 
         return PostgresStore(store.database_url, lease_s=store.lease_s, max_attempts=store.max_attempts,
                              caps=caps)

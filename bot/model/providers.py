@@ -31,6 +31,7 @@ import httpx2
 
 from bot.config import ModelSettings
 from bot.core.errors import ConfigError
+from bot.core.extras import missing_extra
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -149,8 +150,7 @@ def _need(extra: str, module: str, package: str) -> None:
     except ModuleNotFoundError:
         found = False
     if not found:
-        raise ConfigError(f"DECODE_PROVIDER={extra} needs {package}, which is not installed: "
-                          f"pip install 'decode-bot[{extra}]'")
+        raise missing_extra(extra, f"DECODE_PROVIDER={extra}", package)
 
 
 CONNECT: dict[str, Callable[[ModelSettings, httpx2.Timeout], Provider]] = {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
 from bot.core.text import one_line
-from bot.model import Model, make_model
+from bot.model import Model, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.instructions import Instructions, load_instructions
 from bot.run.repo_config import RepoConfig, load_repo_config
@@ -98,6 +99,7 @@ class _Context:
     progress: Progress
     redactor: Redactor
     started: float  # time.monotonic() at the start: the wall-clock cap counts setup too
+    pruning: threading.Thread  # earlier runs' directories being deleted, joined when the run closes
 
     @property
     def deadline(self) -> float:
@@ -121,12 +123,18 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
 
     `watch` sees every transcript event as it is recorded, `phase` events among them (preparing, sandbox,
     setup, agent, verifying): the live tracking comment follows the run through it. record.json gets the
-    run's `RunResult` however the run ends."""
+    run's `RunResult` however the run ends. Earlier runs' directories are pruned on a thread beside the run,
+    never before its first model request."""
     started = time.monotonic()
-    prune(settings.store.data_dir / "runs", settings.store.keep_days)
-    run_dir = fresh_dir(settings.store.data_dir / "runs", attempt_dir(job.run_id, job.attempt))
+    if model is None:
+        preload(settings.model)
+    runs = settings.store.data_dir / "runs"
+    pruning = threading.Thread(target=prune, args=(runs, settings.store.keep_days), name="decode-prune", daemon=True)
+    pruning.start()
+    run_dir = fresh_dir(runs, attempt_dir(job.run_id, job.attempt))
     redactor = settings.redactor.plus(job.token)
-    ctx = _Context(job, settings, run_dir, Transcript(run_dir, redactor, watch), progress, redactor, started)
+    ctx = _Context(job, settings, run_dir, Transcript(run_dir, redactor, watch), progress, redactor, started,
+                   pruning)
     repo: _Repo | None = None
     ran: Ran | None = None
     try:
@@ -309,6 +317,7 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
     ctx.transcript.close()
     ctx.transcript.write_markdown()
     write_record(ctx.run_dir, ran.result if ran is not None else _unfinished(ctx))
+    ctx.pruning.join()
 
 
 def _unfinished(ctx: _Context) -> RunResult:

@@ -10,9 +10,12 @@ import base64
 import itertools
 import json
 import queue
+import select
+import socket
 import subprocess
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 
@@ -24,6 +27,7 @@ OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
 GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
 MB = 1024 * 1024
 EXPORT_CHUNK = 4 * MB  # bytes of patch per export_read answer
+CONNECT_S = 60.0  # how long a started agentd may take to connect to its socket
 
 
 class PatchTooLarge(SandboxError):
@@ -42,36 +46,61 @@ def _reasons(raw: object) -> dict[str, str]:
 
 
 class ProcessTransport:
-    """A local child process (agentd itself, `bwrap`, or `docker exec -i`)."""
+    """A local child process (agentd itself, `bwrap`, or `docker exec -i`), its lines on stdin and stdout,
+    or, given `listener`, on the one connection agentd makes to that unix socket.
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    The socket is for `docker exec`: its stdin and stdout pass through the docker CLI, the engine and
+    the container's shim, 0.3 ms a round trip here; a unix socket bind-mounted into the container
+    reaches agentd directly (issue 26).
+    """
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], listener: socket.socket | None = None) -> None:
         self._stderr = tempfile.TemporaryFile()
         try:
             self._proc = subprocess.Popen(
                 list(argv),
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                stdout=subprocess.DEVNULL if listener else subprocess.PIPE,
                 stderr=self._stderr,
                 env=dict(env),
                 start_new_session=True,
             )
         except OSError as e:
             raise SandboxError(f"could not start the sandbox ({argv[0]}): {e}") from None
+        self._channel = None if listener is None else self._accept(listener)
+        self._reader = self._proc.stdout if self._channel is None else self._channel.makefile("rb")
+        self._writer = self._proc.stdin if self._channel is None else self._channel.makefile("wb")
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
+    def _accept(self, listener: socket.socket) -> socket.socket:
+        """agentd's connection to `listener`, which is closed then; SandboxError when agentd exits first."""
+        deadline = time.monotonic() + CONNECT_S
+        try:
+            while time.monotonic() < deadline and self._proc.poll() is None:
+                if select.select([listener], [], [], 0.05)[0]:
+                    return listener.accept()[0]
+        finally:
+            listener.close()
+        self._proc.kill()
+        self._proc.wait()
+        raise SandboxError(f"agentd did not connect to the sandbox's socket: {self.diagnostics()}")
+
     def _pump(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            self._lines.put(line)
+        assert self._reader is not None
+        try:
+            for line in self._reader:
+                self._lines.put(line)
+        except OSError:
+            pass  # the connection was cut (close)
         self._lines.put(None)
 
     def send(self, line: bytes) -> None:
         try:
-            assert self._proc.stdin is not None
-            self._proc.stdin.write(line)
-            self._proc.stdin.flush()
-        except (BrokenPipeError, ValueError):
+            assert self._writer is not None
+            self._writer.write(line)
+            self._writer.flush()
+        except (OSError, ValueError):
             raise SandboxError(f"the sandbox process has exited: {self.diagnostics()}") from None
 
     def recv(self, timeout: float) -> bytes | None:
@@ -90,6 +119,12 @@ class ProcessTransport:
         return text or f"exit status {self._proc.poll()}"
 
     def close(self) -> None:
+        if self._channel is not None:
+            try:
+                self._channel.shutdown(socket.SHUT_RDWR)  # agentd reads the end of its requests and exits
+            except OSError:
+                pass  # agentd is gone already
+            self._channel.close()
         if self._proc.poll() is None:
             try:
                 assert self._proc.stdin is not None

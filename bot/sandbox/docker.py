@@ -19,6 +19,13 @@ through. The directory is made next to the workspace, so that when the bot
 itself runs in a container the engine finds it on the same path as the
 workspace (deploy.md: the data directory at the same path).
 
+agentd's requests do not go through `docker exec`'s stdin and stdout (the docker
+CLI, the engine and the shim: 0.3 ms more per tool call): `start` listens on a
+one-use unix socket in that same directory and agentd, started by `docker exec
+-i`, connects to it (DECODE_AGENTD_SOCKET, which commands do not inherit). The
+socket is removed once agentd connected. A process of the sandbox that connected
+first would only stand in for agentd, which the host does not trust either.
+
 Ownership: every command, setup included, runs as a non-root uid without
 capabilities, so a hostile command cannot chown, setuid or read past file modes,
 and nothing it leaves in the workspace is owned by root. Setup steps that need
@@ -65,6 +72,8 @@ from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
+from bot.sandbox.egress_wire import bind_unix
+from bot.sandbox.agentd.rpc import CHANNEL_SOCKET
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, SandboxSpec
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
@@ -267,8 +276,22 @@ class DockerLauncher:
         if self._ready is not None:  # a warm container's agentd: its egress is the proxy's, just set
             ready, self._ready = self._ready, None
             return ready
-        argv = [self._docker, "exec", "-i", self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
-        return ProcessTransport(argv, self._env)
+        path = self.egress.directory / f"agentd-{secrets.token_hex(4)}.sock"
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                bind_unix(listener, path)
+                if self.user[0] != os.getuid():
+                    os.chown(path, *self.user)
+                listener.listen(1)
+            except OSError as e:
+                listener.close()
+                raise SandboxError(f"cannot make agentd's socket in {self.egress.directory}: {e}") from None
+            argv = [self._docker, "exec", "-i", "--env", f"{CHANNEL_SOCKET}={EGRESS_INSIDE}/{path.name}",
+                    self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
+            return ProcessTransport(argv, self._env, listener)
+        finally:
+            path.unlink(missing_ok=True)
 
     @classmethod
     def setup_cache_base(cls, image: str) -> str:

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core.errors import ConfigError, SandboxError
+from bot.core.extras import requires_extra
 from bot.sandbox import warm_pool
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
@@ -93,10 +94,8 @@ def load_client() -> Any:
     first use: it is large, and only this backend needs it)."""
     if _client is not None:
         return _client
-    try:
+    with requires_extra("modal", "SANDBOX_MODE=modal"):
         import modal
-    except ImportError as e:
-        raise ConfigError(f"SANDBOX_MODE=modal needs the modal client ({e}): pip install modal") from None
     return modal
 
 

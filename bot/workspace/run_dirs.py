@@ -54,6 +54,9 @@ def prune(runs: Path, keep_days: float, *, now: float | None = None) -> list[str
         entries = list(runs.iterdir())
     except FileNotFoundError:
         return []
+    except OSError as e:  # it runs on a thread beside the run (bot.run.pipeline): say so, never raise
+        log.warning("could not prune the run directories in %s: %s", runs, e)
+        return []
     for run_dir in entries:
         try:
             if not run_dir.is_dir() or run_dir.is_symlink() or last_write(run_dir) >= cutoff:

@@ -1,3 +1,7 @@
+import os
+import time
+from pathlib import Path
+
 import pytest
 
 from bot.agent.loop import AgentResult
@@ -6,6 +10,7 @@ from bot.core.errors import ConfigError
 from bot.model.scripted import ScriptedModel
 from bot.run.pipeline import Job, commit_message, execute
 from bot.run.result import read_record
+from tests.conftest import make_repo
 
 
 def test_commit_messages_mark_incomplete_work():
@@ -31,3 +36,35 @@ def test_a_run_that_cannot_start_leaves_a_failed_result_in_record_json(tmp_path)
     record = read_record(tmp_path / "data" / "runs" / "r1")
     assert record is not None and (record.run_id, record.state, record.stop_reason) == ("r1", "failed", "error")
     assert record.error == str(raised.value) and record.figures is None and record.branch == "decode/run-r1"
+
+
+class Watching(ScriptedModel):
+    """A one-turn session that notes, at the first request, whether an earlier run's directory is still there."""
+
+    def __init__(self, earlier: Path) -> None:
+        super().__init__([[{"type": "text", "text": "Nothing to do."}]], name="scripted-watching")
+        self.earlier = earlier
+        self.earlier_there_at_first_request: bool | None = None
+
+    def complete(self, **request):
+        if self.earlier_there_at_first_request is None:
+            self.earlier_there_at_first_request = self.earlier.exists()
+        return super().complete(**request)
+
+
+def test_earlier_runs_are_pruned_beside_the_run_not_before_its_first_model_request(tmp_path):
+    settings = Settings(data_dir=tmp_path / "data", sandbox_mode="local", keep_days=1)
+    earlier = tmp_path / "data" / "runs" / "old-run"
+    for d in range(40):  # an earlier run's two kept clones: many files, so deleting them takes a while
+        (earlier / "clean" / f"d{d}").mkdir(parents=True)
+        for f in range(400):
+            (earlier / "clean" / f"d{d}" / f"f{f}.py").write_text("x = 1\n")
+    month_ago = time.time() - 30 * 86400
+    os.utime(earlier, (month_ago, month_ago))
+    os.utime(earlier / "clean", (month_ago, month_ago))
+    model = Watching(earlier)
+    job = Job(repo=str(make_repo(tmp_path / "repo", {"a.py": "a = 1\n"})), task="t", branch="decode/run-r2",
+              run_id="r2")
+    execute(job, settings, model=model, progress=lambda line: None)
+    assert model.earlier_there_at_first_request is True  # the model was asked while the deletion went on
+    assert not earlier.exists()  # and the run did not end before it was done

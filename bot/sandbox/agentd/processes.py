@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import subprocess
 import time
 
 from .paths import Workspace
@@ -44,32 +43,76 @@ class OutputCap:
         return (out + bytes(self.tail)).decode("utf-8", "replace")
 
 
+BASH = "/bin/bash"
+
+
+class Child:
+    """A command `spawn` started: its pid, and its exit status once `poll` or `wait` collected it
+    (negative: the signal that ended it)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self, flags: int = os.WNOHANG):
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:  # reaped elsewhere
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if pid:
+                self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return self.returncode
+
+    def wait(self):
+        return self.poll(0)
+
+
+def spawn(root: str, command: str, env: dict) -> tuple:
+    """bash -c `command` in `root`, in a session of its own, stdin from /dev/null, stdout and stderr into
+    one pipe; the Child and the pipe's read end.
+
+    posix_spawn (vfork, then exec) costs 0.1 ms less a command than subprocess.Popen. It takes no working
+    directory, so agentd moves into `root` first (its own paths are all absolute). Every descriptor agentd
+    opens is non-inheritable, and 0-2 are replaced, so none leaks into the command.
+    """
+    os.chdir(root)
+    r, w = os.pipe()
+    try:
+        pid = os.posix_spawn(
+            BASH, [BASH, "-c", command], env,
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                          (os.POSIX_SPAWN_DUP2, w, 1), (os.POSIX_SPAWN_DUP2, w, 2)],
+            setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+        )
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    return Child(pid), r
+
+
 def op_exec(ws: Workspace, req: dict) -> dict:
     """Run `command` with bash in the workspace; its capped output, exit code (None on timeout) and duration."""
     timeout = float(req.get("timeout") or 120)
     env = dict(os.environ)
     env.update(req.get("env") or {})
     started = time.monotonic()
-    proc = subprocess.Popen(
-        ["/bin/bash", "-c", req["command"]],
-        cwd=ws.root,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=env,
-    )
+    child, fd = spawn(ws.root, req["command"], env)
     out = OutputCap(int(req.get("cap") or 1024 * 1024))
-    fd = proc.stdout.fileno()
-    timed_out = collect(proc, fd, out, started + timeout)
-    kill_group(proc.pid)
-    proc.wait()
-    kill_group(proc.pid, until_gone=True)
-    kill_descendants()
-    drain(fd, out)
-    proc.stdout.close()
+    try:
+        timed_out = collect(child, fd, out, started + timeout)
+        kill_group(child.pid)
+        child.wait()
+        kill_group(child.pid, until_gone=True)
+        kill_descendants()
+        drain(fd, out)
+    finally:
+        os.close(fd)
     return {
-        "exit_code": None if timed_out else proc.returncode,
+        "exit_code": None if timed_out else child.returncode,
         "output": out.text(),
         "timed_out": timed_out,
         "dropped_bytes": out.dropped,
@@ -77,12 +120,12 @@ def op_exec(ws: Workspace, req: dict) -> dict:
     }
 
 
-def collect(proc: subprocess.Popen, fd: int, out: OutputCap, deadline: float) -> bool:
-    """Feed `proc`'s output to `out` until it exits or `deadline` passes; True when it timed out."""
+def collect(child: Child, fd: int, out: OutputCap, deadline: float) -> bool:
+    """Feed `child`'s output to `out` until it exits or `deadline` passes; True when it timed out."""
     exited_at = None
     while True:
         now = time.monotonic()
-        if exited_at is None and proc.poll() is not None:
+        if exited_at is None and child.poll() is not None:
             exited_at = now
         if exited_at is not None and now - exited_at > 0.2:
             return False  # background children keep the pipe open; stop waiting for them
@@ -93,32 +136,29 @@ def collect(proc: subprocess.Popen, fd: int, out: OutputCap, deadline: float) ->
         if ready:
             chunk = os.read(fd, 65536)
             if not chunk:  # the pipe closed; the command may not be reaped yet
-                return not wait_exit(proc, deadline)
+                return not wait_exit(child, deadline)
             out.feed(chunk)
 
 
-def wait_exit(proc: subprocess.Popen, deadline: float) -> bool:
-    """Wait for `proc` to exit until `deadline`; True when it did.
+def wait_exit(child: Child, deadline: float) -> bool:
+    """Wait for `child` to exit until `deadline`; True when it did.
 
-    A pidfd wakes us the moment it exits (Linux 5.3+, Python 3.9+);
-    `Popen.wait(timeout)` polls with sleeps and would add a millisecond to
-    every command.
+    A pidfd wakes us the moment it exits (Linux 5.3+, Python 3.9+); before
+    that, polling every millisecond.
     """
-    if proc.poll() is not None:
+    if child.poll() is not None:
         return True
     try:
-        pidfd = os.pidfd_open(proc.pid)
+        pidfd = os.pidfd_open(child.pid)
     except (AttributeError, OSError):
-        try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 0))
-            return True
-        except subprocess.TimeoutExpired:
-            return False
+        while child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return child.returncode is not None
     try:
         select.select([pidfd], [], [], max(deadline - time.monotonic(), 0))
     finally:
         os.close(pidfd)
-    return proc.poll() is not None
+    return child.poll() is not None
 
 
 def kill_group(pgid: int, until_gone: bool = False) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 
 from .files import op_glob, op_grep, op_read, op_write
@@ -16,6 +17,8 @@ from .handback import op_check, op_export, op_export_read
 from .paths import Refused, Workspace
 from .processes import become_subreaper, kill_descendants, op_exec, reap
 from .relay import start_egress
+
+CHANNEL_SOCKET = "DECODE_AGENTD_SOCKET"  # where the host listens for agentd's connection, when it does
 
 OPS = {
     "ping": lambda ws, req: {"pid": os.getpid(), "root": ws.root},
@@ -58,15 +61,25 @@ def serve(root: str, stdin, stdout) -> None:
 
 
 def main() -> int:
-    """`python3 agentd.pyz WORKSPACE`: serve until stdin ends, then end whatever commands left running."""
+    """`python3 agentd.pyz WORKSPACE`: serve until stdin ends, then end whatever commands left running.
+
+    With DECODE_AGENTD_SOCKET (docker), requests and answers go over a connection to that unix socket
+    instead, until it ends; the variable is not passed on to commands.
+    """
     if len(sys.argv) != 2:
         sys.stderr.write("usage: agentd.pyz WORKSPACE\n")
         return 2
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     become_subreaper()
     start_egress()
+    channel = os.environ.pop(CHANNEL_SOCKET, "")
     try:
-        serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
+        if channel:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            conn.connect(channel)
+            serve(sys.argv[1], conn.makefile("rb"), conn.makefile("wb"))
+        else:
+            serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
     finally:
         kill_descendants()
     return 0

@@ -1,0 +1,40 @@
+"""The optional parts of decode-bot and the one error for a part that is not installed.
+
+The core install (what the GitHub Action installs) runs `decode run` and `decode action`; the web
+server, the PostgreSQL job store and Modal come with pyproject.toml's extras of those names. A
+feature whose extra is missing says which one to install where it is first used, instead of an
+ImportError traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from bot.core.errors import ConfigError
+
+# Each extra, with the top-level modules it provides that decode-bot imports.
+EXTRAS: dict[str, frozenset[str]] = {
+    "server": frozenset({"flask", "werkzeug", "waitress", "prometheus_client", "markdown_it", "nh3"}),
+    "postgres": frozenset({"psycopg"}),
+    "modal": frozenset({"modal"}),
+}
+
+
+def missing_extra(extra: str, purpose: str, module: str) -> ConfigError:
+    """The one-line error for `purpose` (e.g. "SANDBOX_MODE=modal") when `module`, which pyproject.toml's
+    `extra` installs, is not installed."""
+    return ConfigError(f"{purpose} needs {module}, which is not installed: pip install 'decode-bot[{extra}]'")
+
+
+@contextmanager
+def requires_extra(extra: str, purpose: str) -> Iterator[None]:
+    """Turn an ImportError of one of `extra`'s modules inside the block into `missing_extra`'s error;
+    any other ImportError is a bug and passes unchanged."""
+    try:
+        yield
+    except ImportError as e:
+        module = (e.name or "").partition(".")[0]
+        if module not in EXTRAS[extra]:
+            raise
+        raise missing_extra(extra, purpose, module) from None
