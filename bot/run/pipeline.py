@@ -8,6 +8,7 @@ Publishing (push, PR, comments) is the caller's business.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -37,6 +38,7 @@ from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, 
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy, check_ceiling
 from bot.workspace.clone import Workspace, prepare
+from bot.workspace.mirror import Mirrors
 from bot.workspace.run_dirs import drop_clones, fresh_dir, prune
 from bot.sandbox import sandbox_spec
 
@@ -166,7 +168,8 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     job, transcript = ctx.job, ctx.transcript
     transcript.record("phase", name="preparing")
     ctx.progress(f"preparing {job.repo} on branch {job.branch}")
-    ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor)
+    ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor,
+                 mirrors=Mirrors.of(ctx.settings))
     config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
     config = load_repo_config(ws.git, config_sha)
     check_ceiling(config.allow_cidrs, ctx.settings.sandbox.allow_cidrs_max)
@@ -309,6 +312,8 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
         drop_clones(ctx.run_dir)
     elif ws is not None:  # the clean clone stays for publishing
         shutil.rmtree(ws.path, ignore_errors=True)
+    if (mirrors := Mirrors.of(ctx.settings)) is not None:
+        mirrors.prune_for(ctx.settings)
     ctx.transcript.close()
     ctx.transcript.write_markdown()
     write_record(ctx.run_dir, ran.result if ran is not None else _unfinished(ctx))
@@ -399,7 +404,11 @@ def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, prog
 def repo_facts(ws: Workspace, branch: str) -> RepoFacts:
     """Facts for the task message, read from the host's clean clone and cleaned like user text (a fork's
     author chooses the file names, the commit subject and the branch name)."""
-    entries = sorted(one_line(p.name) + ("/" if p.is_dir() else "") for p in ws.clean.iterdir() if p.name != ".git")
+    names = []
+    for record in filter(None, ws.git("ls-tree", "-z", ws.base_sha, what="listing the top level").split(b"\0")):
+        meta, _, name = record.partition(b"\t")
+        names.append(one_line(os.fsdecode(name)) + ("/" if meta.split(b" ")[1] in (b"tree", b"commit") else ""))
+    entries = sorted(names)
     last = subprocess.run(
         ["git", "-c", "core.fsmonitor=false", "log", "-1", "--format=%h %s"],
         cwd=ws.clean, capture_output=True, text=True,
