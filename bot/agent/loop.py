@@ -122,6 +122,7 @@ def run_agent(
     before_finish: Callable[[bool], str | None] | None = None,
     started: float | None = None,
     thinking: ThinkingPlan | None = None,
+    info: ModelInfo | None = None,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
 
@@ -137,11 +138,12 @@ def run_agent(
     clock counts from `started` (a `time.monotonic()` value; the pipeline passes the
     run's start, so setup time counts), else from now. `thinking` is how the model is asked to think
     (`plan_thinking`; its thinking blocks go back in the conversation as received), and a long answer is
-    told in `progress` lines and `model_progress` events while it streams.
+    told in `progress` lines and `model_progress` events while it streams. `info` is the model's figures when the
+    caller has them already (the pipeline asks once, to plan thinking from them too), else they are asked here.
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
-    info = model.info()
+    info = model.info() if info is None else info
     thinking = thinking or ThinkingPlan(None, answer_room(info))
     context = Context.of(info.window, thinking.max_tokens, system, TOOL_SCHEMAS, info.context_edits)
     turn = _Turn(model, system, meter, recorder, prices, progress, context, thinking.request)

@@ -26,7 +26,7 @@ from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
 from bot.core.text import one_line
-from bot.model import Model, make_model, preload
+from bot.model import Model, ModelInfo, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.instructions import Instructions, load_instructions
 from bot.run.repo_config import RepoConfig, load_repo_config
@@ -114,6 +114,7 @@ class _Repo:
     config: RepoConfig
     config_sha: str
     instructions: Instructions
+    info: ModelInfo  # the model's figures, asked once per run
     thinking: ThinkingPlan
 
 
@@ -186,7 +187,7 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
         transcript.record("instructions", files=list(instructions.used), notes=list(instructions.notes))
     for note in ws.notes:  # e.g. a submodule the host could not fetch
         _note(ctx, note)
-    return _Repo(ws, config, config_sha, instructions, thinking)
+    return _Repo(ws, config, config_sha, instructions, info, thinking)
 
 
 def note_unoffered(ctx: _Context, config: RepoConfig) -> None:
@@ -278,7 +279,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Sandbox, model: Model) ->
         system=system_prompt(root=sandbox.root, network=network, instructions=repo.instructions.parts),
         task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
         recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
-        started=ctx.started, thinking=repo.thinking,
+        started=ctx.started, thinking=repo.thinking, info=repo.info,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript),
                                   verifier),
     )
