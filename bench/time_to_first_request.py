@@ -190,13 +190,16 @@ def many_files_rows(top: Path, files: int, rounds: int) -> dict[str, list[float]
                                     "many files, second run": []}
     try:
         for r in range(rounds):
+            os.sync()  # each row starts with nothing of the one before left to write back
             started = time.perf_counter()
             subprocess.run(["git", "clone", "-q", url, str(top / f"bare-{r}")], env=ENV, check=True)
             runs["many files, bare `git clone`"].append(time.perf_counter() - started)
-            data = top / f"many-data-{r}"
-            runs["many files, cold"].append(decode_run_s(url, data, session))
-            runs["many files, second run"].append(decode_run_s(url, data, session))
             shutil.rmtree(top / f"bare-{r}")
+            data = top / f"many-data-{r}"
+            os.sync()
+            runs["many files, cold"].append(decode_run_s(url, data, session))
+            os.sync()
+            runs["many files, second run"].append(decode_run_s(url, data, session))
     finally:
         daemon.kill()
         daemon.wait()
