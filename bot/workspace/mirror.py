@@ -37,6 +37,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,10 +121,12 @@ class Mirrors:
                 run(["init", "--quiet", "--bare", "--template=", str(mirror)], self.directory, what="making the mirror")
             for stale in [*mirror.glob("*.lock"), *(mirror / "refs").rglob("*.lock")]:
                 stale.unlink(missing_ok=True)
-            run(["-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--prune", "--no-tags", "--", url, *REFSPECS],
-                mirror, what=f"fetching into the mirror of {url}")
-            head = run(["ls-remote", "--symref", "--", url, "HEAD"], mirror, what="reading the remote's HEAD")
-            first = head.decode().split("\n", 1)[0]
+            with ThreadPoolExecutor(1) as pool:  # the remote's HEAD asked while the fetch runs: one round trip less
+                head = pool.submit(run, ["ls-remote", "--symref", "--", url, "HEAD"], mirror,
+                                   what="reading the remote's HEAD")
+                run(["-c", "fetch.unpackLimit=1", "fetch", "--quiet", "--prune", "--no-tags", "--", url, *REFSPECS],
+                    mirror, what=f"fetching into the mirror of {url}")
+                first = head.result().decode().split("\n", 1)[0]
             if first.startswith("ref: refs/heads/") and first.endswith("\tHEAD"):
                 run(["symbolic-ref", "HEAD", first[len("ref: "):-len("\tHEAD")]], mirror, what="setting HEAD")
             if len(list((mirror / "objects" / "pack").glob("*.pack"))) > MAX_PACKS:
