@@ -124,7 +124,8 @@ def run_agent(
     before_finish: Callable[[bool], str | None] | None = None,
     started: float | None = None,
     thinking: ThinkingPlan | None = None,
-    after_tools: Callable[[], None] | None = None,
+    info: ModelInfo | None = None,
+    after_tools: Callable[[], None] = lambda: None,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
 
@@ -140,13 +141,14 @@ def run_agent(
     clock counts from `started` (a `time.monotonic()` value; the pipeline passes the
     run's start, so setup time counts), else from now. `thinking` is how the model is asked to think
     (`plan_thinking`; its thinking blocks go back in the conversation as received), and a long answer is
-    told in `progress` lines and `model_progress` events while it streams. `after_tools` runs after each turn's
-    tool calls (the pipeline checkpoints a copied workspace there, bot/run/restart.py); a `SandboxLost` from a
-    call stops the run as incomplete, its work kept.
+    told in `progress` lines and `model_progress` events while it streams. `info` is the model's figures when the
+    caller has them already (the pipeline asks once, to plan thinking from them too), else they are asked here.
+    `after_tools` runs after each turn's tool calls (the pipeline checkpoints a copied workspace there,
+    bot/run/restart.py); a `SandboxLost` from a call stops the run as incomplete, its work kept.
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
-    info = model.info()
+    info = model.info() if info is None else info
     thinking = thinking or ThinkingPlan(None, answer_room(info))
     context = Context.of(info.window, thinking.max_tokens, system, TOOL_SCHEMAS, info.context_edits)
     turn = _Turn(model, system, meter, recorder, prices, progress, context, thinking.request)
@@ -175,9 +177,7 @@ def run_agent(
             except DecodeError as e:
                 return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
             messages.append({"role": "user", "content": results})
-            if after_tools is not None:
-                after_tools()
-
+            after_tools()
     except KeyboardInterrupt:
         return _finish(meter, "interrupted", last_text, recorder, progress)
 

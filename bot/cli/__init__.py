@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate the settings and .github/decode.yml; say what a run would do",
                            description=CHECK_HELP)
     check.add_argument("--repo", default=".", help="a local path or owner/name on GitHub (default: .)")
-    cache = sub.add_parser("cache", help="the setup cache (docker, bwrap, modal): list or clear its entries")
+    cache = sub.add_parser("cache", help="the setup cache (docker, bwrap, modal) and the repository mirrors: list "
+                                         "or clear them")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)
     cache_sub.add_parser("list", help="one line per entry: key, repository, age, size, last used")
     clear = cache_sub.add_parser("clear", help="remove one entry (KEY or a prefix of it) or --all")

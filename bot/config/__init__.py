@@ -118,6 +118,7 @@ class StoreSettings:
     lease_s: float
     max_attempts: int
     keep_days: float
+    mirror_mb: int  # 0: no mirrors
     max_running_per_installation: int  # 0: no cap
     max_running_per_repo: int  # 0: no cap
 

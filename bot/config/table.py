@@ -349,8 +349,13 @@ ROWS: tuple[Row, ...] = (
         "how many jobs of one repository run at once across every worker, so one busy repository cannot take "
         "every worker; 0: no cap"),
     Row("keep_days", "DECODE_KEEP_DAYS", "store.keep_days", 30.0, positive(float),
-        "days a run's transcripts and record (and an unpublished clone) are kept after its last write, and a "
-        "transcript link lives after it is made"),
+        "days a run's transcripts and record (and an unpublished clone) are kept after its last write, a "
+        "transcript link lives after it is made, and an unused repository mirror is kept"),
+    Row("mirror_mb", "DECODE_MIRROR_MB", "store.mirror_mb", 10240,
+        count("DECODE_MIRROR_MB must be a whole number of megabytes for the repository mirrors "
+              "(default {default}; 0 turns them off), not {raw!r}"),
+        "the repository mirrors' total size in MB (DECODE_DATA_DIR/mirrors: a run fetches only what is new "
+        "and clones from there); the least recently used go past it; 0 turns them off"),
     # web
     Row("public_url", "DECODE_PUBLIC_URL", "web.public_url", None, url,
         "this server's base URL, for links in comments and check runs"),

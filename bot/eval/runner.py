@@ -29,6 +29,7 @@ from bot.run.transcript import Transcript
 from bot.sandbox import CommandResult, open_sandbox, sandbox_spec
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.workspace.clone import prepare
+from bot.workspace.mirror import Mirrors
 
 CHECK_TIMEOUT_S = 900.0  # one check command, after setup
 STATUSES = ("resolved", "unresolved", "invalid", "error")
@@ -111,7 +112,7 @@ def run_check(command: str, settings: Settings, source: str, ref: str, token: st
     transcript = Transcript(log_dir, redactor)
     work = Path(tempfile.mkdtemp(prefix="eval-check-", dir=_scratch(settings)))
     try:
-        ws = prepare(source, work, "decode-eval-check", ref, token, redactor=redactor)
+        ws = prepare(source, work, "decode-eval-check", ref, token, redactor=redactor, mirrors=Mirrors.of(settings))
         config = load_repo_config(ws.git, ws.base_sha)
         policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                               allow_domains=config.allow_domains)

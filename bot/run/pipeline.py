@@ -8,6 +8,7 @@ Publishing (push, PR, comments) is the caller's business.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -25,7 +26,7 @@ from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
 from bot.core.text import one_line
-from bot.model import Model, make_model, preload
+from bot.model import Model, ModelInfo, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.instructions import Instructions, load_instructions
 from bot.run.repo_config import RepoConfig, load_repo_config
@@ -40,6 +41,7 @@ from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, 
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy, check_ceiling
 from bot.workspace.clone import Workspace, prepare
+from bot.workspace.mirror import Mirrors
 from bot.workspace.run_dirs import drop_clones, fresh_dir, prune
 
 Progress = Callable[[str], None]
@@ -126,6 +128,7 @@ class _Repo:
     config: RepoConfig
     config_sha: str
     instructions: Instructions
+    info: ModelInfo  # the model's figures, asked once per run
     thinking: ThinkingPlan
 
 
@@ -179,7 +182,8 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     job, transcript = ctx.job, ctx.transcript
     transcript.record("phase", name="preparing")
     ctx.progress(f"preparing {job.repo} on branch {job.branch}")
-    ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor)
+    ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor,
+                 mirrors=Mirrors.of(ctx.settings))
     config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
     config = load_repo_config(ws.git, config_sha)
     check_ceiling(config.allow_cidrs, ctx.settings.sandbox.allow_cidrs_max)
@@ -196,7 +200,7 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
         transcript.record("instructions", files=list(instructions.used), notes=list(instructions.notes))
     for note in ws.notes:  # e.g. a submodule the host could not fetch
         _note(ctx, note)
-    return _Repo(ws, config, config_sha, instructions, thinking)
+    return _Repo(ws, config, config_sha, instructions, info, thinking)
 
 
 def note_unoffered(ctx: _Context, config: RepoConfig) -> None:
@@ -309,7 +313,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model)
         system=system_prompt(root=sandbox.root, network=network, instructions=repo.instructions.parts),
         task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
         recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
-        started=ctx.started, thinking=repo.thinking, after_tools=sandbox.checkpoint,
+        started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript),
                                   verifier),
     )
@@ -342,6 +346,8 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
         drop_clones(ctx.run_dir)
     elif ws is not None:  # the clean clone stays for publishing
         shutil.rmtree(ws.path, ignore_errors=True)
+    if (mirrors := Mirrors.of(ctx.settings)) is not None:
+        mirrors.prune_for(ctx.settings)
     ctx.transcript.close()
     ctx.transcript.write_markdown()
     write_record(ctx.run_dir, ran.result if ran is not None else _unfinished(ctx))
@@ -404,7 +410,11 @@ def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, 
 def repo_facts(ws: Workspace, branch: str) -> RepoFacts:
     """Facts for the task message, read from the host's clean clone and cleaned like user text (a fork's
     author chooses the file names, the commit subject and the branch name)."""
-    entries = sorted(one_line(p.name) + ("/" if p.is_dir() else "") for p in ws.clean.iterdir() if p.name != ".git")
+    names = []
+    for record in filter(None, ws.git("ls-tree", "-z", ws.base_sha, what="listing the top level").split(b"\0")):
+        meta, _, name = record.partition(b"\t")
+        names.append(one_line(os.fsdecode(name)) + ("/" if meta.split(b" ")[1] in (b"tree", b"commit") else ""))
+    entries = sorted(names)
     last = subprocess.run(
         ["git", "-c", "core.fsmonitor=false", "log", "-1", "--format=%h %s"],
         cwd=ws.clean, capture_output=True, text=True,

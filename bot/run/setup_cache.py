@@ -46,6 +46,7 @@ from bot.sandbox import BACKENDS, SandboxSpec
 from bot.sandbox.agentd.paths import link_problem, path_problem
 from bot.sandbox.protocol import Capabilities, Launcher
 from bot.sandbox.setup_files import TAG, Saved
+from bot.workspace.kept import evict, read_entries, write_entry
 from bot.workspace.trusted_files import Git, read_trusted
 
 KEY_FILE_LIMIT = 64 * 1024 * 1024  # a lock file bigger than this is an error naming it
@@ -148,13 +149,7 @@ class SetupCache:
 
     def entries(self) -> list[Entry]:
         """Every complete entry, most recently used first; unreadable metadata is skipped."""
-        found = []
-        for meta in self.directory.glob("*.json") if self.directory.is_dir() else ():
-            try:
-                found.append(Entry(**json.loads(meta.read_text())))
-            except (OSError, ValueError, TypeError):
-                continue
-        return sorted(found, key=lambda e: e.last_used, reverse=True)
+        return read_entries(self.directory, Entry)
 
     def get(self, key: str) -> Entry | None:
         return next((e for e in self.entries() if e.key == key), None)
@@ -164,11 +159,7 @@ class SetupCache:
 
     def write(self, entry: Entry) -> None:
         """Write `entry`'s metadata (atomically: the last step of a save)."""
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.directory, 0o700)
-        tmp = self.directory / f".{entry.key}.json.tmp"
-        tmp.write_text(json.dumps(asdict(entry)))
-        tmp.replace(self.directory / f"{entry.key}.json")
+        write_entry(self.directory, entry)
 
     def remove(self, entry: Entry) -> bool:
         """Delete `entry`: its image first (False, nothing deleted, while a sandbox still runs from it)."""
@@ -183,12 +174,7 @@ class SetupCache:
     def prune(self, keep_days: float, cap_bytes: int, *, now: float | None = None) -> list[Entry]:
         """Remove entries made more than `keep_days` ago, then the least recently used past `cap_bytes`."""
         now = time.time() if now is None else now
-        removed, total = [], 0
-        for entry in self.entries():
-            total += entry.size
-            if (entry.created < now - keep_days * DAY_S or total > cap_bytes) and self.remove(entry):
-                removed.append(entry)
-                total -= entry.size
+        removed = evict(self.entries(), cap_bytes, lambda e: e.created < now - keep_days * DAY_S, self.remove)
         for partial in self.directory.glob(".*.tar") if self.directory.is_dir() else ():  # a dead run's save
             if partial.stat().st_mtime < now - DAY_S:
                 partial.unlink(missing_ok=True)

@@ -6,9 +6,11 @@ no network but loopback in every phase (`--network none`), memory, cpu and
 pids limits, every capability dropped (`--cap-drop ALL`), `no-new-privileges`,
 as a non-root user (below), the workspace bind-mounted at /workspace, /tmp
 (HOME) and /var/tmp size-limited tmpfs mounts (DECODE_MAX_DISK_MB; the workspace
-is polled by `disk.DiskGuard`), the agentd zipapp copied in at /opt/decode/agentd.pyz
-(not bind-mounted, so the bot can itself run in a container), and a clean
-environment (no variable of the host's).
+is polled by `disk.DiskGuard`), the agentd zipapp at /run/decode-egress/agentd.pyz
+(copied into the egress proxy's directory below, which is bind-mounted read-only, so the bot can
+itself run in a container), and a clean environment (no variable of the host's). Starting one
+takes two engine calls (`image inspect`, `run -d`) while the workspace is handed to the sandbox's
+uid on a thread; whether the image can run agentd is asked only when agentd fails to start.
 It carries the label `decode.sandbox` so leftovers can be found and removed
 (`remove_leftovers`, which `prepare_host` runs when a server starts).
 
@@ -65,6 +67,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -80,10 +83,10 @@ from bot.sandbox.agentd.rpc import CHANNEL_SOCKET
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, out_of_memory, stopped_from_outside
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
-from bot.sandbox.shipping import agentd_tar
+from bot.sandbox.shipping import agentd_file
 
 WORKSPACE = "/workspace"
-AGENTD_INSIDE = "/opt/decode/agentd.pyz"
+AGENTD_INSIDE = "/run/decode-egress/agentd.pyz"  # in EGRESS_INSIDE, see the module docstring
 EGRESS_INSIDE = "/run/decode-egress"
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 SANDBOX_UID = 1000  # the agent's uid when the workspace's owner is root
@@ -166,11 +169,16 @@ class DockerLauncher:
         self.egress = _egress_near(spec.workspace.resolve())
         try:
             self.user = self._user(spec.workspace.resolve())
+            shutil.copyfile(agentd_file(), self.egress.directory / Path(AGENTD_INSIDE).name)
             if self.user[0] != os.getuid():  # the 0700 proxy directory, for the sandbox's uid
                 for path in (self.egress.directory, self.egress.path):
                     os.chown(path, *self.user)
-            self.container = self._create(spec)
-            self._probe(spec.image)
+            with ThreadPoolExecutor(1) as pool:  # the workspace's files to its uid while the engine starts it
+                handed = pool.submit(self._hand_workspace, spec.workspace.resolve())
+                try:
+                    self.container = self._create(spec)
+                finally:
+                    handed.result()
             self.disk = DiskGuard((spec.workspace.resolve(),), spec.disk_mb, self._kill_all)
         except BaseException:
             self.close()
@@ -215,7 +223,8 @@ class DockerLauncher:
                            stderr=err)
 
     def _user(self, workspace: Path) -> tuple[int, int]:
-        """The uid:gid commands run as: the workspace owner's, or `SANDBOX_UID` (the workspace chowned to it)."""
+        """The uid:gid commands run as: the workspace owner's, or `SANDBOX_UID` (the workspace to be handed to
+        it by `_hand_workspace`)."""
         if not workspace.is_dir():
             raise ConfigError(f"the workspace {workspace} does not exist")
         st = workspace.stat()
@@ -224,8 +233,12 @@ class DockerLauncher:
         if st.st_uid != 0:
             return (st.st_uid, st.st_gid)
         self._owner = (st.st_uid, st.st_gid)
-        _chown_tree(workspace, SANDBOX_UID, SANDBOX_UID)
         return (SANDBOX_UID, SANDBOX_UID)
+
+    def _hand_workspace(self, workspace: Path) -> None:
+        """chown the workspace to the sandbox's uid when `_user` chose `SANDBOX_UID` for a root-owned one."""
+        if self._owner is not None:
+            _chown_tree(workspace, SANDBOX_UID, SANDBOX_UID)
 
     def _create(self, spec: SandboxSpec) -> str:
         workspace = spec.workspace.resolve()
@@ -233,7 +246,7 @@ class DockerLauncher:
         env["DECODE_EGRESS_SOCKET"] = f"{EGRESS_INSIDE}/{self.egress.path.name}"
         name = "decode-%s-%s" % ("".join(c if c.isalnum() or c in "_.-" else "_" for c in spec.name)[:40],
                                  secrets.token_hex(4))
-        args = ["create", "--init", "--name", name, "--hostname", "decode-sandbox",
+        args = ["run", "--detach", "--init", "--name", name, "--hostname", "decode-sandbox",
                 "--label", f"{LABEL}={spec.name}", "--label", f"{LABEL}.pid={os.getpid()}",
                 "--label", f"{LABEL}.host={socket.gethostname()}",
                 "--network", "none", "--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m",
@@ -246,20 +259,14 @@ class DockerLauncher:
         for key, value in env.items():
             args += ["--env", f"{key}={value}"]
         res = self._cli(*args, spec.image, "sleep", "infinity")
-        if res.returncode == 0:
-            # Copied in rather than bind-mounted: when the bot itself runs in a container, its
-            # files are not at the same path on the engine's host.
-            copied = subprocess.run([self._docker, "cp", "-", f"{name}:/"], env=self._env, input=agentd_tar(AGENTD_INSIDE),
-                                    capture_output=True, timeout=120)
-            res = self._cli("start", name) if copied.returncode == 0 else \
-                subprocess.CompletedProcess(args, copied.returncode, "", copied.stderr.decode(errors="replace"))
         if res.returncode != 0:
             self._cli("rm", "-f", "-v", name)
             raise SandboxError(f"could not start a container from {spec.image}: {res.stderr.strip()}",
                                stderr=res.stderr)
-        return self._cli("inspect", "--format", "{{.Id}}", name).stdout.strip() or name
+        return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else name
 
     def _probe(self, image: str) -> None:
+        """Raise `ConfigError` when `image` cannot run agentd (no python3 3.8+): asked once agentd failed."""
         assert self.container is not None
         res = self._cli("exec", self.container, "python3", "-I", "-c", PROBE)
         if res.returncode != 0:
@@ -296,7 +303,11 @@ class DockerLauncher:
                 raise SandboxError(f"cannot make agentd's socket in {self.egress.directory}: {e}") from None
             argv = [self._docker, "exec", "-i", "--env", f"{CHANNEL_SOCKET}={EGRESS_INSIDE}/{path.name}",
                     self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
-            self._agentd = ProcessTransport(argv, self._env, listener)
+            try:
+                self._agentd = ProcessTransport(argv, self._env, listener)
+            except SandboxError:
+                self._probe(self._spec.image)  # the clearer error when the image is the cause
+                raise
             return self._agentd
         finally:
             path.unlink(missing_ok=True)
@@ -341,34 +352,32 @@ class DockerLauncher:
                         self._env, archive)
 
     def death(self) -> Death:
-        """The engine's word on the container: a new out-of-memory kill (the container's cgroup counts them,
-        read from inside; a stopped container's `State.OOMKilled`), else how it stopped (`State.ExitCode`). A
-        container whose agentd is gone is given `SETTLE_S` to be seen stopped: the engine learns it last."""
+        """The engine's word: a new out-of-memory kill (the cgroup's count, read inside; a stopped container's
+        `State.OOMKilled`), else how it stopped; one whose agentd is gone gets `SETTLE_S` to be seen stopped."""
         deadline = time.monotonic() + SETTLE_S
-        while True:
-            if self.container is None:
-                return Death("the sandbox container has been removed")
-            state = self._cli("inspect", "--format", "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}}",
-                              self.container).stdout.split()
-            if len(state) != 3:
-                return Death("the sandbox container was removed from outside")
-            running, oom_killed, code = state
-            if running != "true":
-                break
+        while (state := self._state()) and state[0] == "true":
             if self._new_oom_kill():
                 return out_of_memory(self._spec.memory_mb)
             if (self._agentd is not None and self._agentd.exited() is None) or time.monotonic() > deadline:
                 return Death("a process was killed in the running container")
             time.sleep(0.1)
+        if not state:
+            return Death("the sandbox container was removed")
+        _, oom_killed, code = state
         if oom_killed == "true" and not self._oom_kills:
             self._oom_kills = 1
             return out_of_memory(self._spec.memory_mb)
         return stopped_from_outside(int(code) if code.lstrip("-").isdigit() else None, "the container")
 
+    def _state(self) -> list[str]:
+        """The container's `State.Running`, `State.OOMKilled` and `State.ExitCode`; [] when it is gone."""
+        state = self._cli("inspect", "--format", "{{.State.Running}} {{.State.OOMKilled}} {{.State.ExitCode}}",
+                          self.container or "").stdout.split()
+        return state if len(state) == 3 else []
+
     def _new_oom_kill(self) -> bool:
         """Whether the container's cgroup counts more out-of-memory kills than were told."""
-        assert self.container is not None
-        counted = self._cli("exec", self.container, "cat", *OOM_FILES).stdout
+        counted = self._cli("exec", self.container or "", "cat", *OOM_FILES).stdout
         kills = max((int(n) for n in re.findall(r"^oom_kill (\d+)$", counted, re.M)), default=0)
         told, self._oom_kills = self._oom_kills, max(kills, self._oom_kills)
         return kills > told

@@ -5,7 +5,7 @@ the edit as the API does (tests/fakes/anthropic_edits.py)."""
 import json
 
 from bot.run.transcript import render_markdown
-from tests.agent.test_context_window import DONE, WINDOW, loud, run, write
+from tests.agent.test_context_window import DONE, WINDOW, loud, run, three_windows, write
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.anthropic_edits import BETA, PLACEHOLDER
 
@@ -13,14 +13,7 @@ CLEAR = "clear_tool_uses_20250919"
 
 
 def test_three_windows_of_tool_output_run_to_the_fix_with_the_api_clearing_old_results(repo_factory, tmp_path):
-    repo = repo_factory({"a.txt": "one\n"})
-    with FakeAnthropic(window=WINDOW, context_edits={CLEAR}) as fake:
-        fake.script([loud(i) for i in range(30)] + [DONE])
-        result, events = run(fake, repo, tmp_path)
-    assert result.completed and result.summary == "Done."
-    output = sum(len(json.dumps(e["output"])) // 4 for e in events if e["type"] == "tool_result")
-    assert output >= 3 * WINDOW
-    assert max(fake.prompt_sizes) <= WINDOW and all(r.status == 200 for r in fake.requests)
+    fake, result, events, output = three_windows(repo_factory, tmp_path, context_edits={CLEAR})
     # every request asks for the edit through the beta API; the client's history stays whole
     assert all(BETA in r.headers.get("anthropic-beta", "") and r.body["context_management"]["edits"][0]["type"]
                == CLEAR for r in fake.requests)
@@ -36,7 +29,6 @@ def test_three_windows_of_tool_output_run_to_the_fix_with_the_api_clearing_old_r
     assert [t["cleared_tool_uses"] for t in server] == sorted(set(cleared))  # a trim when the API clears more
     assert len(server[0]["trimmed"]) == server[0]["cleared_tool_uses"]
     assert server[0]["trimmed"][0].startswith("bash `seq -f 'step 0 line %g")
-    assert fake.cache_read_share > 0.5
     page = render_markdown(events)
     assert "**context trimmed** (by the API's context editing): the API cleared the results of" in page
     print(f"{len(server)} trims by the API, {len(trims) - len(server)} by the harness, "

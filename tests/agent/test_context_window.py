@@ -37,20 +37,29 @@ def run(fake, repo, tmp_path, system="You are a careful engineer. " * 40):
     return result, load_events(transcript.path)
 
 
-def test_three_windows_of_tool_output_fit_a_small_window_and_the_cache_still_reads(repo_factory, tmp_path):
+def three_windows(repo_factory, tmp_path, context_edits=None):
+    """Thirty turns of loud tool output, about three windows of it, run to "Done." against the fake with a small
+    window and `context_edits` (the API's context editing) or none: what both kinds of trimming must keep (every
+    prompt within the window, the cache still read) is checked here. The fake, result, events and the tokens
+    of tool output."""
     repo = repo_factory({"a.txt": "one\n"})
-    with FakeAnthropic(window=WINDOW) as fake:
+    with FakeAnthropic(window=WINDOW, context_edits=context_edits) as fake:
         fake.script([loud(i) for i in range(30)] + [DONE])
         result, events = run(fake, repo, tmp_path)
     assert result.completed and result.summary == "Done."
     output = sum(len(json.dumps(e["output"])) // 4 for e in events if e["type"] == "tool_result")
     assert output >= 3 * WINDOW
     assert max(fake.prompt_sizes) <= WINDOW and all(r.status == 200 for r in fake.requests)
+    assert fake.cache_read_share > 0.5
+    return fake, result, events, output
+
+
+def test_three_windows_of_tool_output_fit_a_small_window_and_the_cache_still_reads(repo_factory, tmp_path):
+    fake, result, events, output = three_windows(repo_factory, tmp_path)
     trims = [e for e in events if e["type"] == "context_trim"]
     assert len(trims) == result.trims >= 3 and {t["kind"] for t in trims} == {"tool_results"}
     assert all(t["tokens_after"] < t["tokens_before"] and t["window"] == WINDOW for t in trims)
     assert events[-1]["trims"] == result.trims
-    assert fake.cache_read_share > 0.5
     # the model is told what it lost and how to get it back
     last = json.dumps(fake.requests[-1].body)
     assert "[trimmed to save context: the output of bash `seq -f 'step 0 line %g" in last

@@ -66,14 +66,17 @@ class FakeAnthropic:
 
     def __init__(self, api_key: str = "sk-ant-fake-0123456789", *, min_cache_tokens: int = 0,
                  models: set[str] | None = None, window: int = 200_000, max_output: int = 64_000,
-                 thinking: set[str] | None = None, context_edits: set[str] | None = None) -> None:
+                 thinking: set[str] | None = None, context_edits: set[str] | None = None,
+                 models_api: bool = True) -> None:
         """`window` is the largest prompt in tokens (larger: 400 "prompt is too long"); the Models API reports
-        it with `max_output`, the thinking types (`thinking`) and server-side `context_edits` the model has."""
+        it with `max_output`, the thinking types (`thinking`) and server-side `context_edits` the model has.
+        Without `models_api` the fake is a compatible endpoint that has none: every lookup is a 404."""
         self.api_key = api_key
         self.min_cache_tokens = min_cache_tokens
         self.models = models  # the model ids this key may use; None: any
         self.window, self.max_output = window, max_output
         self.thinking, self.context_edits = thinking or set(), context_edits or set()
+        self.models_api = models_api
         self.model_lookups: list[Received] = []  # GET /v1/models/{id}
         self.prompt_sizes: list[int] = []  # each Messages request's prompt size in tokens, refused ones too
         self.requests: list[Received] = []  # Messages requests (POST /v1/messages)
@@ -245,7 +248,7 @@ class FakeAnthropic:
             model_id = path.split("?")[0].removeprefix("/v1/models/")
             try:
                 self._check_key(headers)
-                if "/" in model_id or not path.startswith("/v1/models/"):
+                if "/" in model_id or not path.startswith("/v1/models/") or not self.models_api:
                     raise ApiError(404, f"Not Found: GET {path}")
                 self._check_model(model_id)
             except ApiError as e:

@@ -26,18 +26,16 @@ import hmac
 import json
 import re
 import struct
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
 from anthropic._constants import ANTHROPIC_API_VERSION
 
-from tests.fakes.anthropic_api import FakeAnthropic, Received
-from tests.fakes.anthropic_api import _Handler as JsonHandler  # answers with `server.fake.handle(...)`
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.anthropic_gateway import Gateway
 from tests.fakes.anthropic_stream import Streamed
-from tests.fakes.http import Served
 
 # The documented version, and the one this SDK sends (anthropic._constants.ANTHROPIC_API_VERSION).
 VERSIONS = ("bedrock-2023-05-31", ANTHROPIC_API_VERSION)
@@ -62,16 +60,13 @@ class BedrockError(Exception):
 
 
 @dataclass
-class FakeBedrock(Served):
-    """Start it, script `messages` (the wrapped fake), point the SDK at `url` with `env()`."""
+class FakeBedrock(Gateway):
+    """Start it, script `messages` (the wrapped fake), point the SDK at `url` with `env()`; `requests` holds every
+    request, signed or not."""
 
-    messages: FakeAnthropic
     access_key: str = "AKIAFAKEDECODE0000001"
     secret_key: str = "fake/secret/key/for+decode+bedrock+tests0"
     region: str = "us-east-1"
-    requests: list[Received] = field(default_factory=list)  # every request, signed or not
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    handler = JsonHandler
 
     def env(self) -> dict[str, str]:
         """The variables a user sets for this endpoint (the SDK's and AWS's own names)."""
@@ -82,16 +77,13 @@ class FakeBedrock(Served):
     def handle(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict, Any] | None:
         """Answer one request: (status, headers, JSON body or a stream of events), or None to drop the
         connection."""
-        with self._lock:
-            self.requests.append(Received(method, path, headers, raw))
+        self.record(method, path, headers, raw)
         try:
             inner = self._checked(method, path, headers, raw)
         except BedrockError as e:
             return e.status, {"x-amzn-ErrorType": f"{e.error_type}:http://internal.amazon.com/coral/"}, \
                 {"message": e.message}
-        answer = self.messages.handle("POST", "/v1/messages", {
-            "x-api-key": self.messages.api_key, "anthropic-version": "2023-06-01",
-            "content-type": "application/json"}, json.dumps(inner).encode())
+        answer = self.forward("/v1/messages", inner)
         if answer is None:
             return None
         status, extra, payload = answer

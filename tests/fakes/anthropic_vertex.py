@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +31,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.fakes.anthropic_api import FakeAnthropic, Received
-from tests.fakes.anthropic_api import _Handler as JsonHandler  # answers with `server.fake.handle(...)`
-from tests.fakes.http import Served
+from tests.fakes.anthropic_gateway import Gateway
 
 VERSIONS = ("vertex-2023-10-16", ANTHROPIC_API_VERSION)
 PREDICT = re.compile(r"^/v1/projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/publishers/anthropic/"
@@ -51,19 +49,16 @@ class GoogleError(Exception):
 
 
 @dataclass
-class FakeVertex(Served):
-    """Start it, script `messages` (the wrapped fake), write `key_file()`, point the SDK at `url` with `env()`."""
+class FakeVertex(Gateway):
+    """Start it, script `messages` (the wrapped fake), write `key_file()`, point the SDK at `url` with `env()`;
+    `requests` holds the Vertex requests, `token_requests` the token endpoint's."""
 
-    messages: FakeAnthropic
     project: str = "decode-fake-project"
     region: str = "us-east5"
     client_email: str = "decode@decode-fake-project.iam.gserviceaccount.com"
-    requests: list[Received] = field(default_factory=list)  # Vertex requests (the token endpoint's are apart)
     token_requests: list[Received] = field(default_factory=list)
     _tokens: set[str] = field(default_factory=set)
     _key: Any = field(default_factory=lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048))
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    handler = JsonHandler
 
     def key_file(self, path: Path, *, project: str | None = None) -> Path:
         """A service account key file (as the console downloads it) for this fake's token endpoint."""
@@ -83,19 +78,15 @@ class FakeVertex(Served):
     def handle(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict, Any] | None:
         """Answer one request: (status, headers, JSON body), or None to drop the connection."""
         if path == "/token":
-            with self._lock:
-                self.token_requests.append(Received(method, path, headers, raw))
+            self.record(method, path, headers, raw, into=self.token_requests)
             return self._token(raw)
-        with self._lock:
-            self.requests.append(Received(method, path, headers, raw))
+        self.record(method, path, headers, raw)
         try:
             inner_path, body = self._route(method, path, headers, raw)
         except GoogleError as e:
             error = {"code": e.status, "message": e.message, "status": STATUS.get(e.status, "INTERNAL")}
             return e.status, {}, {"error": error}
-        return self.messages.handle("POST", inner_path, {
-            "x-api-key": self.messages.api_key, "anthropic-version": "2023-06-01",
-            "content-type": "application/json"}, json.dumps(body).encode())
+        return self.forward(inner_path, body)
 
     def _route(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[str, dict]:
         """The wrapped Messages API's path and body for a checked Vertex request."""

@@ -24,7 +24,10 @@ GIT_ENV = {
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True, check=check)
+    """git in `cwd`; with `check`, a failure's assertion carries git's stderr (a flake is then diagnosable)."""
+    done = subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True)
+    assert not check or done.returncode == 0, f"git {args[0]} exited {done.returncode}: {done.stderr[-1000:]}"
+    return done
 
 
 def authed(url: str, token: str) -> str:

@@ -152,7 +152,7 @@ def test_the_commit_read_for_the_api_is_what_git_committed_and_what_it_cannot_ca
     assert read_commit(ws, commit, limit=2048) == \
         "`big.txt` is 0.0 MB, over the 0 MB decode-bot sends through the API"
     (ws.clean / "more.txt").write_text("more\n")
-    ws.git("add", "-A")
+    ws.git("add", "--", "more.txt")
     second = ws.commit("second")
     assert read_commit(ws, second) == "the commit is not one commit on top of the run's base"
 

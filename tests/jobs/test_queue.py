@@ -9,8 +9,8 @@ import time
 from collections import Counter
 
 from bot.jobs.queue import FREE_WORKER, ordinal, place, standing, waiting
-from bot.jobs.store import JobStore
-from tests.support.stores import StoreFactory
+from bot.jobs.store import JobRecord, JobStore
+from tests.support.stores import StoreFactory, claim_until_empty
 
 
 def enqueue(store: JobStore, key: str, installation: int | None) -> int:
@@ -96,33 +96,17 @@ def test_concurrent_claimers_never_pass_a_cap(store_factory: StoreFactory) -> No
         enqueue(stores[0], f"{'octo/calendar' if n % 2 else 'acme/web'}#{n}", n % 2)
     running: Counter[str] = Counter()
     most: Counter[str] = Counter()
-    finished: list[int] = []
     lock = threading.Lock()
 
-    def work(store: JobStore, worker: str) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            job = store.claim(worker)
-            if job is None:
-                if store.counts()["queued"] == 0:
-                    return
-                time.sleep(0.002)
-                continue
-            with lock:
-                running[job.installation] += 1
-                most[job.installation] = max(most[job.installation], running[job.installation])
-            time.sleep(0.02)
-            with lock:
-                running[job.installation] -= 1
-                finished.append(job.id)
-            assert store.finish(job.id, worker, "done")
+    def hold(job: JobRecord) -> None:
+        with lock:
+            running[job.installation] += 1
+            most[job.installation] = max(most[job.installation], running[job.installation])
+        time.sleep(0.02)
+        with lock:
+            running[job.installation] -= 1
 
-    threads = [threading.Thread(target=work, args=(store, f"w{n}")) for n, store in enumerate(stores)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(finished) == list(range(1, 41))
+    assert claim_until_empty(stores, hold) == list(range(1, 41))
     assert set(most) == {"0", "1"} and max(most.values()) <= 2
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from bot.jobs.sqlite import Store
 from bot.jobs.store import JobRecord, JobStore, StoreError
-from tests.support.stores import StoreFactory
+from tests.support.stores import StoreFactory, claim_until_empty
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -285,35 +285,19 @@ def test_concurrent_claimers_never_run_two_jobs_of_one_key(store_factory: StoreF
         enqueue(store, f"octo/hello#{n % 3}")
     running: set[str] = set()
     overlaps: list[str] = []
-    finished: list[int] = []
     lock = threading.Lock()
 
-    def work(worker: str) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            job = store.claim(worker)
-            if job is None:
-                if store.counts()["queued"] == 0:
-                    return
-                time.sleep(0.002)
-                continue
-            with lock:
-                if job.key in running:
-                    overlaps.append(job.key)
-                running.add(job.key)
-            time.sleep(0.002)
-            with lock:
-                running.discard(job.key)
-                finished.append(job.id)
-            assert store.finish(job.id, worker, "done")
+    def hold(job: JobRecord) -> None:
+        with lock:
+            if job.key in running:
+                overlaps.append(job.key)
+            running.add(job.key)
+        time.sleep(0.002)
+        with lock:
+            running.discard(job.key)
 
-    threads = [threading.Thread(target=work, args=(f"w{n}",)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    assert claim_until_empty([store] * 8, hold) == list(range(1, 61))
     assert overlaps == []
-    assert sorted(finished) == list(range(1, 61))
 
 
 def test_runs_filters_by_repository_and_state_newest_first(store: JobStore) -> None:

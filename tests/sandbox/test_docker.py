@@ -70,7 +70,7 @@ def mine() -> set[str]:
 def test_image_without_python_is_a_clear_error(workspace: Path, image_without_python: str) -> None:
     before = mine()
     with pytest.raises(ConfigError, match="cannot run agentd: it needs python3"):
-        DockerLauncher(spec(workspace, image_without_python))
+        AgentdSandbox(DockerLauncher(spec(workspace, image_without_python)), mode="docker")
     assert not mine() - before, "the failed container is removed"
 
 
@@ -137,4 +137,4 @@ def test_agentd_answers_over_its_socket_as_fast_as_a_local_agentd(workspace: Pat
         docker, local_s = statistics.median(times["docker"]), statistics.median(times["local"])
         assert docker <= 2 * local_s, f"docker {docker * 1000:.2f} ms a round trip, local {local_s * 1000:.2f} ms"
         assert box.run("env | grep -c DECODE_AGENTD_SOCKET").output == "0\n", "the channel is not the commands'"
-        assert box.run("ls /run/decode-egress").output.split() == ["proxy.sock"], "nothing left to connect to"
+        assert box.run("ls /run/decode-egress").output.split() == ["agentd.pyz", "proxy.sock"], "nothing left to connect to"

@@ -71,9 +71,11 @@ def finished(remote: Path, run_dir: Path, *, branch: str, base: str | None = Non
     transcript.record("run_end", stop_reason=stop_reason, summary=summary, turns=1, error=error)
     transcript.close()
     transcript.write_markdown()
-    for name, text in (change or {}).items():
+    for name, text in (change or {}).items():  # the clean clone has no working tree: stage the files alone
+        (ws.clean / name).parent.mkdir(parents=True, exist_ok=True)
         (ws.clean / name).write_text(text)
-    ws.git("add", "-A", what="staging the change")
+    if change:
+        ws.git("add", "--", *change, what="staging the change")
     commit = ws.commit(title, job.co_author)
     run = RunResult(run_id=job.run_id, state=state_of(stop_reason, commit), repo=job.repo, branch=branch,
                     commit=commit, changed=tuple(sorted(change or {})), stop_reason=stop_reason,

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -24,7 +26,7 @@ import pytest
 
 from bot.config import Settings
 from bot.jobs.sqlite import open_store
-from bot.jobs.store import JobStore
+from bot.jobs.store import JobRecord, JobStore
 
 DEFAULT_TEST_DATABASE_URL = "postgresql://decode:decode@127.0.0.1:5432/decode_test"
 KINDS = ("sqlite", "postgres")
@@ -51,6 +53,36 @@ def open_at(location: str, *, lease_s: float = 0.5, max_attempts: int = 3, per_i
                         database_url=location if postgres else None, lease_s=lease_s, max_attempts=max_attempts,
                         max_running_per_installation=per_installation, max_running_per_repo=per_repo)
     return open_store(settings.store)
+
+
+def claim_until_empty(stores: Sequence[JobStore], hold: Callable[[JobRecord], None], *,
+                      within_s: float = 30) -> list[int]:
+    """Claimers racing for the queue, one thread per store in `stores` (worker `w0`, `w1`, ...; the same store
+    may be listed more than once): each takes jobs until none is queued, hands each to `hold` (which records what
+    it sees while the job runs) and finishes it as done. Returns the ids finished, in id order."""
+    finished: list[int] = []
+    lock = threading.Lock()
+
+    def claim(store: JobStore, worker: str) -> None:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            job = store.claim(worker)
+            if job is None:
+                if store.counts()["queued"] == 0:
+                    return
+                time.sleep(0.002)
+                continue
+            hold(job)
+            with lock:
+                finished.append(job.id)
+            assert store.finish(job.id, worker, "done")
+
+    threads = [threading.Thread(target=claim, args=(store, f"w{n}")) for n, store in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(finished)
 
 
 @dataclass

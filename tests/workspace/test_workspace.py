@@ -39,15 +39,18 @@ def export(workspace: Workspace, script: str) -> bytes:
         sandbox.close()
 
 
-def test_prepare_makes_two_independent_clones(repo_factory: RepoFactory, tmp_path: Path) -> None:
+def test_prepare_makes_two_independent_clones_and_checks_the_tree_out_once(repo_factory: RepoFactory,
+                                                                           tmp_path: Path) -> None:
     origin = repo_factory(FILES)
     ws = prepare(str(origin), tmp_path / "run", "decode/run-1")
     assert ws.base == "main" and ws.base_sha == git(origin, "rev-parse", "HEAD")
     for clone in (ws.clean, ws.path):
         assert git(clone, "rev-parse", "--abbrev-ref", "HEAD") == "decode/run-1"
         assert git(clone, "rev-parse", "HEAD") == ws.base_sha
-        assert (clone / "src/app.py").read_text() == "print('hi')\n"
+        assert git(clone, "diff", "--cached", "--name-only") == ""  # the index holds the base
         assert not (clone / ".git" / "hooks").exists()
+    assert (ws.path / "src/app.py").read_text() == "print('hi')\n"
+    assert [p.name for p in ws.clean.iterdir()] == [".git"]  # the clean clone has no working tree
     assert git(ws.clean, "remote", "get-url", "origin") == str(origin)
     assert git(ws.path, "remote") == ""
     clean_inodes = {p.stat().st_ino for p in (ws.clean / ".git").rglob("*") if p.is_file()}
@@ -109,9 +112,11 @@ def test_agent_changes_are_committed_and_planted_traps_never_fire(ws: Workspace,
     assert sha == git(ws.clean, "rev-parse", "decode/run-1") and git(ws.clean, "rev-parse", f"{sha}^") == ws.base_sha
     assert git(ws.clean, "show", "--name-status", "--format=", sha).splitlines() == [
         "M\tREADME.md", "D\told.txt", "A\tpkg/blob.bin", "A\tpkg/new.py", "A\tpkg/readme-link", "A\trun.sh"]
-    assert git(ws.clean, "status", "--porcelain") == ""
-    assert (ws.clean / "pkg/blob.bin").read_bytes() == b"\0\1\377" and os.access(ws.clean / "run.sh", os.X_OK)
-    assert os.readlink(ws.clean / "pkg/readme-link") == "../README.md"
+    assert git(ws.clean, "diff", "--cached", "--name-only") == ""
+    blob = subprocess.run(["git", "show", f"{sha}:pkg/blob.bin"], cwd=ws.clean, capture_output=True, check=True)
+    assert blob.stdout == b"\0\1\377" and git(ws.clean, "ls-tree", sha, "run.sh").startswith("100755 ")
+    assert git(ws.clean, "ls-tree", sha, "pkg/readme-link").startswith("120000 ")
+    assert git(ws.clean, "show", f"{sha}:pkg/readme-link") == "../README.md"
     log = git(ws.clean, "log", "-1", "--format=%an <%ae>|%cn|%B")
     assert log.startswith("decode-bot <decode-bot@users.noreply.github.com>|decode-bot|Fix the thing\n\nLonger body.")
     assert log.rstrip().endswith("Co-authored-by: Alice <alice@example.com>")
@@ -136,7 +141,7 @@ def test_patches_into_git_or_outside_are_left_out(ws: Workspace, path: str) -> N
     applied = ws.apply_patch(patch_for(path) + patch_for("fix.txt", body="fixed\n"))
     assert applied.changed == ["fix.txt"]
     assert list(applied.left_out) == [path] and re.search(r"inside \.git|'\.\.'", applied.left_out[path])
-    assert git(ws.clean, "status", "--porcelain") == "A  fix.txt"
+    assert git(ws.clean, "diff", "--cached", "--name-status") == "A\tfix.txt"
 
 
 def test_absolute_paths_are_left_out(ws: Workspace) -> None:
@@ -147,14 +152,14 @@ def test_absolute_paths_are_left_out(ws: Workspace) -> None:
 def test_hunk_lines_that_look_like_headers_are_content(ws: Workspace) -> None:
     body = "-- ../../etc/passwd\n++ /.git/config\n"
     assert ws.apply_patch(patch_for("notes.sql", body=body)).changed == ["notes.sql"]
-    assert (ws.clean / "notes.sql").read_text() == body
+    assert git(ws.clean, "show", ":notes.sql") + "\n" == body
 
 
 def test_symlinks_leaving_the_repository_are_left_out_and_the_rest_kept(ws: Workspace) -> None:
     patch = export(ws, "ln -s /etc/passwd leak && echo ok > fine.txt")
     applied = ws.apply_patch(patch)
     assert applied.changed == ["fine.txt"] and "symlink to /etc/passwd" in applied.left_out["leak"]
-    assert (ws.clean / "fine.txt").exists() and not (ws.clean / "leak").is_symlink()
+    assert git(ws.clean, "diff", "--cached", "--name-only") == "fine.txt"
     for target, why in (("../../escape", "outside the repository"), ("../.git/config", "into .git")):
         assert why in ws.apply_patch(patch_for("docs/link", mode="120000", body=target)).left_out["docs/link"]
 
@@ -168,8 +173,10 @@ def test_nested_repositories_are_left_out(ws: Workspace) -> None:
 
 def test_a_patch_that_does_not_apply_is_refused(ws: Workspace) -> None:
     patch = export(ws, "echo changed > README.md")
-    (ws.clean / "README.md").write_text("changed elsewhere\n")
-    git(ws.clean, "commit", "-qam", "concurrent")
+    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=ws.clean, input=b"changed elsewhere\n",
+                          capture_output=True, check=True).stdout.decode().strip()
+    git(ws.clean, "update-index", "--cacheinfo", f"100644,{blob},README.md")
+    git(ws.clean, "commit", "-qm", "concurrent")
     with pytest.raises(PatchRefused, match="does not apply cleanly"):
         ws.apply_patch(patch)
 
@@ -212,7 +219,7 @@ def test_cloning_over_http_sends_the_token_as_a_header_and_stores_it_nowhere(
         with pytest.raises(DecodeError, match="cloning"):
             prepare(url, tmp_path / "wrong", "b", token="ghs_" + "W" * 36)
         ws = prepare(url, tmp_path / "run", "decode/run-1", token=TOKEN)
-    assert (ws.clean / "README.md").read_text() == "# demo\n" and ws.base == "main"
+    assert git(ws.clean, "show", "HEAD:README.md") == "# demo" and ws.base == "main"
     assert any(r["authorization"].startswith("Basic ") for r in server.requests)
     assert all(TOKEN not in r["path"] for r in server.requests)
     assert git(ws.clean, "remote", "get-url", "origin") == url
