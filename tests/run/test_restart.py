@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,15 +72,18 @@ def kill_sandbox(mode: str, pid: int) -> None:
 
 
 class Killer(threading.Thread):
-    """Kills the sandbox each time the long command has started in it, `times` times at most."""
+    """Kills the sandbox each time the long command has started in it, `times` times at most; with `data`, also
+    deletes the run's workspace under that data dir first (as a disk wiped under the run would)."""
 
-    def __init__(self, mode: str, times: int) -> None:
+    def __init__(self, mode: str, times: int, data: Path | None = None) -> None:
         super().__init__(daemon=True)
-        self.mode, self.times, self.kills, self.done = mode, times, 0, threading.Event()
+        self.mode, self.times, self.kills, self.done, self.data = mode, times, 0, threading.Event(), data
 
     def run(self) -> None:
         while self.kills < self.times and not self.done.is_set():
             if pids := long_commands():
+                for workspace in (self.data / "runs").glob("*/workspace") if self.data else ():
+                    shutil.rmtree(workspace)
                 kill_sandbox(self.mode, pids[0])
                 self.kills += 1
                 while long_commands() and not self.done.is_set():
@@ -97,10 +101,10 @@ def decode_run(fake, tmp_path: Path, repo: Path, mode: str, **env: str) -> subpr
                           text=True, timeout=240)
 
 
-def killed_while(fake, tmp_path: Path, repo: Path, mode: str, times: int) -> tuple[subprocess.CompletedProcess[str],
-                                                                                  Killer]:
+def killed_while(fake, tmp_path: Path, repo: Path, mode: str, times: int, *, wipe: bool = False
+                 ) -> tuple[subprocess.CompletedProcess[str], Killer]:
     require(mode)
-    killer = Killer(mode, times)
+    killer = Killer(mode, times, tmp_path / "data" if wipe else None)
     killer.start()
     try:
         return decode_run(fake, tmp_path, repo, mode), killer
@@ -179,3 +183,19 @@ def test_the_new_sandbox_is_set_up_again_through_the_setup_cache(fake_anthropic,
         "setup ran once; the new sandbox got its state from the cache the first one filled"
     assert len([e for e in events if e["type"] == "setup"]) == 1
     assert fake_anthropic.requests[-1].body["messages"][-1]["content"][0]["content"].startswith("set-up\npartial\n")
+
+
+@pytest.mark.parametrize("mode", [MODES[1]])
+def test_a_sandbox_that_dies_with_its_workspace_gone_ends_the_run_naming_why(fake_anthropic, tmp_path,
+                                                                             buggy_repo, mode):  # noqa: F811
+    fake_anthropic.script(EDIT_LONG_FIX)
+    proc, killer = killed_while(fake_anthropic, tmp_path, buggy_repo, mode, times=1, wipe=True)
+    assert killer.kills == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 3, "stopped before done, as at a budget cap, not a failure of the harness"
+    md = Path(printed(proc.stdout, "transcript"))
+    record = json.loads((md.parent / "record.json").read_text())
+    assert record["stop_reason"] == "sandbox_lost" and record["commit"] is None, record
+    assert record["error"].startswith(f"the sandbox died ({STOPPED[mode]}) and its workspace ") and \
+        record["error"].endswith(" is gone"), record["error"]
+    assert "no sandbox could be opened to hand the work back" in md.read_text()
+    assert len(fake_anthropic.requests) == 2, "the model is not asked again"
