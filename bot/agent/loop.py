@@ -73,7 +73,8 @@ class AgentResult:
 
     @property
     def exit_code(self) -> int:
-        """0 finished, 1 failed, 3 stopped by a budget cap, 130 interrupted (the work is kept in every case)."""
+        """0 finished, 1 failed, 3 stopped by a budget cap or a sandbox lost past its restarts, 130 interrupted
+        (the work is kept in every case)."""
         if self.stop_reason == "interrupted":
             return 130
         return 0 if self.completed else 1 if self.failed else 3

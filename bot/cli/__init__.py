@@ -44,7 +44,8 @@ def version() -> str:
 
 
 EXIT_STATUS = """exit status: 0 done or nothing to change, 1 failed, 2 a bad setting or input (one line
-naming the fix), 3 stopped by a budget cap (partial work committed), 130 interrupted."""
+naming the fix), 3 stopped by a budget cap or a sandbox that kept dying (DECODE_MAX_RESTARTS; partial work
+committed), 130 interrupted."""
 
 SETTINGS = """settings (environment; every one in docs/settings.md): ANTHROPIC_API_KEY,
 ANTHROPIC_BASE_URL, DECODE_MODEL (scripted:FILE replays a session), SANDBOX_MODE
