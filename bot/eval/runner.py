@@ -23,8 +23,8 @@ from bot.core.errors import DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.eval.tasks import Task
 from bot.run.pipeline import Job, execute
-from bot.run.setup import run_setup
 from bot.run.repo_config import load_repo_config
+from bot.run.setup import run_setup
 from bot.run.transcript import Transcript
 from bot.sandbox import CommandResult, open_sandbox, sandbox_spec
 from bot.sandbox.egress_policy import EgressPolicy

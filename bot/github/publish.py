@@ -22,8 +22,8 @@ from bot.github.info import PullInfo
 from bot.github.notes import files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Resume, Threads, ToFork
 from bot.github.resume import TASK_CHARS, PullState, earlier_runs, last_steps, note_of, record_run, with_state
-from bot.run.pipeline import Ran
 from bot.run.markdown import safe_prose
+from bot.run.pipeline import Ran
 from bot.run.transcript import load_events, render_figures, render_markdown
 from bot.workspace.clone import Workspace
 

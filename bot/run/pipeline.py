@@ -29,14 +29,14 @@ from bot.core.text import one_line
 from bot.model import Model, ModelInfo, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.instructions import Instructions, load_instructions
+from bot.run.markdown import safe_commit_text
 from bot.run.repo_config import RepoConfig, load_repo_config
 from bot.run.restart import Restarting
 from bot.run.result import Figures, RunResult, state_of, write_record
+from bot.run.setup import run_setup
 from bot.run.setup_cache import RunCache, SetupCache
-from bot.run.markdown import safe_commit_text
 from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript
 from bot.run.verify import Verification, Verifier, finish_gate
-from bot.run.setup import run_setup
 from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox, sandbox_spec
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy, check_ceiling

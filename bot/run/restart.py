@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from bot.core.errors import DecodeError
-from bot.sandbox import CommandResult, EgressPolicy, HandBack, Launcher, Refused
+from bot.sandbox import CommandResult, EgressPolicy, HandBack, Refused
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.protocol import CopiesWorkspace, Death, SandboxDied, SandboxLost
 
@@ -52,11 +52,6 @@ class Restarting:
         self._sandbox: AgentdSandbox | None = open_set_up()
         self.root, self.mode = self._sandbox.root, self._sandbox.mode
         self._copies = not type(self._sandbox.launcher).capabilities.keeps_workspace
-
-    @property
-    def launcher(self) -> Launcher:
-        """The current sandbox's launcher."""
-        return self._current().launcher
 
     def _current(self) -> AgentdSandbox:
         if self._sandbox is None:  # the run could not go on: a sandbox without setup, to hand the work back
