@@ -86,7 +86,7 @@ class Restarting:
             raise SandboxLost(f"the sandbox died {len(self.restarts) + 1} times, more than DECODE_MAX_RESTARTS="
                               f"{self._max} allows restarting it; the last time {death.reason}")
         if not self._workspace.is_dir():
-            raise SandboxLost(f"the sandbox died ({death.reason}) and its workspace {self._workspace} is gone")
+            raise SandboxLost(f"the sandbox died ({death.reason}) and its workspace is gone from the host")
         self.restarts.append(death.reason)
         count = f"restart {len(self.restarts)} of at most {self._max}"
         self._record("sandbox_restart", reason=death.reason, oom=death.oom, restart=len(self.restarts),
