@@ -180,7 +180,9 @@ class BwrapLauncher:
         if kills > self._oom_kills:
             self._oom_kills = kills
             return out_of_memory(self._spec.memory_mb)
-        return stopped_from_outside(None if self._transport is None else self._transport.wait_exit())
+        if self._transport is None or not self._transport.ended:
+            return Death("a process was killed in the running sandbox")
+        return stopped_from_outside(self._transport.wait_exit())
 
     def stopped(self) -> str | None:
         """The disk cap's message once the sandbox was stopped for passing it."""

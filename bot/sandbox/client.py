@@ -73,6 +73,7 @@ class ProcessTransport:
         self._reader = self._proc.stdout if self._channel is None else self._channel.makefile("rb")
         self._writer = self._proc.stdin if self._channel is None else self._channel.makefile("wb")
         self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self.ended = False  # agentd's channel reached its end: agentd is gone (`Launcher.death` asks)
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _accept(self, listener: socket.socket) -> socket.socket:
@@ -95,6 +96,7 @@ class ProcessTransport:
                 self._lines.put(line)
         except OSError:
             pass  # the connection was cut (close)
+        self.ended = True
         self._lines.put(None)
 
     def send(self, line: bytes) -> None:

@@ -358,7 +358,7 @@ class DockerLauncher:
         while (state := self._state()) and state[0] == "true":
             if self._new_oom_kill():
                 return out_of_memory(self._spec.memory_mb)
-            if (self._agentd is not None and self._agentd.exited() is None) or time.monotonic() > deadline:
+            if self._agentd is None or not self._agentd.ended or time.monotonic() > deadline:
                 return Death("a process was killed in the running container")
             time.sleep(0.1)
         if not state:

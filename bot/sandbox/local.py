@@ -99,7 +99,9 @@ class LocalLauncher:
 
     def death(self) -> Death:
         """How agentd's process ended (no limit is enforced here, so never out of memory by the sandbox's)."""
-        return stopped_from_outside(None if self._transport is None else self._transport.wait_exit(), "agentd")
+        if self._transport is None or not self._transport.ended:
+            return Death("a process of agentd's was killed")
+        return stopped_from_outside(self._transport.wait_exit(), "agentd")
 
     def stopped(self) -> None:
         """None: nothing here stops the sandbox for good."""
