@@ -94,3 +94,18 @@ def test_a_long_answer_streaming_is_the_last_action():
     clock.now += INTERVAL_S
     tracker.on_event({"type": "model_progress", "turn": 2, "phase": "thinking", "tokens": 1204})
     assert "turn 1 · last: thinking… 1,204 tokens" in forge.comments[0].body
+
+
+def test_a_sandbox_restart_is_said_at_once_and_counted():
+    forge, clock = MemoryForge(), Clock()
+    tracker = started(forge, clock)
+    tracker.on_event({"type": "phase", "name": "agent"})
+    tracker.on_event(turn(1))
+    edits = len(forge.edits)
+    tracker.on_event({"type": "sandbox_restart", "reason": "the container was stopped from outside "
+                      "(exit status 137 / signal 9)", "restart": 1, "max_restarts": 2})
+    assert len(forge.edits) == edits + 1, "not held back by the interval"
+    body = forge.comments[0].body
+    assert "sandbox restarted 1x" in body
+    assert "last: the sandbox died (the container was stopped from outside (exit status 137 / signal 9)); a new " \
+           "one carries on" in body
