@@ -151,7 +151,10 @@ def report(ran: Ran, delivered_to: str | None) -> None:
         print(f"changed: {', '.join(result.changed)}")
         print(f"repository: {where}")
     else:
-        print("commit: none (the agent made no changes)")
+        lost = result.stop_reason == "sandbox_lost"
+        print(f"commit: none ({'no sandbox could hand the work back' if lost else 'the agent made no changes'})")
+    if result.restarts:
+        print(f"sandbox: restarted {len(result.restarts)}x, after: {'; '.join(result.restarts)}")
     if figures is not None:
         u = figures.usage
         print(f"figures: {figures.turns} turns, {u.input_tokens:,} in / {u.output_tokens:,} out / "

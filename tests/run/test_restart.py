@@ -126,6 +126,7 @@ def test_a_killed_sandbox_is_restarted_and_the_run_goes_on(fake_anthropic, tmp_p
     proc, killer = killed_while(fake_anthropic, tmp_path, buggy_repo, mode, times=1)
     assert proc.returncode == 0, proc.stderr
     assert killer.kills == 1 and "Traceback" not in proc.stderr
+    assert printed(proc.stdout, "sandbox") == f"restarted 1x, after: {STOPPED[mode]}"
     branch = printed(proc.stdout, "branch")
     assert git(buggy_repo, "show", f"{branch}:NOTES.md") == "partial\nfix", "the edit and the later fix"
     [line] = restart_lines(fake_anthropic)
@@ -197,4 +198,5 @@ def test_a_sandbox_that_dies_with_its_workspace_gone_ends_the_run_naming_why(fak
     assert record["stop_reason"] == "sandbox_lost" and record["commit"] is None, record
     assert record["error"] == f"the sandbox died ({STOPPED[mode]}) and its workspace is gone from the host"
     assert "no sandbox could be opened to hand the work back" in md.read_text()
+    assert printed(proc.stdout, "commit") == "none (no sandbox could hand the work back)"
     assert len(fake_anthropic.requests) == 2, "the model is not asked again"
