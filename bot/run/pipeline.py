@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -164,13 +165,25 @@ def check_model(ctx: _Context, model: Model | None) -> Model:
 
 
 def prepare_repo(ctx: _Context, model: Model) -> _Repo:
-    """Clone the repository onto the run's branch and read decode.yml and the instructions from the commit
-    they apply from (the base, or `config_base`; never a pull request's head)."""
+    """Clone the repository onto the run's branch, the sandbox's copy checked out on a thread until the sandbox
+    needs it (`Workspace.ready`), and read what its base says about the run (`read_repo`)."""
     job, transcript = ctx.job, ctx.transcript
     transcript.record("phase", name="preparing")
     ctx.progress(f"preparing {job.repo} on branch {job.branch}")
     ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor,
-                 mirrors=Mirrors.of(ctx.settings))
+                 mirrors=Mirrors.of(ctx.settings), background=True)  # checked out while the sandbox starts
+    try:
+        return read_repo(ctx, model, ws)
+    except BaseException:
+        with suppress(Exception):  # its error, if any, is not the run's: the copy is deleted next
+            ws.ready()
+        raise
+
+
+def read_repo(ctx: _Context, model: Model, ws: Workspace) -> _Repo:
+    """decode.yml, the thinking plan and the instructions, from the commit they apply from (the base, or
+    `config_base`; never a pull request's head)."""
+    job, transcript = ctx.job, ctx.transcript
     config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
     config = load_repo_config(ws.git, config_sha)
     check_ceiling(config.allow_cidrs, ctx.settings.sandbox.allow_cidrs_max)
@@ -233,7 +246,7 @@ def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> 
     ctx.transcript.record("phase", name="sandbox")
     ctx.progress(f"starting the {settings.sandbox.mode} sandbox")
     spec = sandbox_spec(settings.sandbox, ws.path, image=config.image or settings.sandbox.image,
-                                 name=f"decode-{ctx.job.run_id}", gpu=config.gpu)
+                        name=f"decode-{ctx.job.run_id}", gpu=config.gpu, ready=ws.ready)
     cache = plan_setup_cache(settings, spec, config, ws, repo.config_sha, ctx.redactor.redact(ctx.job.repo),
                              ctx.transcript)
     if cache is not None and cache.hit is not None:
@@ -309,6 +322,9 @@ def commit_work(ctx: _Context, repo: _Repo, agent: AgentResult, verification: Ve
 def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
     """Drop what is not needed any more (every clone without a commit; the sandbox's copy), write
     transcript.md and record.json: the run's result, or a failed one when it did not get that far."""
+    if ws is not None:  # a sandbox that failed to start may not have waited for the copy's checkout
+        with suppress(Exception):
+            ws.ready()
     if ran is None or ran.result.commit is None:
         drop_clones(ctx.run_dir)
     elif ws is not None:  # the clean clone stays for publishing

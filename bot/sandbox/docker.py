@@ -128,7 +128,7 @@ class DockerLauncher:
         def warm() -> docker_pool.WarmContainer:
             slot = docker_pool.new_slot(pool_dir)
             try:
-                launcher = cls(replace(spec, workspace=slot / "workspace", name="pool", pool_size=0),
+                launcher = cls(replace(spec, workspace=slot / "workspace", name="pool", pool_size=0, ready=None),
                                docker=found, client_env=env)
             except BaseException:
                 docker_pool.remove_slot(slot)
@@ -187,6 +187,8 @@ class DockerLauncher:
         self.slot, self._ready = warm.slot, warm.transport
         workspace, target = self._spec.workspace.resolve(), warm.slot / "workspace"
         try:
+            if self._spec.ready is not None:
+                self._spec.ready()
             st = workspace.stat()
             docker_pool.move_into(workspace, target)
             if self.user != (0, 0) and (st.st_uid, st.st_gid) != self.user:
@@ -229,7 +231,10 @@ class DockerLauncher:
         return (SANDBOX_UID, SANDBOX_UID)
 
     def _hand_workspace(self, workspace: Path) -> None:
-        """chown the workspace to the sandbox's uid when `_user` chose `SANDBOX_UID` for a root-owned one."""
+        """Once its files are in place (`spec.ready`), chown the workspace to the sandbox's uid when `_user`
+        chose `SANDBOX_UID` for a root-owned one."""
+        if self._spec.ready is not None:
+            self._spec.ready()
         if self._owner is not None:
             _chown_tree(workspace, SANDBOX_UID, SANDBOX_UID)
 
