@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,8 @@ from bot.run.markdown import safe_commit_text
 from bot.run.repo_config import RepoConfig, load_repo_config
 from bot.run.restart import Restarting
 from bot.run.result import Figures, RunResult, state_of, write_record
-from bot.run.setup import run_setup
-from bot.run.setup_cache import RunCache, SetupCache
+from bot.run.setup import plan_setup_cache, run_setup
+from bot.run.setup_cache import RunCache
 from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript
 from bot.run.verify import Verification, Verifier, finish_gate
 from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox, sandbox_spec
@@ -177,13 +178,25 @@ def check_model(ctx: _Context, model: Model | None) -> Model:
 
 
 def prepare_repo(ctx: _Context, model: Model) -> _Repo:
-    """Clone the repository onto the run's branch and read decode.yml and the instructions from the commit
-    they apply from (the base, or `config_base`; never a pull request's head)."""
+    """Clone the repository onto the run's branch, the sandbox's copy checked out on a thread until the sandbox
+    needs it (`Workspace.ready`), and read what its base says about the run (`read_repo`)."""
     job, transcript = ctx.job, ctx.transcript
     transcript.record("phase", name="preparing")
     ctx.progress(f"preparing {job.repo} on branch {job.branch}")
     ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor,
-                 mirrors=Mirrors.of(ctx.settings))
+                 mirrors=Mirrors.of(ctx.settings), background=True)  # checked out while the sandbox starts
+    try:
+        return read_repo(ctx, model, ws)
+    except BaseException:
+        with suppress(Exception):  # its error, if any, is not the run's: the copy is deleted next
+            ws.ready()
+        raise
+
+
+def read_repo(ctx: _Context, model: Model, ws: Workspace) -> _Repo:
+    """decode.yml, the thinking plan and the instructions, from the commit they apply from (the base, or
+    `config_base`; never a pull request's head)."""
+    job, transcript = ctx.job, ctx.transcript
     config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
     config = load_repo_config(ws.git, config_sha)
     check_ceiling(config.allow_cidrs, ctx.settings.sandbox.allow_cidrs_max)
@@ -258,7 +271,7 @@ def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> Agent
 def run_spec(ctx: _Context, repo: _Repo) -> SandboxSpec:
     """The run's sandbox: the settings' with the run's name and decode.yml's image and GPU."""
     return sandbox_spec(ctx.settings.sandbox, repo.ws.path, image=repo.config.image or ctx.settings.sandbox.image,
-                        name=f"decode-{ctx.job.run_id}", gpu=repo.config.gpu)
+                        name=f"decode-{ctx.job.run_id}", gpu=repo.config.gpu, ready=repo.ws.ready)
 
 
 def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> tuple[AgentdSandbox, RunCache | None]:
@@ -342,6 +355,9 @@ def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
 def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
     """Drop what is not needed any more (every clone without a commit; the sandbox's copy), write
     transcript.md and record.json: the run's result, or a failed one when it did not get that far."""
+    if ws is not None:  # a sandbox that failed to start may not have waited for the copy's checkout
+        with suppress(Exception):
+            ws.ready()
     if ran is None or ran.result.commit is None:
         drop_clones(ctx.run_dir)
     elif ws is not None:  # the clean clone stays for publishing
@@ -388,23 +404,6 @@ def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Tra
             "symlinks point to files inside the repository (or use a copy), keep files under the size limit, "
             "and leave .git and nested repositories alone; delete what is not needed. This is your only "
             "chance to change them. Then answer again with your summary.")
-
-
-def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, ws: Workspace, config_sha: str,
-                     repo: str, transcript: Transcript) -> RunCache | None:
-    """The run's setup cache (bot/run/setup_cache.py), after pruning old entries; None without one. A run may fill
-    the cache only when its workspace is the commit decode.yml and the key files were read from."""
-    if not capabilities(settings.sandbox.mode).setup_cache:
-        return None
-    cache = SetupCache(settings.store.data_dir / "setup-cache")
-    cap = settings.sandbox.setup_cache_mb * MB
-    cache.prune(settings.store.keep_days, cap)
-    run = RunCache.plan(cache, mode=settings.sandbox.mode, spec=spec, repo=repo, setup=config.setup,
-                        key_paths=config.setup_cache_key, git=ws.git, commit=config_sha,
-                        may_save=ws.base_sha == config_sha, cap_bytes=cap)
-    if run is not None and run.refused:
-        transcript.record("setup_cache", result="refused", key=run.key[:12], reason=run.refused)
-    return run
 
 
 def repo_facts(ws: Workspace, branch: str) -> RepoFacts:

@@ -1,15 +1,21 @@
 """The repository's `setup:` commands (.github/decode.yml), run in a fresh sandbox before the agent: by the
-pipeline (again in each sandbox that replaces a dead one, bot/run/restart.py) and by `decode eval`."""
+pipeline (again in each sandbox that replaces a dead one, bot/run/restart.py) and by `decode eval`; and the
+run's plan for the setup cache (bot/run/setup_cache.py) that may stand in for them."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
+from bot.config import Settings
 from bot.core.errors import DecodeError
 from bot.run.repo_config import RepoConfig
+from bot.run.setup_cache import RunCache, SetupCache
 from bot.run.transcript import Transcript
-from bot.sandbox import Sandbox
+from bot.sandbox import Sandbox, SandboxSpec, capabilities
+from bot.workspace.clone import Workspace
+
+MB = 1024 * 1024
 
 Progress = Callable[[str], None]
 
@@ -40,3 +46,20 @@ def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, prog
                           else "was stopped at the run's time limit (DECODE_TIMEOUT_MINUTES)")
             tail = result.output.strip().splitlines()[-5:]
             raise DecodeError(f"setup command {command!r} from .github/decode.yml {status}: " + " | ".join(tail))
+
+
+def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, ws: Workspace, config_sha: str,
+                     repo: str, transcript: Transcript) -> RunCache | None:
+    """The run's setup cache (bot/run/setup_cache.py), after pruning old entries; None without one. A run may fill
+    the cache only when its workspace is the commit decode.yml and the key files were read from."""
+    if not capabilities(settings.sandbox.mode).setup_cache:
+        return None
+    cache = SetupCache(settings.store.data_dir / "setup-cache")
+    cap = settings.sandbox.setup_cache_mb * MB
+    cache.prune(settings.store.keep_days, cap)
+    run = RunCache.plan(cache, mode=settings.sandbox.mode, spec=spec, repo=repo, setup=config.setup,
+                        key_paths=config.setup_cache_key, git=ws.git, commit=config_sha,
+                        may_save=ws.base_sha == config_sha, cap_bytes=cap)
+    if run is not None and run.refused:
+        transcript.record("setup_cache", result="refused", key=run.key[:12], reason=run.refused)
+    return run

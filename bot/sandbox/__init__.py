@@ -91,4 +91,11 @@ def open_sandbox(mode: str, spec: SandboxSpec, *, network: EgressPolicy = Egress
     """Start the `mode` backend on `spec`, reaching what `network` allows, and return a connected sandbox: the
     one way to open one (a backend with a warm pool hands out a pooled sandbox here; the setup cache restores
     into, and saves from, its `launcher`)."""
-    return AgentdSandbox(_launcher(mode)(spec), mode=mode, network=network)
+    launcher = _launcher(mode)(spec)
+    try:
+        if spec.ready is not None:
+            spec.ready()
+    except BaseException:
+        launcher.close()
+        raise
+    return AgentdSandbox(launcher, mode=mode, network=network)

@@ -68,7 +68,6 @@ import subprocess
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 from bot.core.errors import ConfigError, SandboxError
@@ -123,23 +122,7 @@ class DockerLauncher:
              pinned: bool = False) -> warm_pool.WarmPool:
         """The process-wide warm pool of `spec.pool_size` containers like `spec`'s (its workspace does not
         matter), filling. A pool is made per image on first use: a setup cache entry's image gets its own."""
-        found, env = _engine(docker, client_env)
-        pool_dir = spec.pool_dir
-        assert pool_dir is not None
-        key = ("docker", found, tuple(sorted(env.items())), spec.image, spec.memory_mb, spec.cpus, spec.pids,
-               spec.disk_mb, pool_dir)
-
-        def warm() -> docker_pool.WarmContainer:
-            slot = docker_pool.new_slot(pool_dir)
-            try:
-                launcher = cls(replace(spec, workspace=slot / "workspace", name="pool", pool_size=0),
-                               docker=found, client_env=env)
-            except BaseException:
-                docker_pool.remove_slot(slot)
-                raise
-            return docker_pool.WarmContainer(launcher, launcher.start(EgressPolicy()), slot)
-
-        return warm_pool.pool_for(key, spec.pool_size, warm, pinned=pinned)
+        return docker_pool.pool_of(cls, spec, *_engine(docker, client_env), pinned=pinned)
 
     def __init__(
         self,
@@ -193,6 +176,8 @@ class DockerLauncher:
         self.slot, self._ready = warm.slot, warm.transport
         workspace, target = self._spec.workspace.resolve(), warm.slot / "workspace"
         try:
+            if self._spec.ready is not None:
+                self._spec.ready()
             st = workspace.stat()
             docker_pool.move_into(workspace, target)
             if self.user != (0, 0) and (st.st_uid, st.st_gid) != self.user:
@@ -215,10 +200,7 @@ class DockerLauncher:
             return
         err = res.stderr.strip()
         if "no such image" in err.lower():
-            raise ConfigError(
-                f"the sandbox image {image} (DECODE_SANDBOX_IMAGE, or image: in .github/decode.yml) is not "
-                f"on this Docker engine: build it with sandbox-image/build.sh or docker pull {image}"
-            )
+            raise _missing(image)
         raise SandboxError(f"the Docker engine is not answering ({err}): start dockerd or check DOCKER_HOST",
                            stderr=err)
 
@@ -236,7 +218,10 @@ class DockerLauncher:
         return (SANDBOX_UID, SANDBOX_UID)
 
     def _hand_workspace(self, workspace: Path) -> None:
-        """chown the workspace to the sandbox's uid when `_user` chose `SANDBOX_UID` for a root-owned one."""
+        """Once its files are in place (`spec.ready`), chown the workspace to the sandbox's uid when `_user`
+        chose `SANDBOX_UID` for a root-owned one."""
+        if self._spec.ready is not None:
+            self._spec.ready()
         if self._owner is not None:
             _chown_tree(workspace, SANDBOX_UID, SANDBOX_UID)
 
@@ -280,10 +265,15 @@ class DockerLauncher:
         if self.container is not None:
             self._cli("exec", self.container, "kill", "-KILL", "-1")
 
-    def start(self, policy: EgressPolicy) -> ProcessTransport:
-        """Let the egress proxy apply `policy`, then exec agentd in the container."""
+    def _live(self) -> str:
+        """The container's id; `SandboxError` once it has been removed."""
         if self.container is None:
             raise SandboxError("the sandbox container has been removed")
+        return self.container
+
+    def start(self, policy: EgressPolicy) -> ProcessTransport:
+        """Let the egress proxy apply `policy`, then exec agentd in the container."""
+        container = self._live()
         if self.disk is not None:
             self.disk.check()
         self.egress.policy = policy
@@ -302,7 +292,7 @@ class DockerLauncher:
                 listener.close()
                 raise SandboxError(f"cannot make agentd's socket in {self.egress.directory}: {e}") from None
             argv = [self._docker, "exec", "-i", "--env", f"{CHANNEL_SOCKET}={EGRESS_INSIDE}/{path.name}",
-                    self.container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
+                    container, "python3", "-I", AGENTD_INSIDE, WORKSPACE]
             try:
                 self._agentd = ProcessTransport(argv, self._env, listener)
             except SandboxError:
@@ -318,8 +308,7 @@ class DockerLauncher:
         res = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
                              text=True, timeout=120)
         if res.returncode != 0 or not res.stdout.strip():
-            raise ConfigError(f"the sandbox image {image} (DECODE_SANDBOX_IMAGE, or image: in .github/decode.yml) is "
-                              f"not on this Docker engine: build it with sandbox-image/build.sh or docker pull {image}")
+            raise _missing(image)
         return res.stdout.strip()
 
     @classmethod
@@ -332,9 +321,7 @@ class DockerLauncher:
         """Commit the container into the image `tag` and write setup's workspace and HOME files to `archive`
         (a tar with `workspace/` and `home/` entries); returns the bytes both take, and `tag`. Raises `SandboxError`
         when either fails or the two pass `cap_bytes`; the caller then keeps nothing."""
-        if self.container is None:
-            raise SandboxError("the sandbox container has been removed")
-        committed = self._cli("commit", "--pause", self.container, tag, timeout=600)
+        committed = self._cli("commit", "--pause", self._live(), tag, timeout=600)
         if committed.returncode != 0:
             raise SandboxError(f"docker commit failed: {committed.stderr.strip()[-300:]}")
         sizes = [self._cli("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
@@ -346,9 +333,7 @@ class DockerLauncher:
 
     def restore_setup_cache(self, archive: Path) -> None:
         """Unpack a checked setup cache archive into the workspace and HOME, inside the sandbox as its user."""
-        if self.container is None:
-            raise SandboxError("the sandbox container has been removed")
-        restore_locally([self._docker, "exec", "-i", self.container, "python3", "-I", "-c", restore_script(WORKSPACE)],
+        restore_locally([self._docker, "exec", "-i", self._live(), "python3", "-I", "-c", restore_script(WORKSPACE)],
                         self._env, archive)
 
     def death(self) -> Death:
@@ -413,6 +398,12 @@ class DockerLauncher:
         if self.slot is not None:
             docker_pool.remove_slot(self.slot)
             self.slot = None
+
+
+def _missing(image: str) -> ConfigError:
+    """The error for a sandbox image the engine does not have, with how to get it."""
+    return ConfigError(f"the sandbox image {image} (DECODE_SANDBOX_IMAGE, or image: in .github/decode.yml) is not on "
+                       f"this Docker engine: build it with sandbox-image/build.sh or docker pull {image}")
 
 
 def _chown_tree(top: Path, uid: int, gid: int) -> None:

@@ -25,10 +25,14 @@ import secrets
 import shutil
 import socket
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bot.core.errors import SandboxError
+from bot.sandbox import warm_pool
+from bot.sandbox.egress_policy import EgressPolicy
+from bot.sandbox.protocol import SandboxSpec
 
 LABEL = "decode.sandbox"  # on every sandbox container, with `.pid` and `.host`: who made it, where
 
@@ -50,6 +54,28 @@ class WarmContainer:
         self.transport.close()
         self.launcher.close()
         remove_slot(self.slot)
+
+
+def pool_of(launcher: Any, spec: SandboxSpec, docker: str, env: dict[str, str], *,
+            pinned: bool = False) -> warm_pool.WarmPool:
+    """The process-wide warm pool of `spec.pool_size` containers like `spec`'s, each a `launcher` (the docker
+    launcher class) on a slot of its own, made with the `docker` CLI and its client `env`; filling."""
+    pool_dir = spec.pool_dir
+    assert pool_dir is not None
+    key = ("docker", docker, tuple(sorted(env.items())), spec.image, spec.memory_mb, spec.cpus, spec.pids,
+           spec.disk_mb, pool_dir)
+
+    def warm() -> WarmContainer:
+        slot = new_slot(pool_dir)
+        try:
+            made = launcher(replace(spec, workspace=slot / "workspace", name="pool", pool_size=0, ready=None),
+                            docker=docker, client_env=env)
+        except BaseException:
+            remove_slot(slot)
+            raise
+        return WarmContainer(made, made.start(EgressPolicy()), slot)
+
+    return warm_pool.pool_for(key, spec.pool_size, warm, pinned=pinned)
 
 
 def new_slot(pool_dir: Path) -> Path:

@@ -8,7 +8,8 @@ package that imports it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -77,6 +78,10 @@ class SandboxSpec:
     disk_mb: int = 10240  # what the agent may write: workspace plus temp (bwrap, docker; see disk.py)
     pool_size: int = 0  # docker, modal: warm sandboxes like this one kept ready per process (DECODE_POOL_SIZE)
     pool_dir: Path | None = None  # docker: where warm containers' workspaces wait (DECODE_DATA_DIR/pool); None: no pool
+    # Waits until the workspace's files are in place (a run's checkout goes on while its sandbox starts,
+    # bot.workspace.clone): a launcher calls it before it reads, moves or uploads them, `open_sandbox` before
+    # it hands the sandbox out. None: they are in place.
+    ready: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
