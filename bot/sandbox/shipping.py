@@ -5,9 +5,9 @@ The archive holds the package as `agentd/` and a `__main__.py` that calls
 the harness on its path, on whatever Python (3.8+) the sandbox has. It is
 written here with `zipfile` rather than `python -m zipapp`: fixed timestamps
 make the same bytes on every build, and stored (uncompressed) entries need no
-zlib in the sandbox's Python. Backends that share the host's files (local,
-bwrap) run `agentd_file()`; those that copy files in (docker, modal) extract
-`agentd_tar()`.
+zlib in the sandbox's Python. local and bwrap run `agentd_file()`; docker copies
+it into the egress proxy's directory, which it bind-mounts read-only; modal,
+which copies files in, extracts `agentd_tar()`.
 """
 
 from __future__ import annotations
