@@ -20,6 +20,13 @@ def text_of(browser, css: str) -> str:
     return found[0].text if found else ""
 
 
+def open_dashboard_as_alice(browser, url: str) -> None:
+    """Open the dashboard and sign in through the fake GitHub (which answers as alice, `sign_in_as`)."""
+    browser.get(url + "/")
+    browser.driver.find_element(By.ID, "sign-in").click()
+    browser.wait_for(lambda: "alice" in text_of(browser, ".who"), what="the signed-in dashboard")
+
+
 def test_sign_in_through_github_and_see_runs_in_three_states(browser, fake_github, tmp_path):
     fake_github.add_repo("octo", "app")
     fake_github.add_repo("octo", "vault", private=True)
@@ -37,9 +44,7 @@ def test_sign_in_through_github_and_see_runs_in_three_states(browser, fake_githu
     write_run(tmp_path, running, turn(1, "a"))
     sign_in_as(fake_github, "alice")
     with serving(app) as url:
-        browser.get(url + "/")
-        browser.driver.find_element(By.ID, "sign-in").click()
-        browser.wait_for(lambda: "alice" in text_of(browser, ".who"), what="the signed-in dashboard")
+        open_dashboard_as_alice(browser, url)
         rows = browser.driver.find_elements(By.CSS_SELECTOR, "tr.run")
         assert [r.get_attribute("data-run") for r in rows] == [running, failed, done]
         assert [r.find_element(By.CSS_SELECTOR, ".badge").text for r in rows] == ["running", "failed", "done"]
@@ -96,9 +101,7 @@ def test_the_dashboard_shows_the_queue_with_places_reasons_and_times(browser, fa
     add_run(setup, store, repo="octo/app", number=2)
     sign_in_as(fake_github, "alice")
     with serving(app) as url:
-        browser.get(url + "/")
-        browser.driver.find_element(By.ID, "sign-in").click()
-        browser.wait_for(lambda: "alice" in text_of(browser, ".who"), what="the signed-in dashboard")
+        open_dashboard_as_alice(browser, url)
         rows = browser.driver.find_elements(By.CSS_SELECTOR, "#queue tr.waiting")
         assert [r.get_attribute("data-position") for r in rows] == ["1", "3"]
         assert [r.find_element(By.CSS_SELECTOR, "a").text for r in rows] == ["#1", "#2"]
