@@ -85,11 +85,11 @@ class SandboxCgroup:
         for d in self.dirs:
             for name in ("memory.events", "memory.oom_control"):
                 try:
-                    found = re.search(r"^oom_kill (\d+)$", (d / name).read_text(), re.M)
+                    text = (d / name).read_text()
                 except OSError:
                     continue
-                if found:
-                    return int(found.group(1))
+                if "oom_kill " in text:
+                    return oom_kill_count(text)
         return 0
 
     def kill(self, timeout: float = 5.0) -> None:
@@ -253,3 +253,9 @@ def _rmdir(d: Path, tries: int = 50) -> None:
             return
         except OSError:
             time.sleep(0.02)  # busy until the last killed task has been reaped
+
+
+def oom_kill_count(text: str) -> int:
+    """The `oom_kill N` count in a cgroup's `memory.events` (v2) or `memory.oom_control` (v1) text; the largest
+    when several files were read together; 0 when none is there."""
+    return max((int(n) for n in re.findall(r"^oom_kill (\d+)$", text, re.M)), default=0)

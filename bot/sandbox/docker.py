@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import secrets
 import shutil
 import socket
@@ -73,6 +72,7 @@ from pathlib import Path
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import docker_pool, warm_pool
 from bot.sandbox.docker_pool import LABEL, remove_leftovers
+from bot.sandbox.cgroup import oom_kill_count
 from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
@@ -363,7 +363,7 @@ class DockerLauncher:
     def _new_oom_kill(self) -> bool:
         """Whether the container's cgroup counts more out-of-memory kills than were told."""
         counted = self._cli("exec", self.container or "", "cat", *OOM_FILES).stdout
-        kills = max((int(n) for n in re.findall(r"^oom_kill (\d+)$", counted, re.M)), default=0)
+        kills = oom_kill_count(counted)
         told, self._oom_kills = self._oom_kills, max(kills, self._oom_kills)
         return kills > told
 
