@@ -25,8 +25,9 @@ def cmd_cache(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{e.key[:12]}  {e.repo}  {_age(now - e.created)} old  {e.size / 1024 / 1024:.1f} MB  "
                   f"used {_age(now - e.last_used)} ago")
         for m in kept:
-            print(f"{m.key[:12]}  mirror of {m.url}  {_age(now - m.created)} old  {m.size / 1024 / 1024:.1f} MB  "
-                  f"used {_age(now - m.last_used)} ago")
+            kept_tree = f" with a checkout kept for the next run ({m.tree / 1024 / 1024:.1f} MB)" if m.tree else ""
+            print(f"{m.key[:12]}  mirror of {m.url}{kept_tree}  {_age(now - m.created)} old  "
+                  f"{m.size / 1024 / 1024:.1f} MB  used {_age(now - m.last_used)} ago")
         if not entries and not kept:
             print(f"the setup cache in {cache.directory} and the mirrors in {mirrors.directory} are empty",
                   file=sys.stderr)

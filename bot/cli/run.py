@@ -28,14 +28,15 @@ from bot.workspace.run_dirs import drop_clones
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     """`decode run`: the budget flags over the settings, then the run on GitHub or locally; the exit status.
-    A real model's SDK starts loading at once, beside the checks of the inputs and the repository."""
-    preload(settings.model)
+    A real model's SDK starts loading once the flags and the task are read (an error in them is answered
+    without it), beside the repository's resolution and the clone."""
     settings = settings.replace(pool_size=0)  # one run per process: a warm pool would only start containers
     settings = with_budget_flags(settings, args)
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     args.task = task_text(args)
     if args.issue is None and args.task is None:
         raise ConfigError("give a TASK (or --task-file PATH), or --issue N to work on an issue")
+    preload(settings.model)
     local = Path(args.repo).expanduser()
     github_repo = None if local.exists() else github_repo_name(args.repo, settings.github.api_url)
     if not local.exists() and github_repo is None and not git_url(args.repo):

@@ -354,8 +354,9 @@ ROWS: tuple[Row, ...] = (
     Row("mirror_mb", "DECODE_MIRROR_MB", "store.mirror_mb", 10240,
         count("DECODE_MIRROR_MB must be a whole number of megabytes for the repository mirrors "
               "(default {default}; 0 turns them off), not {raw!r}"),
-        "the repository mirrors' total size in MB (DECODE_DATA_DIR/mirrors: a run fetches only what is new "
-        "and clones from there); the least recently used go past it; 0 turns them off"),
+        "the repository mirrors' total size in MB (DECODE_DATA_DIR/mirrors: a run fetches only what is new, "
+        "clones from there and takes the checkout the last run kept beside it); the least recently used go "
+        "past it; 0 turns them off"),
     # web
     Row("public_url", "DECODE_PUBLIC_URL", "web.public_url", None, url,
         "this server's base URL, for links in comments and check runs"),

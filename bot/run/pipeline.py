@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from bot.core.redact import Redactor
 from bot.core.text import one_line
 from bot.model import Model, ModelInfo, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
+from bot.run.beside import Beside
 from bot.run.instructions import Instructions, load_instructions
 from bot.run.markdown import safe_commit_text
 from bot.run.repo_config import RepoConfig, load_repo_config
@@ -102,7 +102,7 @@ class _Context:
     progress: Progress
     redactor: Redactor
     started: float  # time.monotonic() at the start: the wall-clock cap counts setup too
-    pruning: threading.Thread  # earlier runs' directories being deleted, joined when the run closes
+    beside: Beside  # earlier runs' directories being deleted, the next run's kept tree made; joined at close
 
     @property
     def deadline(self) -> float:
@@ -145,12 +145,12 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     if model is None:
         preload(settings.model)
     runs = settings.store.data_dir / "runs"
-    pruning = threading.Thread(target=prune, args=(runs, settings.store.keep_days), name="decode-prune", daemon=True)
-    pruning.start()
+    beside = Beside()
+    beside.now(lambda: prune(runs, settings.store.keep_days), "decode-prune")
     run_dir = fresh_dir(runs, attempt_dir(job.run_id, job.attempt))
     redactor = settings.redactor.plus(job.token)
-    ctx = _Context(job, settings, run_dir, Transcript(run_dir, redactor, watch), progress, redactor, started,
-                   pruning)
+    seen = beside.seen if watch is None else lambda event: (beside.seen(event), watch(event))
+    ctx = _Context(job, settings, run_dir, Transcript(run_dir, redactor, seen), progress, redactor, started, beside)
     repo: _Repo | None = None
     ran: Ran | None = None
     try:
@@ -320,6 +320,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model)
     network = network_rule(internet=config.network, allow_domains=config.allow_domains,
                            allow_cidrs=config.allow_cidrs)
     verifier = Verifier(sandbox, config, ctx.transcript, ctx.progress, redact, ctx.deadline)
+    ctx.beside.after_first_request(repo.ws.keep_tree, "decode-keep-tree")  # for the next run, off this one's path
     max_file = settings.sandbox.max_file_mb * MB
     agent = run_agent(
         model=model, sandbox=sandbox,
@@ -362,12 +363,12 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
         drop_clones(ctx.run_dir)
     elif ws is not None:  # the clean clone stays for publishing
         shutil.rmtree(ws.path, ignore_errors=True)
-    if (mirrors := Mirrors.of(ctx.settings)) is not None:
-        mirrors.prune_for(ctx.settings)
     ctx.transcript.close()
     ctx.transcript.write_markdown()
     write_record(ctx.run_dir, ran.result if ran is not None else _unfinished(ctx))
-    ctx.pruning.join()
+    ctx.beside.join()
+    if (mirrors := Mirrors.of(ctx.settings)) is not None:  # the kept tree just made counts in the bound
+        mirrors.prune_for(ctx.settings)
 
 
 def _unfinished(ctx: _Context) -> RunResult:

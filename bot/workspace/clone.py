@@ -14,7 +14,9 @@
   checked out here and copied from here (`bot.workspace.submodules`); changes inside them are never
   carried (agentd's `handback.Stage`).
 - `workspace/`: a separate, non-hardlinked clone of `clean/` on the run branch,
-  without a remote; this is what the sandbox mounts. Whatever the agent plants
+  without a remote; this is what the sandbox mounts. When the repository's mirror
+  keeps a tree (`Mirrors.keep_tree`, made by the last run), the run takes it instead
+  and brings it to the base: only the files that differ are written. Whatever the agent plants
   in its `.git` (hooks, config, fsmonitor) is never read by the host: the
   sandbox exports the changes as a binary patch (see `agentd.handback.op_export`).
   With `background=True` (the pipeline) its checkout runs on a thread while the run
@@ -31,7 +33,9 @@ from __future__ import annotations
 import base64
 import functools
 import os
+import logging
 import re
+import shutil
 import subprocess
 import threading
 import urllib.parse
@@ -47,6 +51,7 @@ from bot.workspace import submodules
 from bot.workspace.mirror import Mirrors
 from bot.workspace.patch_check import check_patch, sections
 
+log = logging.getLogger(__name__)
 BOT_IDENTITY = ("decode-bot", "decode-bot@users.noreply.github.com")
 _PASS_THROUGH = ("PATH", "HOME", "TMPDIR", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR",
                  "GIT_SSL_CAINFO", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
@@ -127,11 +132,25 @@ class Workspace:
     identity: tuple[str, str] = BOT_IDENTITY
     notes: list[str] = field(default_factory=list)  # what `prepare` could not do (a submodule it could not fetch)
     checkout: Future[None] | None = None  # the copy's checkout while `prepare(background=True)` left it running
+    mirrors: Mirrors | None = None  # where `remote`'s mirror is, when the run was cloned from one
 
     def ready(self) -> None:
         """Wait until the sandbox's copy is checked out; raises the checkout's `DecodeError`."""
         if self.checkout is not None:
             self.checkout.result()
+
+    def keep_tree(self) -> bool:
+        """Leave a checkout of the remote's default branch beside its mirror for the next run to take
+        (`Mirrors.keep_tree`); whether one was made. A failure is logged, never raised: a run does not
+        fail for the sake of the next."""
+        if self.mirrors is None:
+            return False
+        try:
+            return self.mirrors.keep_tree(self.remote, functools.partial(_git, env=git_env(local=True),
+                                                                         redactor=self.redactor))
+        except (DecodeError, OSError) as e:
+            log.warning("keeping a checkout for the next run of %s failed: %s", self.redactor.redact(self.remote), e)
+            return False
 
     def git(self, *args: str, what: str = "git", input: bytes | None = None,
             extra_env: Mapping[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
@@ -229,22 +248,19 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
             raise DecodeError(f"{target} already exists: use a new run directory")
     run_dir.mkdir(parents=True, exist_ok=True)
     remote_env = git_env(token, local=local)
-    _clone_clean(repo, clean, remote_env, redactor, None if local else mirrors)
+    mirrors = None if local else mirrors
+    taken = _clone_clean(repo, clean, remote_env, redactor, mirrors, take_tree=copy)
     env = git_env()
     base, base_sha = _resolve_base(repo, clean, base, remote_env, redactor)
     _git(["update-ref", f"refs/heads/{branch}", base_sha], clean, env, redactor, what=f"creating branch {branch}")
     _git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], clean, env, redactor, what=f"creating branch {branch}")
     _git(["read-tree", base_sha], clean, env, redactor, what="reading the base into the index")
-    # The sandbox's copy: the clean clone's object files copied (never hardlinked, no alternates), so nothing
-    # the sandbox writes reaches the clean clone; about 7x faster than a pack-protocol clone (bench/prepare.py).
-    _git(["clone", "--quiet", "--template=", "--local", "--no-hardlinks", "--no-checkout", "--", str(clean), str(copy)],
-         run_dir, git_env(local=True), redactor, what="copying the workspace")
-    _git(["remote", "remove", "origin"], copy, env, redactor, what="detaching the workspace")
-    # The run's one checkout, in parallel (one worker per core): 8,000 small files in a fifth of the time here.
-    check_out = functools.partial(_git, ["-c", "checkout.workers=0", "checkout", "--quiet", "-B", branch, base_sha],
-                                  copy, env, redactor, what="checking out the workspace")
     run = functools.partial(_git, redactor=redactor)
     has_submodules = bool(submodules.gitlinks(clean, env, run))
+    if has_submodules and taken:  # a kept tree is of the default branch; this base has submodules to copy in
+        shutil.rmtree(copy)
+        taken = False
+    check_out = functools.partial(_check_out, clean, copy, branch, base_sha, redactor, taken=taken)
     checkout = _on_thread(check_out) if background and not has_submodules else None
     if checkout is None:
         check_out()
@@ -257,7 +273,33 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
         notes = submodules.check_out(clean, git_env(token if scope else None, local=local, token_scope=scope), run)
         notes += submodules.copy(clean, copy, git_env(local=True), run)
     return Workspace(clean=clean, path=copy, remote=repo, branch=branch, base=base, base_sha=base_sha,
-                     redactor=redactor, notes=notes, checkout=checkout)
+                     redactor=redactor, notes=notes, checkout=checkout, mirrors=mirrors)
+
+
+def _check_out(clean: Path, copy: Path, branch: str, base_sha: str, redactor: Redactor, *, taken: bool) -> None:
+    """The sandbox's copy of `clean` on `branch` at `base_sha`: a mirror's kept tree (`taken`, already at
+    `copy`) brought to the base, or else a fresh copy checked out.
+
+    The fresh copy has the clean clone's object files copied (never hardlinked, no alternates), so nothing
+    the sandbox writes reaches the clean clone; about 7x faster than a pack-protocol clone (bench/prepare.py).
+    Both end with the same refs: the run branch, and the clean clone's tags. A kept tree that cannot be
+    brought to the base is deleted and the copy made afresh."""
+    env, local = git_env(), git_env(local=True)
+    workers = ["-c", "checkout.workers=0"]  # one per core: 8,000 small files in a fifth of the time here
+    if taken:
+        try:
+            _git(["fetch", "--quiet", "--no-tags", "--prune", "--", str(clean), f"+refs/heads/{branch}:refs/heads/{branch}",
+                  "+refs/tags/*:refs/tags/*"], copy, local, redactor, what="bringing the kept tree to the base")
+            _git([*workers, "checkout", "--quiet", "--force", branch], copy, env, redactor,
+                 what="checking out the workspace")
+            return
+        except DecodeError:
+            shutil.rmtree(copy, ignore_errors=True)
+    _git(["clone", "--quiet", "--template=", "--local", "--no-hardlinks", "--no-checkout", "--", str(clean), str(copy)],
+         copy.parent, local, redactor, what="copying the workspace")
+    _git(["remote", "remove", "origin"], copy, env, redactor, what="detaching the workspace")
+    _git([*workers, "checkout", "--quiet", "-B", branch, base_sha], copy, env, redactor,
+         what="checking out the workspace")
 
 
 def _on_thread(step: Callable[[], object]) -> Future[None]:
@@ -288,19 +330,21 @@ def _source(repo: str) -> tuple[str, bool]:
 
 
 def _clone_clean(repo: str, clean: Path, remote_env: Mapping[str, str], redactor: Redactor,
-                 mirrors: Mirrors | None) -> None:
+                 mirrors: Mirrors | None, *, take_tree: Path) -> bool:
     """The clean clone, without a working tree: from `repo`'s mirror when there is one (its `origin` then
-    set back to `repo`, for pushes and pull request refs), else from `repo` itself."""
+    set back to `repo`, for pushes and pull request refs), else from `repo` itself. Whether the mirror's
+    kept tree was moved to `take_tree`."""
     what = f"cloning {redactor.redact(repo)}"
     args = ["clone", "--quiet", "--template=", "--no-checkout"]
     if mirrors is None:
         _git([*args, "--no-local", "--", repo, str(clean)], clean.parent, remote_env, redactor, what=what)
-        return
+        return False
     run = functools.partial(_git, env=remote_env, redactor=redactor)
-    with mirrors.updated(repo, run) as mirror:
+    with mirrors.updated(repo, run, take_tree=take_tree) as (mirror, taken):
         _git([*args, "--local", "--", str(mirror), str(clean)], clean.parent, git_env(local=True), redactor,
              what=what)
     _git(["remote", "set-url", "origin", repo], clean, git_env(), redactor, what="pointing origin at the remote")
+    return taken
 
 
 def _resolve_base(repo: str, clean: Path, base: str | None, remote_env: Mapping[str, str],

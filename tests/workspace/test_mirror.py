@@ -29,21 +29,27 @@ def serve(tmp_path: Path) -> tuple[Path, Path]:
     return work, tmp_path / "served"
 
 
+def prepare_at_once(url: str, tmp_path: Path, mirrors: Mirrors, names: tuple[str, ...]) -> dict[str, Workspace]:
+    """`prepare` of `url` for each of `names` (`tmp_path/<name>`, branch `decode/<name>`), all started together."""
+    made: dict[str, Workspace] = {}
+
+    def run(name: str) -> None:
+        made[name] = prepare(url, tmp_path / name, f"decode/{name}", token=TOKEN, mirrors=mirrors)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return made
+
+
 def test_two_runs_of_one_repository_at_once_share_one_mirror_and_both_succeed(tmp_path: Path) -> None:
     work, served = serve(tmp_path)
     mirrors = Mirrors(tmp_path / "data" / "mirrors")
-    made: dict[str, Workspace] = {}
     with GitHttpServer(served, password=TOKEN) as server:
         url = server.url + "o/r.git"
-
-        def run(name: str) -> None:
-            made[name] = prepare(url, tmp_path / name, f"decode/{name}", token=TOKEN, mirrors=mirrors)
-
-        threads = [threading.Thread(target=run, args=(name,)) for name in ("a", "b")]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        made = prepare_at_once(url, tmp_path, mirrors, ("a", "b"))
     assert sorted(made) == ["a", "b"]
     for name, ws in made.items():
         assert git(ws.path, "rev-parse", "--abbrev-ref", "HEAD") == f"decode/{name}"
