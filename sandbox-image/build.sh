@@ -20,7 +20,7 @@
 # default decode-base:latest): python3 with venv, git, ca-certificates, bubblewrap.
 # Both images carry the C.UTF-8 locale (every sandboxed command runs with it) compiled into
 # /usr/lib/locale/locale-archive: glibc then maps one file at each program's start instead of
-# opening one per LC_* category (0.06 ms less a command in a container; docs/scale.md).
+# opening one per LC_* category (0.06-0.15 ms less a command in a container; docs/scale.md).
 set -euo pipefail
 
 force=0
