@@ -18,6 +18,9 @@
 # node and npm. Setup runs as a non-root uid there: pip and npm install into $HOME/.local.
 # --app-base builds instead the base of the app image (the Dockerfile's BASE,
 # default decode-base:latest): python3 with venv, git, ca-certificates, bubblewrap.
+# Both images carry the C.UTF-8 locale (every sandboxed command runs with it) compiled into
+# /usr/lib/locale/locale-archive: glibc then maps one file at each program's start instead of
+# opening one per LC_* category (0.06-0.15 ms less a command in a container; docs/scale.md).
 set -euo pipefail
 
 force=0
@@ -35,6 +38,7 @@ for arg in "$@"; do
   esac
 done
 suite="${SUITE:-bookworm}"
+archived="localedef --list-archive | grep -qx C.utf8"  # the image's C.UTF-8 is in the locale archive
 
 # The URIs of the enabled `deb` sources for suite $1 in apt's configuration, in apt's order.
 apt_mirror() {
@@ -84,8 +88,8 @@ if [ "$app_base" = 1 ]; then
   title=decode-base
   packages="python3,python3-venv,git,ca-certificates,bubblewrap"
   probe='import json, sqlite3, ssl, venv, ensurepip, subprocess, sys; assert sys.version_info >= (3, 11)'
-  check=(sh -c "python3 -c '$probe' && git --version && bwrap --version")
-  lacking="lacks python3 with venv, git or bubblewrap"
+  check=(sh -c "python3 -c '$probe' && git --version && bwrap --version && $archived")
+  lacking="lacks python3 with venv, git, bubblewrap or the locale archive"
   apt_packages=""
   workdir=/
 else
@@ -96,8 +100,8 @@ else
   # npm's dependencies need.
   apt_packages="npm"
   probe='import json, select, subprocess, ensurepip, venv'
-  check=(sh -c "python3 -c '$probe' && python3 -m pip --version && cc --version && make --version && curl --version && node --version && npm --version")
-  lacking="lacks python3 with pip and venv, a C toolchain, curl, node or npm"
+  check=(sh -c "python3 -c '$probe' && python3 -m pip --version && cc --version && make --version && curl --version && node --version && npm --version && $archived")
+  lacking="lacks python3 with pip and venv, a C toolchain, curl, node, npm or the locale archive"
   workdir=/workspace
 fi
 
@@ -131,6 +135,7 @@ if [ -n "$apt_packages" ]; then
   chroot "$rootfs" apt-get clean
   : > "$rootfs/etc/resolv.conf"
 fi
+chroot "$rootfs" localedef --add-to-archive /usr/lib/locale/C.utf8 >/dev/null
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb
 python3_version="$(chroot "$rootfs" python3 -c "$probe; import sys; print(sys.version.split()[0])")"
 tar -C "$rootfs" -c . | docker import \

@@ -23,6 +23,7 @@ import shutil
 import sys
 import tempfile
 
+from bot.sandbox.agentd.processes import BASH
 from bot.sandbox.client import ProcessTransport
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, stopped_from_outside
@@ -38,12 +39,15 @@ def clean_env(home: str, mode: str, path: str = SAFE_PATH) -> dict[str, str]:
     is where setup's installs land: pip falls back to a user install there when the interpreter's
     site-packages is not writable (PIP_BREAK_SYSTEM_PACKAGES: Debian's PEP 668 marker would refuse
     it), and `npm install -g` uses it as its prefix. PIP_USER is not set: it would break
-    `pip install` in a virtualenv that setup creates.
+    `pip install` in a virtualenv that setup creates. SHELL names the shell agentd runs every command
+    with; bash looks the user's login shell up in the passwd database when it is unset, a dozen system
+    calls on each command's start.
     """
     local = home.rstrip("/") + "/.local"
     return {
         "PATH": os.pathsep.join(dict.fromkeys([local + "/bin", *path.split(os.pathsep)])),
         "HOME": home,
+        "SHELL": BASH,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "TERM": "dumb",

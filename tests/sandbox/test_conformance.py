@@ -270,6 +270,13 @@ def test_no_host_variable_reaches_the_sandbox(
     assert secret not in dump
 
 
+def test_commands_see_the_shell_they_run_in_and_a_utf8_locale(sandbox: Sandbox) -> None:
+    """SHELL is set (bash would otherwise look the user up in the passwd database on every start) and
+    the locale stays C.UTF-8, whatever way the image stores it."""
+    out = sandbox.run("echo $SHELL; printenv SHELL; locale charmap; printf '\\u00e9' | wc -m").output.split()
+    assert out == ["/bin/bash", "/bin/bash", "UTF-8", "1"]
+
+
 # --- isolation (bwrap, docker) --------------------------------------------------
 
 
