@@ -2,15 +2,45 @@
 
 from __future__ import annotations
 
+import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-def start_server(handler: type[BaseHTTPRequestHandler], fake: Any = None) -> ThreadingHTTPServer:
-    """Serve `handler` on a free loopback port; handlers reach the double as `self.server.fake`."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
+class NonBlockingServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer whose listening socket never blocks its serving thread.
+
+    `serve_forever` polls the socket and then accepts; a connection that is gone by then (seen in CI
+    under load: its client got no answer) would leave a blocking `accept` waiting for the next one, and
+    `shutdown()` with it, for ever. Here that accept fails at once, says so on stderr (shown with a failed
+    test), and serving goes on.
+    """
+
+    daemon_threads = True
+    request_queue_size = 128
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.socket.setblocking(False)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            conn, address = self.socket.accept()
+        except BlockingIOError:
+            print(f"test server on port {self.server_address[1]}: a connection announced by poll was gone before "
+                  "accept", file=sys.stderr)
+            raise
+        conn.setblocking(True)
+        return conn, address
+
+
+def start_server(handler: type[BaseHTTPRequestHandler], fake: Any = None, address: str = "127.0.0.1",
+                 ) -> ThreadingHTTPServer:
+    """Serve `handler` on a free port of `address` (loopback by default); handlers reach the double as
+    `self.server.fake`."""
+    server = NonBlockingServer((address, 0), handler)
     server.fake = fake  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     return server

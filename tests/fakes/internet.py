@@ -27,7 +27,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ import pytest
 
 from bot.sandbox.egress_policy import IPAddress
 from bot.sandbox.egress_wire import Reply
-from tests.fakes.http import stop_server
+from tests.fakes.http import start_server, stop_server
 
 PUBLIC, PRIVATE = "198.51.100.10", "10.77.0.10"
 HOST_PUBLIC, HOST_PRIVATE = "198.51.100.1", "10.77.0.1"
@@ -108,10 +107,7 @@ def _serve(address: str, text: str) -> ThreadingHTTPServer:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer((address, 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    return server
+    return start_server(Handler, address=address)
 
 
 def _wait_for(address: str, port: int, timeout: float = 15.0) -> None:
