@@ -2,14 +2,14 @@
 
 The first signal starts the graceful stop on a thread of its own, so the handler returns at once: no new
 claims, running jobs get their grace period, the rest are released to run again (`LeaseRunner.stop`). A
-second signal exits the process at once; the jobs it still ran run again once their leases expire.
+second signal ends the process at once (the kernel's default action for it); the jobs it still ran run again once
+their leases expire.
 The runner itself knows nothing of signals: the Modal control app stops its runner its own way.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 from collections.abc import Callable
@@ -20,17 +20,18 @@ log = logging.getLogger("decode.worker")
 
 
 def on_shutdown(stop: Callable[[str], None]) -> None:
-    """Make SIGTERM and SIGINT call `stop(the signal's name)` on a thread of its own; a second signal exits
-    the process immediately. Call from the main thread."""
-    signals = 0
+    """Make SIGTERM and SIGINT call `stop(the signal's name)` on a thread of its own; a second signal ends
+    the process immediately. Call from the main thread.
+
+    The first signal hands both signals back to the kernel's default, so the second one kills the process
+    whatever its main thread is doing: a Python handler would run only once the main thread next runs
+    Python, and one that arrives while the first handler runs is not seen until a blocking call wakes."""
 
     def on_signal(signum: int, frame: object) -> None:
-        nonlocal signals
-        signals += 1
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         name = signal.Signals(signum).name
-        if signals > 1:
-            log.warning("second %s: exiting without waiting for running jobs", name)
-            os._exit(128 + signum)
+        log.info("%s: stopping; a second SIGTERM or SIGINT ends the process without waiting for running jobs", name)
         threading.Thread(target=stop, args=(name,), name="shutdown", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_signal)
