@@ -22,6 +22,7 @@ from bot.config import Settings
 from bot.core.errors import DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.eval.tasks import Task
+from bot.run.beside import Beside
 from bot.run.pipeline import Job, execute
 from bot.run.repo_config import load_repo_config
 from bot.run.setup import run_setup
@@ -107,12 +108,15 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
 def run_check(command: str, settings: Settings, source: str, ref: str, token: str | None,
               log_dir: Path) -> CommandResult:
     """`command` in a fresh sandbox on `source` at `ref`, after decode.yml's setup there; its transcript
-    (setup and check output) goes to `log_dir`. A setup that fails is a `DecodeError`."""
+    (setup and check output) goes to `log_dir`. A setup that fails is a `DecodeError`. Having taken the
+    repository's kept tree, if any, it keeps the next one beside the check, for the next task's run."""
     redactor = settings.redactor.plus(token)
     transcript = Transcript(log_dir, redactor)
     work = Path(tempfile.mkdtemp(prefix="eval-check-", dir=_scratch(settings)))
+    beside = Beside()
     try:
         ws = prepare(source, work, "decode-eval-check", ref, token, redactor=redactor, mirrors=Mirrors.of(settings))
+        beside.now(ws.keep_tree, "decode-keep-tree")
         config = load_repo_config(ws.git, ws.base_sha)
         policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                               allow_domains=config.allow_domains)
@@ -138,6 +142,7 @@ def run_check(command: str, settings: Settings, source: str, ref: str, token: st
         transcript.close()
         transcript.write_markdown()
         shutil.rmtree(work, ignore_errors=True)
+        beside.join()
 
 
 def _scratch(settings: Settings) -> Path:

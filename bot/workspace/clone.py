@@ -133,6 +133,7 @@ class Workspace:
     notes: list[str] = field(default_factory=list)  # what `prepare` could not do (a submodule it could not fetch)
     checkout: Future[None] | None = None  # the copy's checkout while `prepare(background=True)` left it running
     mirrors: Mirrors | None = None  # where `remote`'s mirror is, when the run was cloned from one
+    took_tree: bool = False  # the copy is the tree the mirror kept (`Mirrors.keep_tree`), brought to the base
 
     def ready(self) -> None:
         """Wait until the sandbox's copy is checked out; raises the checkout's `DecodeError`."""
@@ -273,7 +274,7 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
         notes = submodules.check_out(clean, git_env(token if scope else None, local=local, token_scope=scope), run)
         notes += submodules.copy(clean, copy, git_env(local=True), run)
     return Workspace(clean=clean, path=copy, remote=repo, branch=branch, base=base, base_sha=base_sha,
-                     redactor=redactor, notes=notes, checkout=checkout, mirrors=mirrors)
+                     redactor=redactor, notes=notes, checkout=checkout, mirrors=mirrors, took_tree=taken)
 
 
 def _check_out(clean: Path, copy: Path, branch: str, base_sha: str, redactor: Redactor, *, taken: bool) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,8 @@ def test_merged_pull_requests_with_tests_become_tasks_that_run(fake_github, tmp_
     base_check = (tmp_path / "out" / "checks").rglob("transcript.jsonl")
     assert any("FAILED (failures=1)" in path.read_text() for path in base_check), "the merged test failed on the base"
     assert fake_github.token not in ran.stdout + ran.stderr + (tmp_path / "out" / "results.jsonl").read_text()
+    # the check on the base kept a checkout beside the mirror, and the run took it
+    assert "the checkout an earlier run kept beside the mirror" in Path(result["transcript"]).read_text()
 
 
 def test_a_pull_request_closing_an_issue_that_is_gone_keeps_its_own_text(fake_github, tmp_path):

@@ -47,19 +47,21 @@ def test_the_next_run_takes_the_tree_the_last_one_kept_and_never_sees_its_work(t
         url = server.url + "o/r.git"
         tree = mirrors.tree(Mirrors.key(url))
 
-        def run(run_id: str, command: str) -> tuple[str, tuple[str, ...]]:
+        def run(run_id: str, command: str) -> tuple[str, tuple[str, ...], bool]:
             model = ScriptedModel([[{"type": "tool_use", "name": "bash", "input": {"command": command}}],
                                    [{"type": "text", "text": "Done."}]])
             ran = execute(Job(repo=url, task="Work", branch=f"decode/{run_id}", run_id=run_id, token=TOKEN),
                           settings, model=model, progress=lambda line: None)
-            [result] = [e for e in load_events(ran.transcript_jsonl) if e["type"] == "tool_result"]
-            return result["output"], ran.result.changed
+            events = load_events(ran.transcript_jsonl)
+            [result] = [e for e in events if e["type"] == "tool_result"]
+            took = any("checkout an earlier run kept" in e.get("text", "") for e in events if e["type"] == "note")
+            return result["output"], ran.result.changed, took
 
-        assert run("one", edit)[1] == ("README.md", "notes.txt") and tree.is_dir()
+        assert run("one", edit)[1:] == (("README.md", "notes.txt"), False) and tree.is_dir()
         kept_readme = (tree / "README.md").stat().st_ino
         assert (tree / "README.md").read_text() == "# demo\n" and not (tree / "notes.txt").exists()
-        output, changed = run("two", look)
+        output, changed, took = run("two", look)
     assert output.split()[:5] == ["#", "demo", "README.md", "src", "edited"], output
-    assert changed == ("src/app.py",)
+    assert changed == ("src/app.py",) and took  # the transcript says where the workspace came from
     assert tree.is_dir() and (tree / "README.md").stat().st_ino != kept_readme  # taken, and another one kept
     assert git(work, "rev-parse", "HEAD") == git(tree, "rev-parse", "HEAD")
