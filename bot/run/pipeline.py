@@ -149,7 +149,12 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
     beside.now(lambda: prune(runs, settings.store.keep_days), "decode-prune")
     run_dir = fresh_dir(runs, attempt_dir(job.run_id, job.attempt))
     redactor = settings.redactor.plus(job.token)
-    seen = beside.seen if watch is None else lambda event: (beside.seen(event), watch(event))
+
+    def seen(event: dict[str, Any]) -> None:
+        beside.seen(event)
+        if watch is not None:
+            watch(event)
+
     ctx = _Context(job, settings, run_dir, Transcript(run_dir, redactor, seen), progress, redactor, started, beside)
     repo: _Repo | None = None
     ran: Ran | None = None

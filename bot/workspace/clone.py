@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import base64
 import functools
-import os
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -289,8 +289,9 @@ def _check_out(clean: Path, copy: Path, branch: str, base_sha: str, redactor: Re
     workers = ["-c", "checkout.workers=0"]  # one per core: 8,000 small files in a fifth of the time here
     if taken:
         try:
-            _git(["fetch", "--quiet", "--no-tags", "--prune", "--", str(clean), f"+refs/heads/{branch}:refs/heads/{branch}",
-                  "+refs/tags/*:refs/tags/*"], copy, local, redactor, what="bringing the kept tree to the base")
+            _git(["fetch", "--quiet", "--no-tags", "--prune", "--", str(clean),
+                  f"+refs/heads/{branch}:refs/heads/{branch}", "+refs/tags/*:refs/tags/*"],
+                 copy, local, redactor, what="bringing the kept tree to the base")
             _git([*workers, "checkout", "--quiet", "--force", branch], copy, env, redactor,
                  what="checking out the workspace")
             return

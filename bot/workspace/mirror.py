@@ -162,7 +162,7 @@ class Mirrors:
     def keep_tree(self, url: str, run: Run) -> bool:
         """Make `url`'s kept tree (see the module docstring) unless it has one; whether one was made.
 
-        `run(args, cwd, env, what=)` runs git with the host's hardened environment. The tree is checked out
+        `run(args, cwd, what=)` runs git with the host's hardened environment (local paths allowed). The tree is checked out
         in a private temporary directory and renamed into place under the lock; a mirror removed meanwhile,
         or a tree another run made first, leaves it deleted. A repository with submodules gets none (its runs
         copy them from the clean clone)."""
@@ -224,7 +224,6 @@ def _size(path: Path) -> int:
             except FileNotFoundError:
                 continue
     return total
-
 
 
 def _moved(source: Path, target: Path) -> bool:
