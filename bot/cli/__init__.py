@@ -80,10 +80,18 @@ the data dir), the server starts in setup mode: /webhook answers 503 and the log
 exit status: 0 stopped, 1 GitHub unreachable, 2 a bad setting (one line naming the fix) or a
 port in use."""
 
-CHECK_HELP = """Validates the settings and the repository's .github/decode.yml (as committed on the
-branch a run starts from) and says what a run would do there: model, sandbox and image,
-setup commands, network, verify, setup cache, budget. Nothing is started or sent.
-exit status: 0 valid, 2 a setting or decode.yml to fix (one line naming it)."""
+CHECK_HELP = """Validates the settings and a .github/decode.yml (--file PATH; else a local repository's working
+tree, with a note when it differs from the committed file a run reads; else a GitHub repository's default
+branch) and says what a run would do there: model, sandbox and image, setup commands, network, verify,
+setup cache, budget. Needs no API key: without ANTHROPIC_API_KEY the model is not checked (it says so).
+Nothing is started or sent.
+exit status: 0 valid, 2 a setting or decode.yml to fix (one line naming it), a missing sandbox image among them."""
+
+IMAGE_HELP = """Builds the docker sandbox's image on this machine with the script that ships in the package:
+debootstrap makes a Debian root, `docker import` makes it an image (python3, git, pip and venv, a C toolchain,
+curl, node and npm). Needs root (debootstrap), debootstrap and a running Docker engine; a few minutes.
+An image that exists and carries that toolchain is kept unless --force.
+exit status: 0 the image is there, 1 the build failed, 2 something to fix first (one line naming it)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate the settings and .github/decode.yml; say what a run would do",
                            description=CHECK_HELP)
     check.add_argument("--repo", default=".", help="a local path or owner/name on GitHub (default: .)")
+    check.add_argument("--file", metavar="PATH", help="check this decode.yml instead of the repository's")
+    image = sub.add_parser("image", help="the docker sandbox's image: build it on this machine")
+    build = image.add_subparsers(dest="image_command", required=True).add_parser(
+        "build", help="build the sandbox image (needs root and a Docker engine)", description=IMAGE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("image", nargs="?", help="the image to build (default: DECODE_SANDBOX_IMAGE, else "
+                                                "decode-sandbox:latest)")
+    build.add_argument("--force", action="store_true", help="rebuild even when the image exists")
     cache = sub.add_parser("cache", help="the setup cache (docker, bwrap, modal) and the repository mirrors: list "
                                          "or clear them")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)
@@ -164,6 +180,10 @@ def _main(args: argparse.Namespace) -> int:
             return server.work(settings, args.host, args.port)
         if args.command == "cache":
             return cmd_cache(args, settings)
+        if args.command == "image":
+            from bot.sandbox.images import build
+
+            return build(args.image or settings.sandbox.image, args.force)
         if args.command == "check":
             from bot.cli.check import cmd_check
 

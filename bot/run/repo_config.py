@@ -86,10 +86,42 @@ def config_of(raw: bytes | None, where: str = "") -> RepoConfig:
     if raw is None:
         return RepoConfig()
     try:
-        data = yaml.safe_load(raw.decode("utf-8"))
+        data = yaml.load(raw.decode("utf-8"), Loader=_Loader)  # noqa: S506 (a SafeLoader)
     except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{PATH}{where} is not valid YAML: {e}") from None
+        raise ConfigError(f"{PATH}{where} is not valid YAML: {_one_line(e)}") from None
     return parse_repo_config(data)
+
+
+def _one_line(e: Exception) -> str:
+    """A YAML error as one line: where and what, without PyYAML's quoted excerpt of the file."""
+    if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
+        return f"line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}: {e.problem}"
+    return " ".join(str(e).split())
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: PyYAML would keep the last one silently,
+    so `network: true` further down than `network: false` would turn the network on unseen."""
+
+
+def _mapping_once(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[object, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: its keys may be overridden
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: construct_mapping names it
+            continue
+        if first is not None:
+            raise yaml.YAMLError(f"line {line}: the key {key!r} is given twice (first on line {first}): keep one")
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
 
 
 def parse_repo_config(data: object) -> RepoConfig:
