@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import signal
 import sys
+import tempfile
 import threading
+import traceback
 
 from bot.cli import eval as eval_door
 from bot.cli.cache import cmd_cache
 from bot.cli.run import cmd_run
+from bot.cli.streams import guarded_streams
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError, Interrupted
 from bot.core.extras import requires_extra
@@ -149,12 +153,17 @@ INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The console script `decode`: parse `argv` (default: the process's), run the command; the exit status."""
-    args = build_parser().parse_args(argv)
-    if args.command in ("run", "action", "eval"):
-        with sigterm_interrupts():
-            return _main(args)
-    return _main(args)
+    """The console script `decode`: parse `argv` (default: the process's), run the command; the exit status.
+    Standard streams whose other end is closed are dealt with first (bot/cli/streams.py)."""
+    with guarded_streams() as stderr_closed:
+        if stderr_closed:
+            print(stderr_closed)
+            return 2
+        args = build_parser().parse_args(argv)
+        if args.command in ("run", "action", "eval"):
+            with sigterm_interrupts():
+                return _main(args)
+        return _main(args)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -207,6 +216,24 @@ def _main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("decode: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except Exception as e:  # noqa: BLE001 (the last guard: one line, never a traceback on the terminal)
+        return unexpected(e)
+
+
+def unexpected(e: Exception) -> int:
+    """One line for an error no check foresaw. An OSError on a path (a data dir that cannot be written, a full
+    disk) names the path: exit 2. Anything else is a bug: its traceback goes to a private file the line names,
+    for the report: exit 1."""
+    if isinstance(e, OSError) and e.filename:
+        print(f"decode: {e.filename}: {e.strerror or e}: check that this user may write there (DECODE_DATA_DIR, "
+              "or the path given)", file=sys.stderr)
+        return 2
+    fd, path = tempfile.mkstemp(prefix="decode-crash-", suffix=".txt")
+    with os.fdopen(fd, "w") as report:
+        traceback.print_exception(e, file=report)
+    print(f"decode: unexpected {type(e).__name__}: {e}; this is a bug in decode-bot: please report it with "
+          f"{path}, which holds its traceback", file=sys.stderr)
+    return 1
 
 
 class sigterm_interrupts:
