@@ -60,8 +60,10 @@ def test_the_projects_own_workflow_is_the_example_but_for_running_the_action_fro
     assert "NOT the one to copy" in (ROOT / ".github" / "workflows" / "decode.yml").read_text()
 
 
-@pytest.mark.parametrize("name, text", [c for c in copies() if "schedule" not in c[1]],
-                         ids=[c[0] for c in copies() if "schedule" not in c[1]])
+ASKED = [(name, text) for name, text in copies() if "schedule" not in yaml.safe_load(text)[True]]
+
+
+@pytest.mark.parametrize("name, text", ASKED, ids=[name for name, _ in ASKED])
 def test_the_job_runs_for_a_label_or_a_command_and_never_for_a_bot_or_a_plain_comment(name, text):
     [condition] = [job["if"] for job in yaml.safe_load(text)["jobs"].values()]
     labeled = rewritten("issues", "labeled", label__name="agent")
@@ -72,6 +74,11 @@ def test_the_job_runs_for_a_label_or_a_command_and_never_for_a_bot_or_a_plain_co
     assert not job_runs(condition, "issue_comment", rewritten("issue_comment", "created", comment__body="thanks!"))
     from_bot = rewritten("issue_comment", "created", sender="ci[bot]", sender_type="Bot", comment__body="/decode x")
     assert not job_runs(condition, "issue_comment", from_bot)
+    if "pull_request_review" in yaml.safe_load(text)[True]:  # review batches, and a review asking for changes
+        for body, state, runs in (("/decode tidy", "commented", True), (None, "changes_requested", True),
+                                  ("LGTM", "approved", False)):
+            review = rewritten("pull_request_review", "submitted", review__body=body, review__state=state)
+            assert job_runs(condition, "pull_request_review", review) == runs, (body, state)
 
 
 def test_the_readmes_workflow_as_the_runner_runs_it_turns_a_labeled_issue_into_a_pull_request(
