@@ -41,8 +41,9 @@ def test_the_app_demo_opens_a_pr_and_prints_its_live_page(tmp_path):
         assert "-    return day.weekday() > 5\n    +    return day.weekday() >= 5" in diff
         tracking = printed.split("the tracking comment on issue #1 (")[1]
         assert f"Opened {pr}" in tracking and "/runs/job-1?exp=" in tracking
-        for link, shown in ((pr, ["The weekend tests fail on Saturdays", "Fixes #1", "+    return day.weekday() &gt;= 5"]),
-                            (pr.replace("/pull/2", "/issues/1"), [f'Opened <a href="{pr}">', "The weekend tests"])):
+        pages = {pr: ["The weekend tests fail on Saturdays", "Fixes #1", "+    return day.weekday() &gt;= 5"],
+                 pr.replace("/pull/2", "/issues/1"): [f'Opened <a href="{pr}">', "The weekend tests"]}
+        for link, shown in pages.items():
             with urllib.request.urlopen(link, timeout=10) as answer:  # the links open in a browser, no 404
                 page_html = answer.read().decode()
             assert answer.status == 200 and answer.headers["content-type"].startswith("text/html")

@@ -140,7 +140,8 @@ def run_line(page: Path) -> list[str]:
     return shlex.split(match.group(1).replace("\\\n", " "))
 
 
-def test_the_readmes_docker_run_line_starts_setup_mode_and_its_sandbox_can_run(image: str, container: list[str]) -> None:
+def test_the_readmes_docker_run_line_starts_setup_mode_and_its_sandbox_can_run(image: str,
+                                                                              container: list[str]) -> None:
     """As written, but for the engine here: no bridge network (`-p` becomes `--network none`, the link is opened
     from inside), a volume and a name of the test's own, and the image the test built."""
     args = run_line(ROOT / "README.md")
