@@ -95,6 +95,23 @@ def test_the_readmes_workflow_as_the_runner_runs_it_turns_a_labeled_issue_into_a
     assert outputs["pr_url"] == pr["html_url"] and outputs["conclusion"] == "success"
 
 
+def test_the_scheduled_example_as_the_runner_runs_it_opens_a_pull_request_with_its_prompt_and_cap(
+        runner, fake_github, fake_anthropic):
+    workflow = yaml.safe_load((ROOT / "examples" / "workflows" / "scheduled.yml").read_text())
+    [step] = action_steps(workflow)
+    fake_anthropic.script([[{"type": "tool_use", "name": "bash", "input": {"command": "echo fixed >> NOTES.md"}}],
+                           [{"type": "text", "text": "Fixed one slow test."}]])
+    runner.secrets = {"ANTHROPIC_API_KEY": fake_anthropic.api_key}
+    payload = {"schedule": workflow[True]["schedule"][0]["cron"], "workflow": ".github/workflows/scheduled.yml",
+               "repository": {"full_name": f"{OWNER}/{NAME}", "name": NAME, "owner": {"login": OWNER}}}
+    code, outputs, summary, log = runner.run("schedule", payload, step["with"])
+    assert code == 0, log
+    [pr] = fake_github.pulls(OWNER, NAME)
+    assert outputs["pr_url"] == pr["html_url"] and pr["head"]["ref"] == "decode/run-4242"
+    assert step["with"]["prompt"] in json.dumps(fake_anthropic.requests[0].body["messages"][0])
+    assert float(step["with"]["max_cost_usd"]) <= 2
+
+
 def test_the_readmes_workflow_is_valid(action_validator, tmp_path):
     path = tmp_path / "decode.yml"
     path.write_text(readme_workflow())
