@@ -214,8 +214,8 @@ button { font: inherit; padding: .4rem 1rem; cursor: pointer; } code { backgroun
 {% elif view == "no_public_url" %}
   <p id="no-public-url">Set <code>DECODE_PUBLIC_URL</code> to the https address GitHub reaches this server at
   (for example <code>https://decode.example.com</code>) and restart <code>decode serve</code>: the App's webhook
-  and the way back from GitHub are built from it. Then open this page again: its link stays good across the
-  restart.</p>
+  and the way back from GitHub are built from it. Then open the setup link <code>decode serve</code> logged
+  again: it stays good across the restart.</p>
 {% elif view == "need_key" %}
   <p id="need-key">Open the setup link <code>decode serve</code> printed in its log when it started
   (<code>/setup?key=...</code>): only whoever runs the server may choose its GitHub App.</p>

@@ -258,6 +258,6 @@ def test_without_a_public_url_the_log_says_what_to_set_and_its_link_opens_in_a_b
         link = setup_link(line)
         assert link.startswith(base.format(port=server.port) + "/setup?key="), line
         status, page = get(link)
-        assert status == 200 and 'id="no-public-url"' in page and "open this page again" in page, page
+        assert status == 200 and 'id="no-public-url"' in page and "it stays good across the restart" in page, page
     finally:
         assert server.stop() == 0
