@@ -3,7 +3,8 @@
 `decode run` (bot/cli/run.py) is the headless run; progress goes to stderr, the
 results (branch, commit, transcript paths) to stdout. `decode check` (check.py),
 `decode runs` (runs.py) and `decode cache` (cache.py) read the settings, a
-repository and the data directory; `decode eval` (eval.py) runs a task file and measures it; `decode serve`, `decode worker`
+repository and the data directory; `decode image build` builds the docker sandbox's image
+(bot/sandbox/images.py); `decode eval` (eval.py) runs a task file and measures it; `decode serve`, `decode worker`
 (bot/server/run.py) and `decode action` (bot/action.py) start the other doors.
 Exit status: 0 when the agent finished, 3 when it stopped at a budget cap (the
 partial work is still handed back), 1 for an error, 2 for bad usage or

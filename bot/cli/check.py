@@ -56,12 +56,15 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def file_config(path: Path) -> Found:
-    """The decode.yml at `path` (`--file`)."""
+    """The decode.yml at `path` (`--file`); its errors name that file."""
     try:
         raw = path.read_bytes()
     except OSError as e:
         raise ConfigError(f"--file {path}: {e.strerror}: name the decode.yml to check") from None
-    return Found(f"file: {path}", config_of(raw, f" ({path})"), True)  # `file: PATH: valid`
+    try:
+        return Found(f"file: {path}", config_of(raw), True)  # `file: PATH: valid`
+    except ConfigError as e:
+        raise ConfigError(str(e).replace(PATH, str(path), 1)) from None
 
 
 def local_config(top: str) -> Found:

@@ -131,8 +131,8 @@ def test_file_checks_that_file_wherever_it_is(tmp_path):
     assert said["file"] == f"{config}: valid" and said["setup"].endswith("make deps")
     config.write_text("network: yes please\n")
     res = decode_check(tmp_path, "--file", str(config), SANDBOX_MODE="bwrap")
-    assert res.returncode == 2 and res.stderr.strip() == ("decode: .github/decode.yml: 'network' must be true or "
-                                                          "false, not 'yes please'")
+    assert res.returncode == 2 and res.stderr.strip() == f"decode: {config}: 'network' must be true or false, not " \
+                                                         "'yes please'"
     res = decode_check(tmp_path, "--file", str(tmp_path / "nowhere.yml"), SANDBOX_MODE="bwrap")
     assert res.returncode == 2
     assert res.stderr.strip() == f"decode: --file {tmp_path / 'nowhere.yml'}: No such file or directory: name the " \
