@@ -73,3 +73,14 @@ def test_a_closed_stderr_is_one_line_on_stdout_and_exit_2_before_any_work(tmp_pa
             os.close(err)
     assert (done.returncode, done.stdout) == (2, STDERR_CLOSED + "\n")
     assert not (tmp_path / "data" / "runs").exists(), "nothing was started"
+
+
+def test_a_run_whose_stderr_reader_leaves_midway_still_commits_and_exits_0(tmp_path, buggy_repo):
+    run = subprocess.Popen([DECODE, "run", "--repo", str(buggy_repo), "Fix the weekend check"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment(tmp_path))
+    assert run.stderr is not None and run.stdout is not None
+    first = run.stderr.readline()  # the run has started and said so; then its reader goes away
+    run.stderr.close()
+    out = run.stdout.read()
+    assert run.wait(timeout=240) == 0, (first, out)
+    assert "branch: decode/run-" in out and "commit: " in out and "commit: none" not in out
