@@ -189,10 +189,8 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     transcript.record("phase", name="preparing")
     ctx.progress(f"preparing {job.repo} on branch {job.branch}")
     ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor,
-                 mirrors=Mirrors.of(ctx.settings), background=True)  # checked out while the sandbox starts
-    if ws.took_tree:
-        transcript.record("note", text="the workspace is the checkout an earlier run kept beside the mirror, "
-                                       "brought to the base: only the files that differ were written")
+                 mirrors=Mirrors.of(ctx.settings), background=True,  # checked out while the sandbox starts
+                 say=lambda line: transcript.record("note", text=line))  # a kept tree taken, or why not
     try:
         return read_repo(ctx, model, ws)
     except BaseException:
