@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from bot.core.errors import DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.core.redact import Redactor
 from bot.workspace import submodules
 from bot.workspace.mirror import Mirrors
@@ -358,7 +358,8 @@ def _clone_clean(repo: str, clean: Path, remote_env: Mapping[str, str], redactor
 
 def _resolve_base(repo: str, clean: Path, base: str | None, remote_env: Mapping[str, str],
                   redactor: Redactor) -> tuple[str, str]:
-    """`base` (the remote's default branch when None) and its commit in `clean`."""
+    """`base` (the remote's default branch when None) and its commit in `clean`; a ConfigError (input to fix)
+    when the remote has no such ref."""
     env = git_env()
     if base is None:
         head = _git(["symbolic-ref", "--quiet", "--short", "HEAD"], clean, env, redactor, what="reading HEAD")
@@ -372,5 +373,5 @@ def _resolve_base(repo: str, clean: Path, base: str | None, remote_env: Mapping[
                    what="resolving the base", ok=(0, 1))
         if out.strip():
             return base, out.decode().strip()
-    raise DecodeError(f"base {base!r} is neither a branch, a tag nor a commit of {redactor.redact(repo)}"
-                      " (or the repository is empty)")
+    raise ConfigError(f"base {base!r} is neither a branch, a tag nor a commit of {redactor.redact(repo)} (or the "
+                      "repository is empty): give one of its branches, tags or commits")  # bad input: exit 2
