@@ -19,13 +19,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bot.core.errors import ConfigError
+from bot.core.files import unusable_dir
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 MIN_THINKING_BUDGET = 1024  # the Messages API's smallest `budget_tokens`
@@ -104,22 +104,10 @@ def data_dir(env: Mapping[str, str], row: Row) -> Path:
     it is a file, or cannot be made or written by this user, before any command starts on it."""
     raw = env.get(row.var or "")
     path = Path(raw).expanduser().resolve() if raw else Path(row.default).expanduser()
-    if problem := _unusable(path):
+    if problem := unusable_dir(path):
         given = f"{row.var}={raw}" if raw else f"{row.var} (unset: {path})"
         raise ConfigError(f"{given} {problem}: set {row.var} to a directory this user may write")
     return path
-
-
-def _unusable(path: Path) -> str | None:
-    """Why the directory `path` cannot be used or made, None when it can (statted only: nothing is created)."""
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return "is a file, not a directory" if existing == path else f"cannot be made: {existing} is a file"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return "is not writable by this user" if existing == path else f"cannot be made: {existing} is not writable"
-    return None
 
 
 def choice(allowed: tuple[str, ...]) -> Parser:

@@ -7,7 +7,8 @@ its own in the same directory, flushed to disk, then renamed into place (`write_
 readers see the old content or the new) or hard-linked into place (`create_once`: the first
 process's content wins, the others read it). A plain `open(path, "w")` would let a reader
 see an empty or partial file; an `O_EXCL` create alone still lets one see it empty until
-its creator has written it.
+its creator has written it. `unusable_dir` says why a directory such as DECODE_DATA_DIR
+cannot hold them, before a command starts on it.
 """
 
 from __future__ import annotations
@@ -55,3 +56,16 @@ def create_once(path: Path, data: bytes, mode: int = 0o600) -> bool:
     finally:
         tmp.unlink(missing_ok=True)
     return True
+
+
+def unusable_dir(path: Path) -> str | None:
+    """Why the directory `path` cannot be used or made by this user, None when it can (statted only: nothing
+    is created; a path the system refuses anyway, /proc's, fails at its first write)."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return "is a file, not a directory" if existing == path else f"cannot be made: {existing} is a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return "is not writable by this user" if existing == path else f"cannot be made: {existing} is not writable"
+    return None
