@@ -44,8 +44,8 @@ from typing import Protocol
 
 from bot.sandbox.egress_policy import (METADATA, NEVER, EgressPolicy, IPAddress, own_addresses, refuse_host_header,
                                        refuse_server_name)
-from bot.sandbox.egress_wire import (ACCESS_DENIED, TLS_HANDSHAKE, Reply, Request, answer, bind_unix, cut,
-                                     parse_request, read_client_hello, relay)
+from bot.sandbox.egress_wire import (ACCESS_DENIED, TLS_HANDSHAKE, OneRequest, Reply, Request, answer, bind_unix,
+                                     cut, parse_request, read_client_hello, relay)
 
 __all__ = ["EgressPolicy", "EgressProxy", "HostUpstream", "Upstream"]
 ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
@@ -196,9 +196,12 @@ class EgressProxy:
                     client.sendall(ESTABLISHED)
             self._track(upstream, policy)
             client.settimeout(None)
+            only = None if request.method == "CONNECT" else OneRequest(request)  # plain HTTP: one request
+            if only is not None:
+                rest = only.take(rest)
             if rest or request.forward:
                 upstream.sendall(request.forward + rest)
-            relay(client, upstream, self.IDLE_TIMEOUT_S)
+            relay(client, upstream, self.IDLE_TIMEOUT_S, only)
         except Reply as reply:
             answer(client, reply.status, reply.body)
         except OSError:

@@ -37,11 +37,14 @@ class Request:
     port: int
     forward: bytes = b""
     host_headers: tuple[str, ...] = ()
+    length: int = 0  # the body's Content-Length (plain HTTP)
+    chunked: bool = False  # the body is chunked (Transfer-Encoding: chunked)
 
 
 def parse_request(head: bytes) -> Request:
     """The CONNECT or absolute-form HTTP request in `head`; a 400 Reply when it is neither."""
     lines = head.decode("latin-1").split("\r\n")
+    _refuse_ambiguous(lines)
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
         raise Reply("400 Bad Request", f"not an HTTP request line: {lines[0][:200]!r}")
@@ -65,7 +68,97 @@ def parse_request(head: bytes) -> Request:
     if not named:
         headers.insert(0, f"Host: {url.netloc.rpartition('@')[2]}")
     forward = "\r\n".join([f"{method} {path} {version}", *headers, "Connection: close", "", ""])
-    return Request(method, host, port, forward.encode("latin-1"), named)
+    length, chunked = _framing(lines[1:])
+    return Request(method, host, port, forward.encode("latin-1"), named, length, chunked)
+
+
+def _refuse_ambiguous(lines: list[str]) -> None:
+    """A 400 Reply for a head an upstream server might read otherwise than this proxy: a bare CR or LF, NUL,
+    a folded header line (obs-fold, RFC 9112 section 5.2: a server may join it to the line above, a Host
+    header the proxy never checked), a line without a name, or space before the colon."""
+    for line in lines[1:]:
+        if any(c in line for c in "\r\n\0"):
+            raise Reply("400 Bad Request", "a bare CR, LF or NUL in the request head: end each line with CRLF")
+        if line[:1] in (" ", "\t"):
+            raise Reply("400 Bad Request", "a folded header line (obs-fold): write each header on one line")
+        name = line.split(":", 1)[0]
+        if ":" not in line or not name or name != name.strip():
+            raise Reply("400 Bad Request", f"not a header line: {line[:200]!r}")
+
+
+def _framing(headers: list[str]) -> tuple[int, bool]:
+    """(Content-Length, chunked) of a plain-HTTP request; a 400 Reply when its length is ambiguous (both
+    headers, a transfer coding other than `chunked` alone, differing or malformed lengths), which is how one
+    request smuggles another past a proxy (RFC 9112 section 6.3)."""
+    values = {"content-length": [], "transfer-encoding": []}  # type: dict[str, list[str]]
+    for line in headers:
+        name, _, value = line.partition(":")
+        if name.strip().lower() in values:
+            values[name.strip().lower()] += [v.strip().lower() for v in value.split(",")]
+    lengths, codings = set(values["content-length"]), values["transfer-encoding"]
+    if lengths and codings:
+        raise Reply("400 Bad Request", "both Content-Length and Transfer-Encoding: send one")
+    if codings and codings != ["chunked"]:
+        raise Reply("400 Bad Request", f"Transfer-Encoding {', '.join(codings)[:100]!r}: only chunked is taken")
+    if len(lengths) > 1 or any(not v.isdigit() for v in lengths):
+        raise Reply("400 Bad Request", "a missing, malformed or repeated Content-Length: send one")
+    return (int(next(iter(lengths))) if lengths else 0), bool(codings)
+
+
+class OneRequest:
+    """What the client of a plain-HTTP connection may still send upstream: its first request's body, framed as
+    its head says, and nothing after. A pipelined or later request on the connection (which could name another
+    Host) is never forwarded, so every request that reaches upstream was checked; the client sends it again
+    on a new connection. A malformed chunk ends the connection (OSError)."""
+
+    LINE_MAX = 4096
+
+    def __init__(self, request: Request) -> None:
+        self.left, self.chunked = request.length, request.chunked
+        self.state = "size" if request.chunked else "data"
+        self.line = b""
+        self.done = not request.chunked and request.length == 0
+
+    def take(self, data: bytes) -> bytes:
+        """The part of `data` (the client's next bytes) that belongs to the request's body."""
+        out, at = bytearray(), 0
+        while at < len(data) and not self.done:
+            if self.state == "data":
+                piece = data[at:at + self.left]
+                out += piece
+                at += len(piece)
+                self.left -= len(piece)
+                if self.left == 0:
+                    self.state, self.done = "crlf", not self.chunked
+                continue
+            end = data.find(b"\n", at)
+            piece = data[at:] if end < 0 else data[at:end + 1]
+            out += piece
+            at += len(piece)
+            self.line += piece
+            if len(self.line) > self.LINE_MAX:
+                raise OSError("a chunk line passed 4096 bytes")
+            if end >= 0:
+                self._line(self.line)
+                self.line = b""
+        return bytes(out)
+
+    def _line(self, line: bytes) -> None:
+        """One whole line of a chunked body: a chunk's size, the CRLF after its data, or a trailer."""
+        if not line.endswith(b"\r\n") or b"\r" in line[:-2]:
+            raise OSError("a chunked body's line does not end with CRLF")
+        if self.state == "crlf":
+            if line != b"\r\n":
+                raise OSError("a chunk's data is longer than its size")
+            self.state = "size"
+        elif self.state == "size":
+            size = line[:-2].split(b";", 1)[0]
+            if not size or size.strip(b"0123456789abcdefABCDEF") or len(size) > 16:
+                raise OSError(f"not a chunk size: {size[:20]!r}")
+            self.left = int(size, 16)
+            self.state = "data" if self.left else "trailer"
+        elif line == b"\r\n":  # the empty line that ends the trailers: the request is complete
+            self.done = True
 
 
 def read_client_hello(sock: socket.socket, data: bytes, limit: int) -> tuple[bytes, str | None]:
@@ -131,9 +224,10 @@ def server_name(hello: bytes) -> str | None:
     return None
 
 
-def relay(a: socket.socket, b: socket.socket, idle_s: float) -> None:
+def relay(a: socket.socket, b: socket.socket, idle_s: float, only: OneRequest | None = None) -> None:
     """Copy bytes both ways until both sides have finished sending, or `idle_s` pass in silence
-    (`HALF_CLOSED_S` once one side has finished: a keep-alive client would otherwise hold its slot)."""
+    (`HALF_CLOSED_S` once one side has finished: a keep-alive client would otherwise hold its slot). With
+    `only`, what `a` sends passes through it: the rest of one request, anything after dropped."""
     peer = {a.fileno(): (a, b), b.fileno(): (b, a)}
     poller = select.poll()
     for fd in peer:
@@ -149,6 +243,13 @@ def relay(a: socket.socket, b: socket.socket, idle_s: float) -> None:
                 data = source.recv(65536)
             except OSError:
                 return
+            if data and only is not None and source is a:
+                try:
+                    data = only.take(data)
+                except OSError:
+                    return
+                if not data:
+                    continue
             if data:
                 try:
                     target.sendall(data)
