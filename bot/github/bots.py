@@ -38,8 +38,9 @@ def bot_allowed(login: str, allowed: tuple[str, ...], self_login: str | None) ->
 
 def cap_text(login: str, runs: int, cap: int, command: str) -> str:
     """The one reply when the bots' runs on an issue or pull request reach `cap` (`DECODE_MAX_BOT_RUNS`)."""
-    return (f"🤖 Bots have started {runs} run{'s' if runs != 1 else ''} here, the most `DECODE_MAX_BOT_RUNS` ({cap}) "
-            f"allows on one issue or pull request, so decode-bot ignores `{login}` and every other bot here from "
+    plural = "s" if runs != 1 else ""
+    return (f"🤖 Bots have started {runs} run{plural} here, the most `DECODE_MAX_BOT_RUNS` ({cap}) allows "
+            f"on one issue or pull request, so decode-bot ignores `{login}` and every other bot here from "
             f"now on. A writer's `{command}` still starts a run.")
 
 
@@ -49,4 +50,5 @@ def acted_by(work: Work) -> str:
     text = str(getattr(work, "instructions", "") or "")
     found = re.search(_RUN_LINK.format(repo=re.escape(work.repo)), text, flags=re.IGNORECASE)
     run = f" in [its workflow run]({found.group(0)})" if found else ""
-    return f"🤖 Started by `{work.sender_login}`{run}, which `allowed_bots` in `.github/decode.yml` lists.{BOT_RUN}"
+    return (f"🤖 Started by `{work.sender_login}`{run}, which `allowed_bots` in `.github/decode.yml` lists."
+            f"{BOT_RUN}")

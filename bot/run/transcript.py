@@ -253,7 +253,8 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += [f"**{e.get('name', 'tool')}** result", "", *_result(e, cap)]
         elif kind == "instructions":
             used = ", ".join(code_span(str(f)) for f in e.get("files") or []) or "none"
-            out += [f"> **repository instructions:** {used}"] + [f"> - {safe_prose(str(n), inline=True)}" for n in e.get("notes") or []]
+            notes = [f"> - {safe_prose(str(n), inline=True)}" for n in e.get("notes") or []]
+            out += [f"> **repository instructions:** {used}", *notes]
             out += [""]
         elif kind == "context_trim":
             out += _context_trim(e)
@@ -349,7 +350,8 @@ def _setup_cache(e: dict[str, Any]) -> str:
     if e.get("result") == "hit":
         return f"> **setup cache:** hit, key {key}: setup skipped, its state restored"
     if e.get("result") == "refused":
-        return f"> **setup cache:** entry {key} refused and removed: {safe_prose(str(e.get('reason', '')), inline=True)}"
+        why = safe_prose(str(e.get("reason", "")), inline=True)
+        return f"> **setup cache:** entry {key} refused and removed: {why}"
     return f"> **setup cache:** miss, key {key}: setup ran; {safe_prose(str(e.get('saved', '')), inline=True)}"
 
 

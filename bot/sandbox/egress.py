@@ -17,9 +17,11 @@ it): anything else is a 403 before any lookup, so no data leaves in DNS labels.
 It resolves names on the host, checks every address, and connects to the
 address it checked, so a DNS answer cannot change between the check and the
 connection. A plain-HTTP request's Host header must name the destination
-checked, and a tunnel let through by name must open with a TLS ClientHello
-whose server name (SNI) is that name (peeked at, never terminated): a shared
-front end cannot be asked for another site.
+checked, and that one request is all its connection carries upstream (a
+pipelined second one could name another site); a tunnel let through by name
+must open with a TLS ClientHello whose server name (SNI) is that name (peeked
+at, never terminated). What happens inside TLS the proxy cannot see: a request
+in a tunnel may name another site of the same front end (docs/security.md).
 
 The limit: only clients that honour the proxy variables (curl, pip, git, npm,
 apt, Python's urllib and requests...) get out. Raw TCP or UDP, DNS lookups and
