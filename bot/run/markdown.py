@@ -66,17 +66,19 @@ def safe_prose(text: str, home: str | None = None, *, inline: bool = False) -> s
     becomes its text and its target as code, a bare address becomes code. Code is kept as written: fenced
     blocks whose fence starts a line at its first column, and code spans within one line (`inline` puts all
     the text on one line, for a caller that writes it after a list marker or a quote)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # Markdown's line ends, and no others (not U+2028)
     if inline:
-        text = re.sub(r"[ \t]*[\r\n]+[ \t]*", " ", text)
+        text = re.sub(r"[ \t]*\n+[ \t]*", " ", text)
     pipes = "|" if _TABLE_ROW.search(text) else ""
     out, fence_end = [], None
-    for line in text.splitlines(keepends=True):
-        bare = line.rstrip("\r\n")
+    for line in re.findall(r"[^\n]*\n|[^\n]+$", text):
+        bare = line.rstrip("\n")
         if fence_end is not None:
             out.append(line)
             if fence_end.match(bare):
                 fence_end = None
-        elif (opened := _FENCE_OPEN.match(bare)) and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
+        elif not inline and (opened := _FENCE_OPEN.match(bare)) and \
+                not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
             out.append(line)
             marker = opened.group(1)
             fence_end = re.compile(rf"^[ \t]{{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
