@@ -84,6 +84,8 @@ def safe_prose(text: str, home: str | None = None, *, inline: bool = False) -> s
             fence_end = re.compile(rf"^[ \t]{{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
         else:
             out.append(_inline(bare, home, pipes) + line[len(bare):])
+    if fence_end is not None:  # closed here, so that what follows the prose is not taken into its code
+        out.append(("" if out[-1].endswith("\n") else "\n") + marker + "\n")
     return "".join(out)
 
 
@@ -161,8 +163,9 @@ def _link_at(line: str, at: int, home: str | None, pipes: str) -> tuple[int, str
         return None
     inside = line[label_end + 2:end].strip()
     target = inside[1:inside.find(">")] if inside.startswith("<") and ">" in inside else (inside.split() or [""])[0]
-    if _at_home(target, home):
-        return end + 1, f"[{said}]({line[label_end + 2:end]})"
+    if _at_home(target, home) and inside in (target, f"<{target}>"):  # a title or more: GitHub may see no link
+        return end + 1, f"[{said}]({target})"
+    target = target if inside in (target, f"<{target}>") else inside
     shown = code_span(target) if target else ""
     kind = "image " if image else ""
     if not said or label == target:

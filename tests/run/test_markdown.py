@@ -34,6 +34,10 @@ def test_the_home_of_a_repository_is_its_web_address(repo, home) -> None:
     (f"[pct]({HOME}/%2e%2e/x)", f"pct (`{HOME}/%2e%2e/x`)"),
     ("[elsewhere](https://github.com/octo/calendar-evil)", "elsewhere (`https://github.com/octo/calendar-evil`)"),
     ("[rel](/mallory/repo)", "rel (`/mallory/repo`)"),
+    (f"[t]({HOME}/a ![i](https://e.example/p))", f"t (`{HOME}/a ![i](https://e.example/p)`)"),
+    (f"[t]({HOME}/a \"title\")", f"t (`{HOME}/a \"title\"`)"),
+    (f"[t](<{HOME}/a>)", f"[t]({HOME}/a)"),
+    ("```\nleft open", "```\nleft open\n```\n"),
     ("[x][1]\n\n[1]: https://evil.example/r", "x\n\n[1]\\: `https://evil.example/r`"),
     ("<img src=x>", "&lt;img src=x>"),
     ("see https://evil.example/a, then", "see `https://evil.example/a`, then"),
@@ -45,7 +49,7 @@ def test_the_home_of_a_repository_is_its_web_address(repo, home) -> None:
     ("one `tick\n![x](https://e.example/p)", "one \\`tick\nx (image `https://e.example/p`)"),
     ("[x](https://evil.example/`a)`", "x (``https://evil.example/`a``)\\`"),
     ("`a\r\r![x](https://e.example/p)\r\r`", "\\`a\n\nx (image `https://e.example/p`)\n\n\\`"),
-    ("a\u2028```\n![x](https://e.example/p)\n```", "a\u2028\\`\\`\\`\nx (image `https://e.example/p`)\n```"),
+    ("a\u2028```\n![x](https://e.example/p)\n```", "a\u2028\\`\\`\\`\nx (image `https://e.example/p`)\n```\n```\n"),
     ("  ```\n![x](https://e.example/p)\n  ```", "  \\`\\`\\`\nx (image `https://e.example/p`)\n  \\`\\`\\`"),
 ])
 def test_images_and_foreign_links_become_text_and_code_stays(text, shown) -> None:
