@@ -46,7 +46,7 @@ from typing import Protocol
 
 from bot.sandbox.egress_policy import (METADATA, NEVER, EgressPolicy, IPAddress, own_addresses, refuse_host_header,
                                        refuse_server_name)
-from bot.sandbox.egress_wire import (ACCESS_DENIED, TLS_HANDSHAKE, OneRequest, Reply, Request, answer, bind_unix,
+from bot.sandbox.egress_wire import (ACCESS_DENIED, TLS_HANDSHAKE, OneExchange, Reply, Request, answer, bind_unix,
                                      cut, parse_request, read_client_hello, relay)
 
 __all__ = ["EgressPolicy", "EgressProxy", "HostUpstream", "Upstream"]
@@ -198,9 +198,9 @@ class EgressProxy:
                     client.sendall(ESTABLISHED)
             self._track(upstream, policy)
             client.settimeout(None)
-            only = None if request.method == "CONNECT" else OneRequest(request)  # plain HTTP: one request
+            only = None if request.method == "CONNECT" else OneExchange(request)  # plain HTTP: one exchange
             if only is not None:
-                rest = only.take(rest)
+                rest = only.from_client(rest)
             if rest or request.forward:
                 upstream.sendall(request.forward + rest)
             relay(client, upstream, self.IDLE_TIMEOUT_S, only)

@@ -105,22 +105,21 @@ def _framing(headers: list[str]) -> tuple[int, bool]:
     return (int(next(iter(lengths))) if lengths else 0), bool(codings)
 
 
-class OneRequest:
-    """What the client of a plain-HTTP connection may still send upstream: its first request's body, framed as
-    its head says, and nothing after. A pipelined or later request on the connection (which could name another
-    Host) is never forwarded, so every request that reaches upstream was checked; the client sends it again
-    on a new connection. A malformed chunk ends the connection (OSError)."""
+class Body:
+    """A message body framed by a Content-Length (`length`) or chunked: `take` keeps the part of the next bytes
+    that belongs to it, and `done` says it is complete. A malformed chunk raises OSError (the connection
+    ends)."""
 
     LINE_MAX = 4096
 
-    def __init__(self, request: Request) -> None:
-        self.left, self.chunked = request.length, request.chunked
-        self.state = "size" if request.chunked else "data"
+    def __init__(self, length: int, chunked: bool) -> None:
+        self.left, self.chunked = length, chunked
+        self.state = "size" if chunked else "data"
         self.line = b""
-        self.done = not request.chunked and request.length == 0
+        self.done = not chunked and length == 0
 
     def take(self, data: bytes) -> bytes:
-        """The part of `data` (the client's next bytes) that belongs to the request's body."""
+        """The part of `data` (the next bytes) that belongs to the body."""
         out, at = bytearray(), 0
         while at < len(data) and not self.done:
             if self.state == "data":
@@ -224,10 +223,78 @@ def server_name(hello: bytes) -> str | None:
     return None
 
 
-def relay(a: socket.socket, b: socket.socket, idle_s: float, only: OneRequest | None = None) -> None:
+class OneExchange:
+    """One plain-HTTP request and its response. The client's first request (its body framed as its head says)
+    goes upstream and nothing after it; the server's first final response comes back, and then the exchange
+    is `finished` and the connection ends. So a pipelined or later request (which could name another Host)
+    never reaches upstream and is never left waiting: the client sends it again on a new connection, where it
+    is checked. A response without a length runs to its close; an upgrade (101) makes a tunnel both ways."""
+
+    HEAD_MAX = 64 * 1024
+
+    def __init__(self, request: Request) -> None:
+        self.request = Body(request.length, request.chunked)
+        self.bodiless = request.method == "HEAD"
+        self.response: Body | None = None
+        self.head = b""
+        self.through = self.tunnel = self.finished = False
+
+    def from_client(self, data: bytes) -> bytes:
+        """What of the client's `data` goes upstream."""
+        return data if self.tunnel else self.request.take(data)
+
+    def from_server(self, data: bytes) -> bytes:
+        """What of the server's `data` goes back to the client (`finished` once the response is complete)."""
+        if self.through:
+            return data
+        out = bytearray()
+        while data and not self.finished:
+            if self.response is not None:
+                taken = self.response.take(data)
+                out += taken
+                data, self.finished = data[len(taken):], self.response.done
+                continue
+            self.head += data
+            end = self.head.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.head) > self.HEAD_MAX:
+                    out, self.through = out + self.head, True
+                return bytes(out)
+            head, data, self.head = self.head[:end + 4], self.head[end + 4:], b""
+            out += head
+            self._start(head.decode("latin-1").split("\r\n")[:-2])
+            if self.through:
+                return bytes(out + data)
+        return bytes(out)
+
+    def _start(self, lines: list[str]) -> None:
+        """Frame the response whose head is `lines`: an interim one (1xx) waits for the final one."""
+        parts = lines[0].split(" ")
+        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        if status == 101 or not 100 <= status < 600:  # an upgrade: a tunnel both ways; not HTTP: as it comes
+            self.through, self.tunnel = True, status == 101
+            return
+        if status < 200:
+            return
+        if self.bodiless or status in (204, 304):
+            self.finished = True
+            return
+        try:
+            length, chunked = _framing(lines[1:])
+        except Reply:  # framed two ways: to its close, as any client would read it
+            length, chunked = -1, False
+        if length < 0 or not (chunked or any(h.split(":", 1)[0].strip().lower() == "content-length"
+                                              for h in lines[1:])):
+            self.through = True  # no length: the body runs to the close
+            return
+        self.response = Body(length, chunked)
+        self.finished = self.response.done
+
+
+def relay(a: socket.socket, b: socket.socket, idle_s: float, only: OneExchange | None = None) -> None:
     """Copy bytes both ways until both sides have finished sending, or `idle_s` pass in silence
     (`HALF_CLOSED_S` once one side has finished: a keep-alive client would otherwise hold its slot). With
-    `only`, what `a` sends passes through it: the rest of one request, anything after dropped."""
+    `only` (client `a`, server `b`), one plain-HTTP exchange passes, then the relay ends."""
     peer = {a.fileno(): (a, b), b.fileno(): (b, a)}
     poller = select.poll()
     for fd in peer:
@@ -243,18 +310,21 @@ def relay(a: socket.socket, b: socket.socket, idle_s: float, only: OneRequest | 
                 data = source.recv(65536)
             except OSError:
                 return
-            if data and only is not None and source is a:
+            if data and only is not None:
                 try:
-                    data = only.take(data)
+                    data = only.from_client(data) if source is a else only.from_server(data)
                 except OSError:
                     return
-                if not data:
+                if not data and not only.finished:
                     continue
             if data:
                 try:
                     target.sendall(data)
                 except OSError:
                     return
+            if only is not None and only.finished:
+                return
+            if data:
                 continue
             poller.unregister(fd)
             open_ends -= 1

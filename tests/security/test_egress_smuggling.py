@@ -14,6 +14,7 @@ import ipaddress
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class LaxOrigin:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.received: list[bytearray] = []
+        self.answer = OK  # what it sends for each request head
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -53,7 +55,7 @@ class LaxOrigin:
             try:
                 while chunk := conn.recv(65536):
                     got += chunk
-                    conn.sendall(OK * chunk.count(b"\r\n\r\n"))
+                    conn.sendall(self.answer * chunk.count(b"\r\n\r\n"))
             except OSError:
                 pass
 
@@ -203,3 +205,14 @@ def test_an_ipv6_address_passes_allow_cidrs_only_with_every_ipv4_it_carries(
     else:
         assert reply.startswith(b"HTTP/1.1 403 Forbidden") and b"allow_cidrs" in reply, reply
         assert upstream.connected == []
+
+
+def test_the_connection_ends_after_the_first_response_so_a_second_request_never_waits(proxy, origin) -> None:
+    start = time.monotonic()
+    reply = exchange(proxy, GET + SECOND)  # the lax origin would hold the connection for 5 s
+    assert reply == OK and time.monotonic() - start < 3
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+    origin.answer = chunked + OK  # a response, then bytes a server smuggles after it
+    assert exchange(proxy, GET) == chunked
+    origin.answer = b"HTTP/1.1 100 Continue\r\n\r\n" + OK
+    assert exchange(proxy, GET) == origin.answer
