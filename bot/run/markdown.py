@@ -19,7 +19,7 @@ _EMAIL_AT = re.compile(r"(?<=[\w.+-])@(?=[\w-]+\.[\w-])")
 _BARE_URL = re.compile(r"(?i)((?:(?:https?|ftp)://|www\.)[^\s<>`]+)")
 _STRAY_TICK = re.compile(r"(\\*)`")  # a backtick outside the code spans kept: escaped, so none pairs with ours
 # A table's delimiter row: where one may be, a `|` in a code span splits table cells first (GFM tables).
-_TABLE_ROW = re.compile(r"^(?=[^\n]*-)(?=[^\n]*\|)[ \t|:-]+$", re.MULTILINE)
+_TABLE_ROW = re.compile(r"^(?=[^\n]*-)(?=[^\n]*\|)[ \t>|:-]+$", re.MULTILINE)  # in a quote too
 _SYNTAX = re.compile(r"(?<=!)\[|(?<=\])[(\[:]")  # what is left of an image, a link or a reference definition
 # A fence that opens at a line's first column: at top level wherever the text lands, so GitHub sees it too.
 _FENCE_OPEN = re.compile(r"^(`{3,}|~{3,})(.*)$")

@@ -64,6 +64,7 @@ def test_a_code_span_holding_a_pipe_is_kept_unless_a_table_may_split_it() -> Non
     assert safe_prose("run `a | b` here") == "run `a | b` here"
     table = "| a | b |\n|---|---|\n| `c | ![i](https://e.example/p) | d` |"
     assert "![" not in safe_prose(table)
+    assert "![" not in safe_prose("\n".join("> " + line for line in table.split("\n")))
 
 
 def test_inline_text_has_no_block_a_list_marker_before_it_could_end() -> None:
