@@ -53,6 +53,8 @@ class Forge(Protocol):
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None: ...
 
+    def comment_text(self, repo: str, number: int, marker: str) -> tuple[int, str, str] | None: ...
+
     def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]: ...
 
     def find_review_comment(self, repo: str, number: int, marker: str) -> int | None: ...
@@ -183,13 +185,25 @@ class GitHubForge:
         """
         return self._call(lambda: self._ours(self._gh(repo).get_repo(repo).get_issue(number).get_comments(), marker))
 
+    def comment_text(self, repo: str, number: int, marker: str) -> tuple[int, str, str] | None:
+        """(id, body as it is now, html_url) of the comment `find_comment` finds, None when there is none."""
+        def fetch() -> tuple[int, str, str] | None:
+            found = self._ours_all(self._gh(repo).get_repo(repo).get_issue(number).get_comments(), marker)
+            return (found.id, found.body or "", found.html_url) if found is not None else None
+        return self._call(fetch)
+
     def _ours(self, comments: Iterable[Any], marker: str) -> int | None:
         """The id of the last of `comments` that we wrote and that contains `marker`."""
+        found = self._ours_all(comments, marker)
+        return found.id if found is not None else None
+
+    def _ours_all(self, comments: Iterable[Any], marker: str) -> Any:
+        """The last of `comments` that we wrote and that contains `marker`, or None."""
         me = (self.bot_login() or "").lower()
         found = None
         for c in comments:
             if me and marker in (c.body or "") and c.user is not None and c.user.login.lower() == me:
-                found = c.id
+                found = c
         return found
 
     def post_comment(self, repo: str, number: int, body: str, marker: str) -> int:

@@ -79,6 +79,9 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     summary = safe_prose(redact(result.summary))  # whole, before any cap
     notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked),
                           restarts=ran.result.restarts)
+    if isinstance(delivery, OpenPull) and delivery.plan_url:  # `/decode go`
+        notes = "\n\n".join(filter(None, [f"📋 This run carried out [the plan]({delivery.plan_url}) as it read "
+                                           "when `go` was given.", notes]))
     changes = b"" if commit is None or ws is None else ws.git(
         "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
     if commit is not None and ws is not None and not isinstance(delivery, ToFork):

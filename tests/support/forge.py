@@ -108,6 +108,11 @@ class MemoryForge:
         found = [c.id for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
         return found[-1] if found else None
 
+    def comment_text(self, repo: str, number: int, marker: str) -> tuple[int, str, str] | None:
+        found = [c for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
+        return (found[-1].id, found[-1].body, f"{WEB}/{repo}/issues/{number}#issuecomment-{found[-1].id}") \
+            if found else None
+
     def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]:
         self._check("review_comments")
         return list(self.reviews.get(review_id, ()))
