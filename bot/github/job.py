@@ -24,6 +24,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
+from bot.github.allow import open_allow_pull
 from bot.github.bots import acted_by, bot_allowed, is_bot
 from bot.github.check_run import CheckRun, start_check_run
 from bot.github.conclusion import Conclusion, marker
@@ -37,7 +38,7 @@ from bot.github.tracking import Tracker
 from bot.github.triggers import may_trigger, refusal_text
 from bot.github.resume import PullState, continues_marker, note_of, read_state, record_run, resumable
 from bot.github.work import (
-    CheckSuite, Continue, Dispatch, Go, Labels, Review, Work, asked_by, reaction_target,
+    Allow, CheckSuite, Continue, Dispatch, Go, Labels, Review, Work, asked_by, reaction_target,
 )
 from bot.model import Model
 from bot.run.pipeline import Job, Ran, execute
@@ -238,8 +239,8 @@ def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
     if login.lower() == (me or "").lower():
         return Conclusion("skipped", f"{login} is decode-bot itself, which never starts its own work")
     if is_bot(login, work.sender_type):  # silent either way: a reply to a bot feeds a loop of bots
-        if isinstance(work, Go):
-            return Conclusion("skipped", f"{login} is a bot: only a person approves a plan with `go`")
+        if isinstance(work, Go | Allow):
+            return Conclusion("skipped", f"{login} is a bot: only a person approves a plan or allows a host")
         if bot_allowed(login, _default_config(work.repo, forge).allowed_bots, me):
             return None
         return Conclusion("skipped", f"{login} is a bot that allowed_bots in {PATH} on the default branch does "
@@ -286,7 +287,9 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
     model, progress, attempt = ctx.model, ctx.progress, ctx.attempt
     token = forge.token_for(repo)
     if isinstance(the_plan.delivery, AllowHosts):
-        return open_allow_pull(forge, repo, the_plan, run_url=ctx.run_url or page)
+        assert ctx.work.number is not None
+        return open_allow_pull(forge, repo, the_plan, number=ctx.work.number, asker=ctx.work.sender_login,
+                               command=settings.github.command)
     job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token, tools=the_plan.mode.tools)
@@ -309,7 +312,8 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
         if isinstance(the_plan.delivery, PlanComment):
             return publish_plan(forge, repo, the_plan.delivery.number, outcome, redact,
                                 command=settings.github.command, transcript_url=page)
-        return publish(the_plan, outcome, forge, repo, ctx.tag, redact, transcript_url=page)
+        return publish(the_plan, outcome, forge, repo, ctx.tag, redact, transcript_url=page,
+                       command=settings.github.command)
     except Exception as e:
         raise Unpublished(e, outcome) from e
 

@@ -108,7 +108,7 @@ def test_an_allowed_bot_may_plan_but_only_a_person_says_go(world):
     assert len(plan_comments(fake, number)) == 1
     asked = len(anthropic.requests)
     refused = run(world, "issue_comment", command(fake, number, "/decode go", **bot), run_id="g")
-    assert refused.state == "skipped" and "only a person" in refused.message
+    assert refused.state == "skipped" and "only a person approves a plan" in refused.message
     assert len(anthropic.requests) == asked and fake.pulls(OWNER, NAME) == []
 
 
