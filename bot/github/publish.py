@@ -85,7 +85,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     if isinstance(delivery, OpenPull) and delivery.plan_url:  # `/decode go`
         offer = "\n\n".join(filter(None, [f"📋 This run carried out [the plan]({delivery.plan_url}) as it read "
                                            "when `go` was given.", offer]))
-    notes = "\n\n".join(filter(None, [notes, offer]))
+    notes = "\n\n".join(filter(None, [ran.review.line if ran.review else "", notes, offer]))
     changes = b"" if commit is None or ws is None else ws.git(
         "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
     if commit is not None and ws is not None and not isinstance(delivery, ToFork):
