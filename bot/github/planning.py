@@ -16,6 +16,7 @@ from bot.agent.prompt import fence_untrusted
 from bot.core.text import clean
 from bot.github.conclusion import Conclusion
 from bot.github.forge import Forge
+from bot.github.hosts import allow_offer
 from bot.run.markdown import safe_prose
 from bot.run.pipeline import Ran
 from bot.run.transcript import render_figures
@@ -77,6 +78,8 @@ def publish_plan(forge: Forge, repo: str, number: int, ran: Ran, redact: Callabl
         return Conclusion(state, f"❌ decode-bot could not make a plan ({why}).\n\n{answer}\n\n{figs}".rstrip(),
                           ran=ran)
     link = f" · 📜 [Transcript]({transcript_url})" if transcript_url else ""
+    offer = allow_offer(ran.result.blocked, command)
+    link += f"\n\n{offer}" if offer else ""
     body = (f"📋 **decode-bot's plan**\n\n{answer}\n\n{FOOTER}\n---\n"
             f"To carry it out, comment `{command} go` (instructions may follow). A writer may edit this comment "
             f"first: `{command} go` works from the text as it is then. For another plan, comment "

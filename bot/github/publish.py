@@ -14,7 +14,7 @@ from dataclasses import replace
 from bot.agent.loop import STOP_MESSAGES
 from bot.core.errors import DecodeError
 from bot.core.text import one_line
-from bot.github.allow import allow_offer
+from bot.github.hosts import allow_offer
 from bot.github.api_commit import read_commit, unsigned_note
 from bot.github.body import BODY_LIMIT, Report, verification_section
 from bot.github.conclusion import Conclusion, marker
@@ -32,7 +32,8 @@ OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request
 
 
 def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
-             redact: Callable[[str], str], *, transcript_url: str | None = None, command: str = "/decode") -> Conclusion:
+             redact: Callable[[str], str], *, transcript_url: str | None = None,
+             command: str = "/decode") -> Conclusion:
     """Deliver the outcome as the plan says, and the report for the tracking comment; `tag` is the run's tag
     (`core.names.run_tag`) for the markers of its comments, `transcript_url` the run's transcript page, when
     the server has a public URL, `command` the comment command (`/decode allow` is offered for refused hosts). A

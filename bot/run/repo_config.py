@@ -138,7 +138,8 @@ def parse_repo_config(data: object) -> RepoConfig:
                       setup_cache_key=parse_setup_cache_key(data.get("setup_cache_key"), "setup_cache_key" in data),
                       thinking=None if data.get("thinking") is None else thinking_value(data["thinking"],
                                                                                          f"{PATH}: thinking"),
-                      allowed_bots=parse_allowed_bots(data.get("allowed_bots")), review=parse_review(data.get("review")))
+                      allowed_bots=parse_allowed_bots(data.get("allowed_bots")),
+                      review=parse_review(data.get("review")))
 
 
 def parse_review(value: object) -> bool:

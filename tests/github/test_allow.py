@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from bot.core.errors import ConfigError
-from bot.github.allow import checked_hosts, offerable, with_hosts
+from bot.github.allow import with_hosts
+from bot.github.hosts import checked_hosts, offerable
 from tests.sandbox.conftest import require
 from tests.support.github_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
 
