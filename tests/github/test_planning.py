@@ -10,6 +10,7 @@ import subprocess
 from bot.github.planning import PLAN_MARKER
 from bot.github.triggers import Ignore, Router, Rules
 from bot.github.work import Go, PlanRequest
+from tests.fakes.github_check_runs import decode_runs
 from tests.support.github_job import NAME, OWNER, delivery, run, world  # noqa: F401 (fixture)
 
 PLAN = "## What I found\nis_weekend uses `> 5`.\n## Steps\n1. Use `>= 5` in calendar_utils.py.\n" \
@@ -50,6 +51,7 @@ def test_plan_posts_the_plan_comment_and_pushes_nothing(world):
     body = posted["body"]
     assert "## Steps" in body and "/decode go" in body and "/decode plan" in body and "turns" in body
     assert fake.pulls(OWNER, NAME) == [] and fake.file(OWNER, NAME, "main", "calendar_utils.py").count("> 5") == 1
+    assert decode_runs(fake, OWNER, NAME) == []  # a check run only where a pull request exists
     assert "decode/" not in subprocess.run(["git", "branch", "-a"], cwd=fake.repo(OWNER, NAME).path,
                                            capture_output=True, text=True).stdout
     tracking = [c["body"] for c in fake.comments(OWNER, NAME, number) if "decode-bot:run:origin:plan-1" in c["body"]]
