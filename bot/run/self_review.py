@@ -1,8 +1,9 @@
 """Self-review (`review: true` in decode.yml): after the agent's last answer and `verify:`, a read-only pass over
 the task and the diff; what it finds that matters goes back to the agent once, then the run publishes.
 
-The pass is the same loop (`run_agent`) with the read-only toolset, the same model and sandbox, bounded by what
-is left of the run's budgets. It answers with findings, one per line, `- [high|medium|low] what and where`, and a
+The pass is the same loop (`run_agent`) with the read-only toolset, the same model and sandbox, on the run's wall
+clock (it stops where the run would), with the run's token and cost caps and at most `REVIEW_TURNS` turns of its
+own; the fix it asks for is one more turn of the agent's, within the agent's caps. It answers with findings, one per line, `- [high|medium|low] what and where`, and a
 last line `VERDICT: clean` or `VERDICT: changes`. High and medium findings go back to the agent as one more user
 turn; low ones are only reported. Its events are in the run's transcript as `review_*` events, its turns and cost
 are added to the run's figures (`Outcome.spent`), and `Outcome.line` is what the PR body and the check run say.
@@ -25,6 +26,7 @@ from bot.sandbox import Sandbox
 
 FINDING = re.compile(r"^\s*[-*]?\s*\[(high|medium|low)\]\s*(.+?)\s*$", re.I | re.M)
 MATTERS = ("high", "medium")
+REVIEW_TURNS = 10  # the pass's own turns at most; its wall clock is the run's, its other caps the run's too
 DIFF_CHARS = 60_000
 DIFF = ("git -c core.quotepath=off diff --no-color --no-ext-diff {base} -- . ; "
         "git ls-files -z -o --exclude-standard | xargs -0 -r -n1 git diff --no-color --no-index /dev/null")
@@ -43,8 +45,8 @@ class Finding:
 
 @dataclass
 class Outcome:
-    """What the review found and did: `verdict` (`clean`, `changes`, or `not run`), its findings, whether they went
-    back to the agent, and the pass's own result (turns, tokens, cost)."""
+    """What the review found and did: `verdict` (`clean`, `changes`, `unfinished` or `not run`), its findings,
+    whether they went back to the agent, and the pass's own result (turns, tokens, cost)."""
 
     verdict: str = "not run"
     findings: tuple[Finding, ...] = ()
@@ -56,6 +58,9 @@ class Outcome:
         """One line for the PR body, the check run and the tracking comment."""
         if self.verdict == "not run":
             return "**Self-review:** not run (the run stopped before it)."
+        if self.verdict == "unfinished":
+            stop = self.spent.stop_reason if self.spent is not None else "error"
+            return f"**Self-review:** ⚠️ the review did not finish ({stop}); the change is published unreviewed."
         if not self.findings or self.verdict == "clean" and not any(f.severity in MATTERS for f in self.findings):
             return "**Self-review:** ✅ clean: nothing to change."
         counts = ", ".join(f"{n} {s}" for s in ("high", "medium", "low")
@@ -89,11 +94,16 @@ class SelfReview:
         text = self.redact(diff.output)[:DIFF_CHARS]
         task = ("Review this change. The task it was made for:\n" + fence_untrusted(self.task, "task") +
                 "\n\nThe diff against the base:\n" + fence_untrusted(text or "(empty)", "diff"))
-        spent = run_agent(model=self.model, sandbox=self.sandbox, system=SYSTEM, task=task, budget=self.budget,
+        budget = replace(self.budget, max_turns=min(self.budget.max_turns, REVIEW_TURNS))
+        spent = run_agent(model=self.model, sandbox=self.sandbox, system=SYSTEM, task=task, budget=budget,
                           recorder=_Renamed(self.transcript), prices=self.prices, redact=self.redact,
                           started=self.started, tools=READ_ONLY_TOOLS)
         findings = tuple(Finding(m.group(1).lower(), m.group(2)) for m in FINDING.finditer(spent.summary))
         verdict = "clean" if re.search(r"VERDICT:\s*clean", spent.summary, re.I) else "changes"
+        if verdict == "changes" and not findings:  # asked for changes in its own words: those go back
+            findings = (Finding("medium", " ".join(spent.summary.split())[:1000] or "(no reason given)"),)
+        if not spent.completed:
+            findings, verdict = (), "unfinished"
         matter = [f for f in findings if f.severity in MATTERS]
         self.outcome = Outcome(verdict, findings, bool(matter), spent)
         self.transcript.record("review", verdict=verdict, findings=[vars(f) for f in findings],

@@ -71,3 +71,14 @@ def test_review_is_off_by_default_and_must_be_a_boolean():
     assert config_of(b"review: true\n", "").review is True
     with pytest.raises(ConfigError, match="'review' must be true"):
         config_of(b"review: yes please\n", "")
+
+
+def test_the_verdict_line_says_what_the_review_did():
+    from bot.agent.loop import AgentResult
+    from bot.run.self_review import Finding, Outcome
+
+    assert Outcome().line.startswith("**Self-review:** not run")
+    stopped = Outcome("unfinished", (), False, AgentResult("max_turns", ""))
+    assert "did not finish (max_turns)" in stopped.line and "unreviewed" in stopped.line
+    low = Outcome("changes", (Finding("low", "a nit"),), False)
+    assert "1 low" in low.line and "none went back" in low.line
