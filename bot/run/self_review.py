@@ -20,6 +20,7 @@ from bot.agent.loop import AgentResult, run_agent
 from bot.agent.prompt import fence_untrusted
 from bot.agent.tools import READ_ONLY_TOOLS
 from bot.config import Budget
+from bot.core.errors import DecodeError
 from bot.model import Model
 from bot.run.transcript import Transcript
 from bot.sandbox import Sandbox
@@ -90,7 +91,12 @@ class SelfReview:
         """Review the diff; the message for the agent when findings matter, else None. Once per run."""
         if self.outcome.verdict != "not run":
             return None
-        diff = self.sandbox.run(DIFF.format(base=self.base), timeout=120)
+        try:
+            diff = self.sandbox.run(DIFF.format(base=self.base), timeout=120)
+        except DecodeError as e:  # the sandbox died: the agent's own loop meets that next, the review says so
+            self.outcome = Outcome("unfinished", spent=AgentResult("error", "", error=str(e)))
+            self.transcript.record("note", text=self.outcome.line)
+            return None
         text = self.redact(diff.output)[:DIFF_CHARS]
         task = ("Review this change. The task it was made for:\n" + fence_untrusted(self.task, "task") +
                 "\n\nThe diff against the base:\n" + fence_untrusted(text or "(empty)", "diff"))
