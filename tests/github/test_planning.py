@@ -79,6 +79,7 @@ def test_go_carries_out_the_plan_as_edited_with_the_instructions_in_a_new_worksp
     assert done.state == "success", done.message
     task = json.dumps(anthropic.requests[asked].body["messages"][0])
     assert "The tests and the README." in task and "and add a comment" in task and "approved plan" in task
+    assert "To carry it out" not in task and "| turns |" not in task  # the plan, not our footer
     assert {"write", "edit"} <= {t["name"] for t in anthropic.requests[asked].body["tools"]}
     seen = json.dumps(anthropic.requests[asked + 1].body["messages"][-1])
     assert "No such file" in seen and "scratch" not in seen and "exit code 1" in seen.lower().replace(":", "")
