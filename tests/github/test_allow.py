@@ -87,3 +87,8 @@ def test_a_refused_pip_install_offers_allow_and_the_command_opens_a_pull_request
     after = fake.file(OWNER, NAME, branch, ".github/decode.yml")
     assert yaml.safe_load(after)["allow_domains"] == ["packages.example.com", "pypi.example"]
     assert "# the package index mirror" in after
+
+
+def test_a_commented_key_and_quoted_items_keep_their_style():
+    text = 'allow_domains:   # where the agent may go\n    - "*.files.example.com"\n    - a.example\n\nnetwork: false\n'
+    assert with_hosts(text, ["b.example"]) == text.replace("a.example\n", "a.example\n    - b.example\n")
