@@ -136,6 +136,8 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
     network_lines(config, offers.egress_policy, say)
     say(f"verify: {'; '.join(config.verify)}, a failure goes back to the agent up to {config.verify_rounds} "
         "times" if config.verify else "verify: none (the pull request says the harness verified nothing)")
+    say("self-review: " + ("a read-only pass reviews the diff; findings that matter go back to the agent once"
+                           if config.review else "off (review: true turns it on)"))
     say(f"setup cache: {cache_state(settings, config, offers.setup_cache)}")
     b = settings.budget
     say(f"budget: {b.max_turns} turns, {b.max_tokens:,} tokens, ${b.max_cost_usd:g}, {b.max_wall_s / 60:g} minutes "

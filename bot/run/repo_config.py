@@ -43,7 +43,8 @@ from bot.workspace.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
-        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking", "allowed_bots")
+        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking", "allowed_bots",
+        "review")
 MAX_CACHE_KEY_FILES = 20
 MAX_VERIFY_ROUNDS = 5
 # A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
@@ -73,6 +74,7 @@ class RepoConfig:
     setup_cache_key: tuple[str, ...] | None = None  # files keying the setup cache; None: no setup cache
     thinking: str | int | None = None  # "on", "off" or a budget in tokens; None: DECODE_THINKING decides
     allowed_bots: tuple[str, ...] = ()  # bot logins, lower-cased, whose labels and commands start runs
+    review: bool = False  # a read-only pass reviews the diff before the run publishes (bot/run/self_review.py)
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
@@ -168,7 +170,18 @@ def parse_repo_config(data: object) -> RepoConfig:
                       setup_cache_key=parse_setup_cache_key(data.get("setup_cache_key"), "setup_cache_key" in data),
                       thinking=None if data.get("thinking") is None else thinking_value(data["thinking"],
                                                                                          f"{PATH}: thinking"),
-                      allowed_bots=parse_allowed_bots(data.get("allowed_bots")))
+                      allowed_bots=parse_allowed_bots(data.get("allowed_bots")),
+                      review=parse_review(data.get("review")))
+
+
+def parse_review(value: object) -> bool:
+    """decode.yml's `review`: true makes the run review its own diff before it publishes; default false."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ConfigError(f"{PATH}: 'review' must be true (review the diff before publishing) or false, not "
+                          f"{_shown(value)}")
+    return value
 
 
 def parse_allowed_bots(value: object) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ verify_rounds: 3
 setup_cache_key: [requirements.lock]
 ci_fix: {{rounds: 2}}
 thinking: 20000
+review: true
 """
 
 
@@ -54,6 +55,7 @@ def test_says_what_a_run_would_do(tmp_path):
     assert said["network (agent)"].startswith("only packages.example.com through the egress proxy")
     assert said["verify"] == "python -m unittest -q, a failure goes back to the agent up to 3 times"
     assert said["setup cache"].startswith("on, keyed on requirements.lock")
+    assert said["self-review"].startswith("a read-only pass reviews the diff")
     assert said["budget"].startswith("12 turns, 5,000,000 tokens, $10, 60 minutes")
     assert "ci_fix: up to 2 fix runs" in said["triggers"]
     assert said["thinking"] == "a budget of 20,000 tokens where the model supports it (thinking: in .github/decode.yml)"
