@@ -22,10 +22,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from bot.core.redact import Redactor
-from bot.config.table import DEFAULT_MODEL, PRICE_KEYS, ROWS, SANDBOX_MODES, Row
+from bot.config.table import DEFAULT_MODEL, PRICE_KEYS, ROWS, SANDBOX_MODES, RemoteMcp, Row
 
 __all__ = ["DEFAULT_MODEL", "PRICE_KEYS", "ROWS", "SANDBOX_MODES", "Budget", "GitHubSettings", "ModelSettings",
-           "PoolSettings", "SandboxSettings", "Settings", "StoreSettings", "WebSettings", "database_password"]
+           "McpSettings", "PoolSettings", "RemoteMcp", "SandboxSettings", "Settings", "StoreSettings", "WebSettings", "database_password"]
 
 
 ROW_KEYS = {row.key: row for row in ROWS}
@@ -102,6 +102,15 @@ class SandboxSettings:
 
 
 @dataclass(frozen=True)
+class McpSettings:
+    """MCP servers (bot/agent/mcp.py): the operator's remote ones, and the timeouts every server runs under."""
+
+    servers: tuple[RemoteMcp, ...] = field(repr=False)  # their headers are secrets
+    start_s: float
+    call_s: float
+
+
+@dataclass(frozen=True)
 class PoolSettings:
     """The job workers of one process."""
 
@@ -149,7 +158,7 @@ class Budget:
 
 
 GROUPS: dict[str, type] = {"model": ModelSettings, "github": GitHubSettings, "sandbox": SandboxSettings,
-                           "pool": PoolSettings, "store": StoreSettings, "web": WebSettings, "budget": Budget}
+                           "mcp": McpSettings, "pool": PoolSettings, "store": StoreSettings, "web": WebSettings, "budget": Budget}
 
 
 class Settings:
@@ -161,6 +170,7 @@ class Settings:
     model: ModelSettings
     github: GitHubSettings
     sandbox: SandboxSettings
+    mcp: McpSettings
     pool: PoolSettings
     store: StoreSettings
     web: WebSettings
@@ -208,7 +218,8 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Every configured secret value, for redaction."""
-        values = [self._rows[row.key] for row in ROWS if row.secret]
+        values = [self._rows[row.key] for row in ROWS if row.secret and isinstance(self._rows[row.key], str)]
+        values += [value for server in self.mcp.servers for _, value in server.headers]
         return [v for v in [*values, database_password(self.store.database_url)] if v]
 
 

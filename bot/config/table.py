@@ -20,7 +20,8 @@ import ipaddress
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 SANDBOX_MODES = ("local", "bwrap", "docker", "modal")  # equal to bot.sandbox.BACKENDS' keys (a test checks)
 PROVIDERS = ("anthropic", "bedrock", "vertex")  # equal to bot.model.providers.CONNECT's keys (a test checks)
 
+MCP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,23}")  # an MCP server's name: `mcp__NAME__TOOL` fits 64
 Parser = Callable[[Mapping[str, str], "Row"], Any]
 
 
@@ -168,6 +170,35 @@ def database_url(env: Mapping[str, str], row: Row) -> str | None:
         raise ConfigError(f"DECODE_DATABASE_URL is not valid ({scheme}): set it to a PostgreSQL URL, "
                           "postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or unset it for the embedded SQLite store")
     return value
+
+
+@dataclass(frozen=True)
+class RemoteMcp:
+    """An operator's MCP server (DECODE_MCP_SERVERS): reached by the harness on the host over streamable HTTP,
+    with `headers` (its credentials) that never reach the sandbox, the model or the transcript."""
+
+    name: str
+    url: str
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # secrets
+
+
+def mcp_servers(env: Mapping[str, str], row: Row) -> tuple[RemoteMcp, ...]:
+    """DECODE_MCP_SERVERS: JSON, NAME -> {"url": "https://...", "headers": {"Authorization": "Bearer ..."}}."""
+    raw = (env.get(row.var or "") or "").strip()
+    if not raw:
+        return ()
+    fix = (f"{row.var} is not valid: set it to JSON mapping server names (letters, digits, '-') to "
+           '{"url": "https://...", "headers": {...}}, or unset it')
+    try:
+        table = json.loads(raw)
+        servers = tuple(RemoteMcp(name, str(entry["url"]), tuple((str(k), str(v)) for k, v in
+                                                                 (entry.get("headers") or {}).items()))
+                        for name, entry in table.items())
+    except (ValueError, AttributeError, TypeError, KeyError):
+        raise ConfigError(fix) from None
+    if not all(MCP_NAME.fullmatch(s.name) and s.url.startswith(("http://", "https://")) for s in servers):
+        raise ConfigError(fix)
+    return servers
 
 
 def thinking_value(value: object, where: str) -> str | int:
@@ -321,6 +352,16 @@ ROWS: tuple[Row, ...] = (
         count("DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)"),
         "`docker` and `modal`: warm sandboxes kept ready per process and image by `decode serve`, "
         "`decode worker` and the Modal app; `decode run` and the Action keep none"),
+    Row("mcp_servers", "DECODE_MCP_SERVERS", "mcp.servers", (), mcp_servers,
+        "the operator's remote MCP servers (streamable HTTP), JSON: NAME -> {\"url\", \"headers\"}; called by the "
+        "harness on the host with those headers (their credentials, redacted everywhere); a repository chooses "
+        "among them by name in decode.yml (`NAME: {operator: true}`), never adds one", secret=True),
+    Row("mcp_start_s", "DECODE_MCP_START_SECONDS", "mcp.start_s", 60.0, positive(float),
+        "how long an MCP server may take to start and list its tools, in seconds; past it the run goes on "
+        "without it (or fails, when decode.yml says `required: true`)"),
+    Row("mcp_call_s", "DECODE_MCP_CALL_SECONDS", "mcp.call_s", 120.0, positive(float),
+        "how long one MCP tool call may take, in seconds; past it the server is stopped and the run goes on "
+        "without it"),
     # the job workers
     Row("workers", "DECODE_WORKERS", "pool.workers", 4,
         count("DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "

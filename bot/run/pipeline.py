@@ -21,6 +21,7 @@ from typing import Any
 
 from bot.agent.loop import AgentResult, answer_room, run_agent
 from bot.agent.tools import DEFAULT_TOOLS, Toolset
+from bot.agent.mcp import McpServers
 from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
 from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
@@ -246,15 +247,15 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
                                 allow_domains=config.allow_domains)
     max_file = ctx.settings.sandbox.max_file_mb * MB
     caps = {"max_file_bytes": max_file, "max_bytes": max_file * PATCH_CAP_FILES}
-    sandbox = Restarting(lambda: open_set_up(ctx, repo, agent_policy),
+    servers = McpServers(config.mcp, ctx.settings.mcp, ctx.transcript.record, ctx.progress)
+    sandbox = Restarting(lambda: open_set_up(ctx, repo, agent_policy, servers),
                          lambda: open_sandbox(ctx.settings.sandbox.mode, run_spec(ctx, repo), network=agent_policy),
                          workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,
                          max_restarts=ctx.settings.sandbox.max_restarts, record=ctx.transcript.record,
                          progress=ctx.progress)
     try:
-        agent, verification = run_the_agent(ctx, repo, sandbox, model)
-        blocked = sandbox.blocked()
-        if blocked:
+        agent, verification = run_the_agent(ctx, repo, sandbox, model, ctx.job.tools.plus(servers.tools))
+        if blocked := sandbox.blocked():
             ctx.transcript.record("egress_blocked", destinations=blocked)
         if agent.stop_reason == "interrupted":
             ctx.progress("interrupted: keeping the work so far (interrupt again to stop without it)")
@@ -264,14 +265,16 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
         hand = sandbox.hand_back(repo.ws.base_sha, **caps) if ctx.job.tools.keeps_changes else HandBack(b"", {})
         return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts))
     finally:
+        servers.close()
         sandbox.close()
 
 
-def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> AgentdSandbox:
-    """A sandbox for the agent: opened (`open_run_sandbox`) and set up (`set_up`), closed when setup fails."""
+def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy, servers: McpServers) -> AgentdSandbox:
+    """A sandbox for the agent: opened, set up (`set_up`), its MCP servers started; closed when that fails."""
     sandbox, cache = open_run_sandbox(ctx, repo, agent_policy)
     try:
         set_up(ctx, sandbox, cache, repo.config, agent_policy)
+        servers.start(sandbox)
     except BaseException:
         sandbox.close()
         raise
@@ -323,8 +326,9 @@ def set_up(ctx: _Context, sandbox: AgentdSandbox, cache: RunCache | None, config
         ctx.progress(f"setup cache {cache.key[:12]}: {saved}")
 
 
-def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model) -> tuple[AgentResult, Verification]:
-    """The agent loop on the task, with the hand-back review and decode.yml's `verify:` before its answer."""
+def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model,
+                  tools: Toolset) -> tuple[AgentResult, Verification]:
+    """The agent loop on the task, offered `tools`, the hand-back review and decode.yml's `verify:` at its answer."""
     ctx.transcript.record("phase", name="agent")
     config, settings, redact = repo.config, ctx.settings, ctx.redactor.redact
     network = network_rule(internet=config.network, allow_domains=config.allow_domains,
@@ -339,7 +343,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model)
         recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
         started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript)
-                                  if ctx.job.tools.keeps_changes else None, verifier), tools=ctx.job.tools,
+                                  if ctx.job.tools.keeps_changes else None, verifier), tools=tools,
     )
     return agent, verifier.verification
 

@@ -44,6 +44,7 @@ class OutputCap:
 
 
 BASH = "/bin/bash"
+SERVER_PIDS = set()  # MCP servers' processes (mcp.py): they and their children outlive each command
 
 
 class Child:
@@ -220,7 +221,8 @@ def kill_descendants(timeout: float = 2.0) -> None:
 
 
 def descendants(root: int) -> list:
-    """The pids whose parent chain under /proc leads to `root` (processes only, not threads)."""
+    """The pids whose parent chain under /proc leads to `root` (processes only, not threads), but for the MCP
+    servers' trees."""
     parents = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -237,7 +239,7 @@ def descendants(root: int) -> list:
     children = {}
     for pid, ppid in parents.items():
         children.setdefault(ppid, []).append(pid)
-    found, todo = [], list(children.get(root, ()))
+    found, todo = [], [pid for pid in children.get(root, ()) if pid not in SERVER_PIDS]
     while todo:
         pid = todo.pop()
         found.append(pid)
