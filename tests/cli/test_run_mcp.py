@@ -54,7 +54,7 @@ def test_two_real_servers_are_offered_called_and_their_results_reach_the_model(f
     assert res.returncode == 0, res.stderr
     tools = [t["name"] for t in fake_anthropic.requests[0].body["tools"]]
     assert tools[:6] == ["bash", "read", "write", "edit", "glob", "grep"]
-    assert {"mcp__time__get_current_time", "mcp__time__convert_time", "mcp__git__git_status"} <= set(tools)
+    assert {"mcp__time__get_current_time", "mcp__time__convert_time", "mcp__git__git_status"} <= set(tools), res.stderr
     schema = next(t for t in fake_anthropic.requests[0].body["tools"] if t["name"] == "mcp__time__get_current_time")
     assert "timezone" in schema["input_schema"]["properties"]  # the server's own schema
     got = results(fake_anthropic)

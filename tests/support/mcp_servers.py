@@ -1,6 +1,6 @@
 """Real MCP servers nobody here wrote (`mcp-server-time`, `mcp-server-git`), where a sandbox can run them.
 
-They are installed once per machine with pip into `SITE`, a host directory bwrap, local and the modal double
+They are installed once per machine with pip into `SITE`, a host directory that bwrap, local and the modal double
 show as it is; docker sandboxes get it in a test image of our own tag built on the sandbox image
 (`image`), never a retag of the shared one. A decode.yml names them with `PYTHONPATH` pointing there.
 """
@@ -18,8 +18,8 @@ import pytest
 
 PACKAGES = ("mcp-server-time==2026.10.19", "mcp-server-git==2026.10.19")
 KEY = hashlib.sha256(" ".join(PACKAGES).encode()).hexdigest()[:12]
-SITE = Path("/opt/decode-tests") / f"mcp-servers-{KEY}"
-IMAGE = f"decode-sandbox-mcp-test:{KEY}"
+SITE = Path("/usr/local/share/decode-tests") / f"mcp-servers-{KEY}"  # /usr: the modal double shows it too
+IMAGE = f"decode-sandbox-mcp-test:{hashlib.sha256(str(SITE).encode()).hexdigest()[:12]}"
 ENV = f"{{PYTHONPATH: {SITE}}}"
 
 
