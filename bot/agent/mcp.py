@@ -125,14 +125,14 @@ class McpServers:
         """One tools/call: its result as an observation; a server that fails it is stopped and said once."""
         name = server.spec.name
         if server.down is not None or server.client is None:
-            return Observation(f"the MCP server {name} is not available: {server.down}", True)
+            return Observation(f"the MCP server {name} is not available ({server.down})", True)
         where = None if server.spec.operator else sb
         try:
             result = server.client.call(where, tool, args, max(min(self.settings.call_s, time_left), 1.0))
         except ToolFailed as e:
             return Observation(f"the MCP server {name} refused the call: {e}", True)
         except ServerGone as e:
-            server.down, client, server.client = f"{e}", server.client, None
+            server.down, client, server.client = f"failed: {e}", server.client, None
             _quietly(lambda: client.channel.close(where))
             self._say(server)
             return Observation(f"the MCP server {name} failed: {e}; its tools are gone for the rest of the run", True)

@@ -32,6 +32,10 @@ class ServerGone(Exception):
     """The server cannot be used any more (did not start, answered garbage, timed out, died); says why."""
 
 
+class TimedOut(ServerGone):
+    """No answer came in time (the client names the request)."""
+
+
 class ToolFailed(Exception):
     """The server answered a request with a JSON-RPC error, or an answer too large to carry: the server is fine."""
 
@@ -67,7 +71,7 @@ class SandboxChannel:
             said = got.stderr.strip().splitlines()[-1][:300] if got.stderr.strip() else "nothing on stderr"
             raise ServerGone(f"it exited{status} ({said})")
         if not answered and got.timed_out:
-            raise ServerGone(f"it did not answer within {timeout:.0f}s")
+            raise TimedOut()
         return messages
 
     def close(self, sandbox: Sandbox | None) -> None:
@@ -99,6 +103,8 @@ class HttpChannel:
                 if answer.headers.get("content-type", "").startswith("text/event-stream"):
                     return self._events(answer.iter_lines(decode_unicode=True), wait, timeout)
                 body = json.loads(answer.content)
+        except requests.Timeout:
+            raise TimedOut() from None
         except requests.RequestException as e:
             raise ServerGone(f"it could not be reached ({type(e).__name__})") from None
         except ValueError:
@@ -168,7 +174,11 @@ class McpClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ServerGone(f"it did not answer {method} within {timeout:.0f}s")
-            for message in self.channel.exchange(sandbox, outgoing.pop(0) if outgoing else None, request_id, left):
+            try:
+                got = self.channel.exchange(sandbox, outgoing.pop(0) if outgoing else None, request_id, left)
+            except TimedOut:
+                raise ServerGone(f"it did not answer {method} within {timeout:.0f}s") from None
+            for message in got:
                 if "method" in message and "id" in message:
                     outgoing.append(refusal(message))
                 elif message.get("id") == request_id:

@@ -20,13 +20,18 @@ MODES = ["local", pytest.param("bwrap", marks=pytest.mark.bwrap), pytest.param("
          pytest.param("modal", marks=pytest.mark.bwrap)]
 
 
-def run(fake, tmp_path: Path, mcp: str, turns: list, mode: str = "local", **env: str):
-    """`decode run` on a repository whose decode.yml has `mcp:` entries `mcp`; the process and its events."""
+STUB = (Path(__file__).parents[1] / "support" / "mcp_stub.py").read_text()
+
+
+def run(fake, tmp_path: Path, mcp: str, turns: list, mode: str = "local", files: dict | None = None, **env: str):
+    """`decode run` on a repository whose decode.yml has `mcp:` entries `mcp` (tests/support/mcp_stub.py is its
+    tools/stub.py); the process and its events."""
     require(mode)
     mcp_servers.installed()
     if mode == "docker":
         env["DECODE_SANDBOX_IMAGE"] = mcp_servers.image(BASE_IMAGE)
-    repo = make_repo(tmp_path / "repo", {"app.py": "x = 1\n", ".github/decode.yml": "mcp:\n" + mcp})
+    repo = make_repo(tmp_path / "repo", {"app.py": "x = 1\n", ".github/decode.yml": "mcp:\n" + mcp,
+                                         "tools/stub.py": STUB, **(files or {})})
     fake.script(turns)
     res = decode_run(fake, tmp_path, repo, "Use the tools", mode, **env)
     jsonl = next((tmp_path / "data" / "runs").glob("*/transcript.jsonl"), None)
@@ -65,3 +70,75 @@ def test_two_real_servers_are_offered_called_and_their_results_reach_the_model(f
     assert [(e["name"], e["state"]) for e in started] == [("time", "started"), ("git", "started")]
     md = Path(printed(res.stdout, "transcript")).read_text()
     assert "mcp__git__git_status" in md and "On branch" in md
+
+
+def said(res, text: str) -> int:
+    """How many lines of `decode run`'s output say `text`."""
+    return sum(text in line for line in (res.stdout + res.stderr).splitlines())
+
+
+def downs(events: list) -> dict:
+    return {e["name"]: e["reason"] for e in events if e["type"] == "mcp_server" and e["state"] == "down"}
+
+
+def test_servers_that_cannot_start_or_hang_at_start_are_said_once_and_the_run_goes_on(fake_anthropic, tmp_path):
+    mcp = (mcp_servers.server("nope", "python3 -m no_such_mcp_server") + mcp_servers.server("slow", "sleep 600")
+           + TIME)
+    turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("mcp__nope__x")],
+             [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, mcp, turns, DECODE_MCP_START_SECONDS="5")
+    assert res.returncode == 0, res.stderr
+    assert said(res, "MCP server nope did not start: it exited with status 1 (") == 1, res.stderr
+    assert "No module named no_such_mcp_server" in downs(events)["nope"]
+    assert said(res, "MCP server slow did not start: it did not answer initialize within 5s") == 1
+    tools = [t["name"] for t in fake_anthropic.requests[0].body["tools"]]
+    assert not [t for t in tools if "nope" in t or "slow" in t] and "mcp__time__get_current_time" in tools
+    got = results(fake_anthropic)
+    assert '"timezone": "UTC"' in got[0]["content"] and got[1]["is_error"]  # a tool never offered is unknown
+    md = Path(printed(res.stdout, "transcript")).read_text()
+    assert md.count("MCP server `nope` did not start") == 1 and md.count("MCP server `slow` did not start") == 1
+
+
+def test_a_server_that_hangs_on_a_call_or_answers_garbage_is_stopped_and_said_once(fake_anthropic, tmp_path):
+    mcp = (mcp_servers.server("hang", "python3 tools/stub.py hang", env="{}")
+           + mcp_servers.server("junk", "python3 tools/stub.py garbage", env="{}"))
+    turns = [[use("mcp__hang__shell", command="true")], [use("mcp__hang__shell", command="true")],
+             [use("mcp__junk__shell", command="true")], [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, mcp, turns, DECODE_MCP_CALL_SECONDS="2")
+    assert res.returncode == 0, res.stderr
+    hung, again, junk = results(fake_anthropic)
+    assert hung["is_error"] and "did not answer tools/call within 2s" in hung["content"]
+    assert again["is_error"] and "the MCP server hang is not available (failed: it did not" in again["content"]
+    assert junk["is_error"] and "not JSON-RPC: 'Traceback" in junk["content"]
+    assert said(res, "MCP server hang ") == 1 and said(res, "MCP server junk ") == 1
+    assert set(downs(events)) == {"hang", "junk"}
+
+
+def test_a_server_that_dies_mid_run_is_said_once_and_the_run_goes_on(fake_anthropic, tmp_path):
+    turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("bash", command="pkill -f mcp_server_time")],
+             [use("mcp__time__get_current_time", timezone="UTC")], [use("mcp__time__get_current_time", timezone="UTC")],
+             [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, TIME, turns)
+    assert res.returncode == 0, res.stderr
+    first, _, died, later = results(fake_anthropic)
+    assert not first["is_error"] and died["is_error"] and "failed: it exited" in died["content"]
+    assert "is not available" in later["content"]
+    assert said(res, "MCP server time ") == 1 and list(downs(events)) == ["time"]
+
+
+def test_a_huge_result_is_truncated_like_other_tool_output(fake_anthropic, tmp_path):
+    big = "".join(f"line {i} of a generated file that is far too long to show\n" for i in range(60_000))
+    turns = [[use("mcp__git__git_show", repo_path=".", revision="HEAD")], [{"type": "text", "text": "Done."}]]
+    res, _ = run(fake_anthropic, tmp_path, GIT, turns, files={"data/big.txt": big})
+    assert res.returncode == 0, res.stderr
+    shown = results(fake_anthropic)[0]["content"]
+    assert "output truncated" in shown and len(shown) < 60_000 and "line 0 of" in shown
+
+
+def test_a_required_server_that_does_not_start_fails_the_run_before_the_model_is_asked(fake_anthropic, tmp_path):
+    res, _ = run(fake_anthropic, tmp_path, TIME + mcp_servers.server("nope", "python3 -m no_such_mcp_server",
+                                                                     required=True), [])
+    assert res.returncode == 1
+    errors = [line for line in res.stderr.splitlines() if "MCP server nope" in line]
+    assert len(errors) == 1 and "required: true in .github/decode.yml" in errors[0], res.stderr
+    assert "Traceback" not in res.stderr and fake_anthropic.requests == []

@@ -19,7 +19,7 @@ import signal
 import time
 
 from .paths import Refused, Workspace
-from .processes import BASH, SERVER_PIDS, kill_group
+from .processes import BASH, SERVER_EXITS, SERVER_PIDS, kill_group
 
 LINE_CAP = 16 * 1024 * 1024  # a line longer than this is not kept: its size is reported instead
 STDERR_TAIL = 2000
@@ -46,8 +46,8 @@ class Server:
         if self.status is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self.status = "gone"
+            except ChildProcessError:  # `reap` collected it
+                self.status = SERVER_EXITS.pop(self.pid, "gone")
                 return self.status
             if pid:
                 self.status = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
@@ -179,13 +179,14 @@ def stop(name: str) -> None:
     server = SERVERS.pop(name, None)
     if server is None:
         return
-    SERVER_PIDS.discard(server.pid)
     kill_group(server.pid)
     if server.ended() is None:
         try:
             os.waitpid(server.pid, 0)
         except ChildProcessError:
             pass
+    SERVER_PIDS.discard(server.pid)
+    SERVER_EXITS.pop(server.pid, None)
     for fd in (server.stdin, server.stdout, server.stderr):
         os.close(fd)
 

@@ -45,6 +45,7 @@ class OutputCap:
 
 BASH = "/bin/bash"
 SERVER_PIDS = set()  # MCP servers' processes (mcp.py): they and their children outlive each command
+SERVER_EXITS = {}  # pid -> exit status of an MCP server `reap` collected (negative: the signal)
 
 
 class Child:
@@ -187,11 +188,13 @@ def reap() -> bool:
     """Collect every exited orphan that was re-parented to agentd; True while children remain."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return False
         if pid == 0:
             return True
+        if pid in SERVER_PIDS:
+            SERVER_EXITS[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def kill_descendants(timeout: float = 2.0) -> None:
