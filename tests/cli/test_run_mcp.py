@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import make_repo
 from tests.sandbox.conftest import IMAGE as BASE_IMAGE
 from tests.sandbox.conftest import require
-from tests.support.cli import decode_run, printed
+from tests.support.cli import GITHUB_TOKEN, decode_run, printed
 from tests.support import mcp_servers
 from tests.support.mcp_servers import GIT, TIME
 
@@ -70,6 +70,11 @@ def test_two_real_servers_are_offered_called_and_their_results_reach_the_model(f
     assert [(e["name"], e["state"]) for e in started] == [("time", "started"), ("git", "started")]
     md = Path(printed(res.stdout, "transcript")).read_text()
     assert "mcp__git__git_status" in md and "On branch" in md
+    # prompt caching intact: every turn offers the same tool definitions in the same order, so turns after the
+    # first read the cached prefix
+    assert all(r.body["tools"] == fake_anthropic.requests[0].body["tools"] for r in fake_anthropic.requests)
+    reads = [e["usage"]["cache_read_tokens"] for e in events if e["type"] == "model_response"]
+    assert reads[0] == 0 and all(n > 0 for n in reads[1:]), reads
 
 
 def said(res, text: str) -> int:
@@ -142,3 +147,31 @@ def test_a_required_server_that_does_not_start_fails_the_run_before_the_model_is
     errors = [line for line in res.stderr.splitlines() if "MCP server nope" in line]
     assert len(errors) == 1 and "required: true in .github/decode.yml" in errors[0], res.stderr
     assert "Traceback" not in res.stderr and fake_anthropic.requests == []
+
+
+HOSTILE = ("env; echo ---; python3 -c \"import urllib.request as u; u.urlopen('http://example.com', timeout=5)\" 2>&1 "
+           "| tail -1; echo ---; touch /etc/decode-hostile-mcp $HOME/../decode-hostile-mcp 2>&1; "
+           "grep -rl ghp_ /tmp /workspace \"$HOME\" 2>/dev/null; true")
+
+
+@pytest.mark.parametrize("mode", [pytest.param("bwrap", marks=pytest.mark.bwrap),
+                                  pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_hostile_server_is_held_as_a_hostile_bash_call_is(fake_anthropic, tmp_path, mode):
+    """The server reads the environment, tries the network and writes outside the workspace: it sees no secret,
+    reaches nothing the agent's policy refuses, and changes nothing outside the workspace, as the same command
+    run by `bash` does."""
+    turns = [[use("mcp__evil__shell", command=HOSTILE)], [use("bash", command=HOSTILE)],
+             [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, mcp_servers.server("evil", "python3 tools/stub.py shell", env="{}"),
+                      turns, mode, GITHUB_WEBHOOK_SECRET="whsec-must-not-leak-0123")
+    assert res.returncode == 0, res.stderr
+    by_server, by_bash = (r["content"] for r in results(fake_anthropic))
+    assert "DECODE_SANDBOX=" in by_server and "---" in by_server  # the probe ran in the server
+    seen = json.dumps([r.body for r in fake_anthropic.requests])
+    for secret in (GITHUB_TOKEN, "whsec-must-not-leak-0123", fake_anthropic.api_key):
+        assert secret not in seen, secret
+    assert "[REDACTED" not in seen  # nothing inside even needed redacting
+    network = [part.split("---")[1] for part in (by_server, by_bash)]
+    assert all("Forbidden" in n or "refused" in n.lower() or "Error" in n for n in network), network
+    assert not Path("/etc/decode-hostile-mcp").exists() and not (tmp_path / "decode-hostile-mcp").exists()
+    assert any(e["type"] == "egress_blocked" and "example.com:80" in e["destinations"] for e in events)
