@@ -115,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate the settings and .github/decode.yml; say what a run would do",
                            description=CHECK_HELP)
     check.add_argument("--repo", default=".", help="a local path or owner/name on GitHub (default: .)")
+    check.add_argument("--start", action="store_true", help="start each MCP server of decode.yml in a sandbox "
+                                                             "(after setup) and list its tools (a local repository)")
     cache = sub.add_parser("cache", help="the setup cache (docker, bwrap, modal) and the repository mirrors: list "
                                          "or clear them")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)

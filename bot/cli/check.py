@@ -6,8 +6,10 @@ read the way a run reads it: a blob of the commit the run would start from (a lo
 repository's HEAD, a GitHub repository's default branch, never a working tree). Then it
 says, one line per topic, what a run there would do: the model, the sandbox and its
 image, the setup commands, the network of each phase, verification, the setup cache and
-the budget. Nothing is cloned, started or sent to the model; any problem is a
-`ConfigError` (exit status 2) naming the fix.
+the budget, the MCP servers. Nothing is cloned, started or sent to the model; any problem is a
+`ConfigError` (exit status 2) naming the fix. With `--start` (a local repository), each MCP server of
+decode.yml is started in a sandbox, after setup, as a run starts it, and its tools are listed: exit 1 when
+one does not start.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from bot.cli.repo import github_repo_name, local_repository
 from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.model.thinking import DEFAULT_BUDGET
-from bot.run.repo_config import PATH, RepoConfig, config_of, load_repo_config
+from bot.run.repo_config import PATH, McpServer, RepoConfig, config_of, load_repo_config
 from bot.sandbox import capabilities, offering
 from bot.sandbox.egress_policy import check_ceiling
 
@@ -34,16 +36,25 @@ class Found:
     where: str
     config: RepoConfig
     present: bool
+    top: str | None = None  # a local repository's top level, and the commit read
+    commit: str | None = None
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     """`decode check --repo R`: find R's decode.yml (a local repository's HEAD, else GitHub's) and `check` it."""
     local = Path(args.repo).expanduser()
     if local.exists():
-        return check(settings, local_config(local_repository(local)))
+        found = local_config(local_repository(local))
+        status = check(settings, found)
+        if getattr(args, "start", False):
+            from bot.cli.check_mcp import start_servers
+            return start_servers(settings, found, print)
+        return status
     github_repo = github_repo_name(args.repo, settings.github.api_url)
     if github_repo is None:
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a GitHub URL")
+    if getattr(args, "start", False):
+        raise ConfigError("--start needs a local repository (--repo PATH): its MCP servers start from its files")
     return check(settings, github_config(github_repo, settings))
 
 
@@ -59,7 +70,7 @@ def local_config(top: str) -> Found:
     commit = git("rev-parse", "--verify", "HEAD^{commit}", what="finding HEAD").decode().strip()
     branch = git("rev-parse", "--abbrev-ref", "HEAD", what="naming HEAD").decode().strip()
     present = bool(git("ls-tree", "--full-tree", "--name-only", commit, "--", PATH, what=f"looking up {PATH}"))
-    return Found(f"{top} at {branch} {commit[:12]}", load_repo_config(git, commit), present)
+    return Found(f"{top} at {branch} {commit[:12]}", load_repo_config(git, commit), present, top, commit)
 
 
 def github_config(repo: str, settings: Settings) -> Found:
@@ -110,6 +121,8 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
     extras += [f"allowed_bots: {', '.join(config.allowed_bots)}"] if config.allowed_bots else []
     say(f"triggers: label {settings.github.trigger_label!r}, command {settings.github.command!r}"
         + "".join(f"; {e}" for e in extras))
+    for server in config.mcp:
+        say(f"mcp: {server_line(server, settings)}")
     say("ok: a run would start with these settings")
     return 0
 
@@ -174,3 +187,14 @@ def cache_state(settings: Settings, config: RepoConfig, offered: bool) -> str:
     keyed = ", ".join(config.setup_cache_key) or "the image and setup commands alone"
     return (f"on, keyed on {keyed}; entries in {settings.store.data_dir / 'setup-cache'}, "
             f"up to {settings.sandbox.setup_cache_mb} MB (DECODE_SETUP_CACHE_MB)")
+
+
+def server_line(server: McpServer, settings: Settings) -> str:
+    """One MCP server of decode.yml, as a run would start it."""
+    required = ", required (a run fails when it does not start)" if server.required else ""
+    if server.operator:
+        known = any(r.name == server.name for r in settings.mcp.servers)
+        where = "the operator's, on the host" if known else "the operator's, but DECODE_MCP_SERVERS offers none " \
+                                                            "of that name: a run goes on without it"
+        return f"{server.name} ({where}){required}"
+    return f"{server.name}: {server.command} (in the sandbox, after setup){required}"

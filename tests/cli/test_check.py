@@ -92,7 +92,7 @@ def test_reads_the_committed_file_not_the_working_tree(tmp_path):
                                                    "setup, network, setup_timeout, allow_cidrs, allow_domains, "
                                                    "allow_workflow_changes, gpu, image, verify, verify_rounds, "
                                                    "review_trigger, ci_fix, setup_cache_key, thinking, "
-                                                   "allowed_bots")
+                                                   "allowed_bots, mcp")
 
 
 @pytest.mark.parametrize("env, says", [
