@@ -155,15 +155,23 @@ def run_agent(
     thinking = thinking or ThinkingPlan(None, answer_room(info))
     context = Context.of(info.window, thinking.max_tokens, system, tools.schemas, info.context_edits)
     turn = _Turn(model, system, meter, recorder, prices, progress, context, thinking.request, tools.schemas)
-    last_text = ""
+    return _converse(turn, messages, tools, sandbox, redact, before_finish, after_tools)
+
+
+def _converse(turn: _Turn, messages: list[dict[str, Any]], tools: Toolset, sandbox: Sandbox,
+              redact: Callable[[str], str], before_finish: Callable[[bool], str | None] | None,
+              after_tools: Callable[[], None]) -> AgentResult:
+    """`run_agent`'s loop: a model turn, its tool calls (carried out by `tools`), again, until an answer is
+    accepted or a cap, an error or an interrupt ends it; the result, recorded."""
+    meter, last_text = turn.meter, ""
     try:  # an interrupt abandons the model request or tool call in flight; the work so far is kept
         while True:
             if reason := meter.exceeded():
-                return _finish(meter, reason, last_text, recorder, progress)
+                return turn.finish(reason, last_text)
             try:
                 reply = turn.ask(messages)
             except DecodeError as e:
-                return _finish(meter, "error", last_text, recorder, progress, error=str(e))
+                return turn.finish("error", last_text, error=str(e))
             messages.append({"role": "assistant", "content": reply.content})
             last_text = reply.text or last_text
             if not reply.tool_uses:
@@ -172,17 +180,17 @@ def run_agent(
                 if follow_up and can_continue:
                     messages.append({"role": "user", "content": follow_up})
                     continue
-                return _finish(meter, "completed", reply.text, recorder, progress)
+                return turn.finish("completed", reply.text)
             try:
-                results = _call_tools(reply.tool_uses, tools, sandbox, meter, recorder, progress, redact)
+                results = _call_tools(reply.tool_uses, tools, sandbox, meter, turn.recorder, turn.progress, redact)
             except SandboxLost as e:
-                return _finish(meter, "sandbox_lost", last_text, recorder, progress, error=str(e))
+                return turn.finish("sandbox_lost", last_text, error=str(e))
             except DecodeError as e:
-                return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
+                return turn.finish("error", last_text, error=f"sandbox failed: {e}")
             messages.append({"role": "user", "content": results})
             after_tools()
     except KeyboardInterrupt:
-        return _finish(meter, "interrupted", last_text, recorder, progress)
+        return turn.finish("interrupted", last_text)
 
 
 @dataclass
@@ -222,6 +230,10 @@ class _Turn:
         self._record([server] if server else [], "context_editing")
         self.sent = len(messages)
         return reply
+
+    def finish(self, reason: str, text: str, error: str | None = None) -> AgentResult:
+        """The run's result for stop `reason`, with the agent's last `text`: recorded and told."""
+        return _finish(self.meter, reason, text, self.recorder, self.progress, error)
 
     def _summarise(self, text: str, max_tokens: int) -> str:
         """The summary of older turns: one more model turn, recorded and counted like the others."""

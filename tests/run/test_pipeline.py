@@ -10,18 +10,10 @@ from bot.agent.tools import READ_ONLY_TOOLS
 from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.model.scripted import ScriptedModel
-from bot.run.pipeline import Job, commit_message, execute
+from bot.run.pipeline import Job, execute
 from bot.run.result import read_record
 from tests.conftest import make_repo
 from tests.fakes.anthropic_api import FakeAnthropic
-
-
-def test_commit_messages_mark_incomplete_work():
-    job = Job(repo=".", task="Make the retry count configurable\nmore detail", branch="b", run_id="r")
-    done = commit_message(job, AgentResult("completed", "Added RETRIES."))
-    assert done.startswith("decode: Make the retry count configurable\n\nAdded RETRIES.")
-    capped = commit_message(job, AgentResult("max_cost", "**Incomplete**"))
-    assert capped.startswith("decode (incomplete: max_cost): Make the retry")
 
 
 class RefusedKey(ScriptedModel):
