@@ -20,11 +20,11 @@ import ipaddress
 import json
 import math
 from collections.abc import Callable, Mapping
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.config.mcp_servers import RemoteMcp, mcp_servers
 from bot.core.errors import ConfigError
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -33,7 +33,6 @@ PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 SANDBOX_MODES = ("local", "bwrap", "docker", "modal")  # equal to bot.sandbox.BACKENDS' keys (a test checks)
 PROVIDERS = ("anthropic", "bedrock", "vertex")  # equal to bot.model.providers.CONNECT's keys (a test checks)
 
-MCP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,23}")  # an MCP server's name: `mcp__NAME__TOOL` fits 64
 Parser = Callable[[Mapping[str, str], "Row"], Any]
 
 
@@ -170,35 +169,6 @@ def database_url(env: Mapping[str, str], row: Row) -> str | None:
         raise ConfigError(f"DECODE_DATABASE_URL is not valid ({scheme}): set it to a PostgreSQL URL, "
                           "postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or unset it for the embedded SQLite store")
     return value
-
-
-@dataclass(frozen=True)
-class RemoteMcp:
-    """An operator's MCP server (DECODE_MCP_SERVERS): reached by the harness on the host over streamable HTTP,
-    with `headers` (its credentials) that never reach the sandbox, the model or the transcript."""
-
-    name: str
-    url: str
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # secrets
-
-
-def mcp_servers(env: Mapping[str, str], row: Row) -> tuple[RemoteMcp, ...]:
-    """DECODE_MCP_SERVERS: JSON, NAME -> {"url": "https://...", "headers": {"Authorization": "Bearer ..."}}."""
-    raw = (env.get(row.var or "") or "").strip()
-    if not raw:
-        return ()
-    fix = (f"{row.var} is not valid: set it to JSON mapping server names (letters, digits, '-') to "
-           '{"url": "https://...", "headers": {...}}, or unset it')
-    try:
-        table = json.loads(raw)
-        servers = tuple(RemoteMcp(name, str(entry["url"]), tuple((str(k), str(v)) for k, v in
-                                                                 (entry.get("headers") or {}).items()))
-                        for name, entry in table.items())
-    except (ValueError, AttributeError, TypeError, KeyError):
-        raise ConfigError(fix) from None
-    if not all(MCP_NAME.fullmatch(s.name) and s.url.startswith(("http://", "https://")) for s in servers):
-        raise ConfigError(fix)
-    return servers
 
 
 def thinking_value(value: object, where: str) -> str | int:

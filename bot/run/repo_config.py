@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from bot.config.mcp_servers import MCP_NAME
 from bot.config.table import thinking_value
 from bot.core.errors import ConfigError
 from bot.workspace.trusted_files import Git, read_trusted
@@ -60,7 +61,6 @@ IMAGE = re.compile(rf"{_REGISTRY}?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_]
                    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 IMAGE_MAX = 400  # a 255-character name, a 128-character tag and a sha256 digest
 BOT_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})\[bot\]")  # a GitHub App's or Actions' account
-MCP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,23}")  # `mcp__NAME__TOOL` is a tool name of at most 64
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
