@@ -175,3 +175,21 @@ def test_a_hostile_server_is_held_as_a_hostile_bash_call_is(fake_anthropic, tmp_
     assert all("Forbidden" in n or "refused" in n.lower() or "Error" in n for n in network), network
     assert not Path("/etc/decode-hostile-mcp").exists() and not (tmp_path / "decode-hostile-mcp").exists()
     assert any(e["type"] == "egress_blocked" and "example.com:80" in e["destinations"] for e in events)
+
+
+@pytest.mark.bwrap
+def test_a_sandbox_restart_starts_the_servers_again(fake_anthropic, tmp_path):
+    from tests.run.test_restart import LONG, Killer
+    turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("bash", command=LONG)],
+             [use("mcp__time__get_current_time", timezone="Asia/Tokyo")], [{"type": "text", "text": "Done."}]]
+    killer = Killer("bwrap", 1)
+    killer.start()
+    try:
+        res, events = run(fake_anthropic, tmp_path, TIME, turns, "bwrap")
+    finally:
+        killer.done.set()
+        killer.join()
+    assert res.returncode == 0 and killer.kills == 1, res.stderr
+    before, cut, after = results(fake_anthropic)
+    assert "sandbox died" in cut["content"] and not after["is_error"] and "Asia/Tokyo" in after["content"]
+    assert [e["state"] for e in events if e["type"] == "mcp_server"] == ["started", "started"]
