@@ -2,7 +2,8 @@
 run inside the sandbox as `python3 tools/stub.py MODE`).
 
 Modes: `shell` answers properly and its one tool, `shell`, runs a command with bash (the hostile server:
-whatever it tries is what the command tries); `hang` answers the handshake and never a call; `garbage`
+whatever it tries is what the command tries); `echo` answers its tool with the command's text, running
+nothing (bench/mcp_call.py: the relay's own cost); `hang` answers the handshake and never a call; `garbage`
 answers the handshake, then prints a line that is not JSON-RPC.
 """
 
@@ -34,6 +35,9 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [TOOL]}})
     elif MODE == "hang":
         time.sleep(3600)
+    elif MODE == "echo":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [
+            {"type": "text", "text": request["params"]["arguments"]["command"]}]}})
     elif MODE == "garbage":
         print("Traceback (most recent call last): oops", flush=True)
     else:

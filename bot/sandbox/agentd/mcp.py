@@ -67,7 +67,7 @@ def op_mcp_start(ws: Workspace, req: dict) -> dict:
     pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr
     try:
         pid = os.posix_spawn(
-            BASH, [BASH, "-c", "exec " + str(req["command"])], env,
+            BASH, [BASH, "-c", str(req["command"])], env,
             file_actions=[(os.POSIX_SPAWN_DUP2, pipes[0][0], 0), (os.POSIX_SPAWN_DUP2, pipes[1][1], 1),
                           (os.POSIX_SPAWN_DUP2, pipes[2][1], 2)],
             setsid=True, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),

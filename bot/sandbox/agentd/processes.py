@@ -211,6 +211,8 @@ def kill_descendants(timeout: float = 2.0) -> None:
     deadline = time.monotonic() + timeout
     me = os.getpid()
     while reap():
+        if SERVER_PIDS and only_servers_left():
+            return
         delivered = False
         for pid in descendants(me):
             try:
@@ -221,6 +223,19 @@ def kill_descendants(timeout: float = 2.0) -> None:
         if not delivered or time.monotonic() > deadline:
             return
         time.sleep(0.001)
+
+
+def only_servers_left() -> bool:
+    """Whether agentd's only children are MCP servers (whose trees are spared), read from
+    /proc/self/task/*/children without a scan of /proc; False where the kernel does not list children."""
+    children = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % task) as f:
+                children.update(int(pid) for pid in f.read().split())
+    except (OSError, ValueError):
+        return False
+    return children <= SERVER_PIDS
 
 
 def descendants(root: int) -> list:
