@@ -244,7 +244,8 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
                                 allow_domains=config.allow_domains)
     max_file = ctx.settings.sandbox.max_file_mb * MB
     caps = {"max_file_bytes": max_file, "max_bytes": max_file * PATCH_CAP_FILES}
-    servers = McpServers(config.mcp, ctx.settings.mcp, ctx.transcript.record, ctx.progress)
+    servers = McpServers(config.mcp, ctx.settings.mcp, ctx.transcript.record,
+                         lambda line: ctx.progress(ctx.redactor.redact(line)))  # a server's stderr is in it
     sandbox = Restarting(lambda: open_set_up(ctx, repo, agent_policy, servers),
                          lambda: open_sandbox(ctx.settings.sandbox.mode, run_spec(ctx, repo), network=agent_policy),
                          workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,

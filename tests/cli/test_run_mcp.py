@@ -193,3 +193,14 @@ def test_a_sandbox_restart_starts_the_servers_again(fake_anthropic, tmp_path):
     before, cut, after = results(fake_anthropic)
     assert "sandbox died" in cut["content"] and not after["is_error"] and "Asia/Tokyo" in after["content"]
     assert [e["state"] for e in events if e["type"] == "mcp_server"] == ["started", "started"]
+
+
+def test_an_image_in_a_result_reaches_the_model_beside_its_text(fake_anthropic, tmp_path):
+    turns = [[use("mcp__pic__shell", command="image")], [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, mcp_servers.server("pic", "python3 tools/stub.py echo", env="{}"),
+                      turns)
+    assert res.returncode == 0, res.stderr
+    (got,) = results(fake_anthropic)
+    assert got["content"][0] == {"type": "text", "text": "image"}
+    assert got["content"][1]["type"] == "image" and got["content"][1]["source"]["media_type"] == "image/png"
+    assert next(e for e in events if e["type"] == "tool_result")["images"] == 1

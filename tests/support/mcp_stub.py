@@ -3,7 +3,7 @@ run inside the sandbox as `python3 tools/stub.py MODE`).
 
 Modes: `shell` answers properly and its one tool, `shell`, runs a command with bash (the hostile server:
 whatever it tries is what the command tries); `echo` answers its tool with the command's text, running
-nothing (bench/mcp_call.py: the relay's own cost); `hang` answers the handshake and never a call; `garbage`
+nothing (bench/mcp_call.py: the relay's own cost), and a 1x1 PNG too when the text is `image`; `hang` answers the handshake and never a call; `garbage`
 answers the handshake, then prints a line that is not JSON-RPC.
 """
 
@@ -15,6 +15,9 @@ import time
 MODE = sys.argv[1]
 TOOL = {"name": "shell", "description": "Run a command", "inputSchema": {
     "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
+
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
 
 
 def send(message):
@@ -36,8 +39,9 @@ for line in sys.stdin:
     elif MODE == "hang":
         time.sleep(3600)
     elif MODE == "echo":
-        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [
-            {"type": "text", "text": request["params"]["arguments"]["command"]}]}})
+        text = request["params"]["arguments"]["command"]
+        image = [{"type": "image", "data": PNG, "mimeType": "image/png"}] if text == "image" else []
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}, *image]}})
     elif MODE == "garbage":
         print("Traceback (most recent call last): oops", flush=True)
     else:
