@@ -5,6 +5,8 @@ scripted model through the fake Messages API."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -179,17 +181,33 @@ def test_a_hostile_server_is_held_as_a_hostile_bash_call_is(fake_anthropic, tmp_
 
 @pytest.mark.bwrap
 def test_a_sandbox_restart_starts_the_servers_again(fake_anthropic, tmp_path):
-    from tests.run.test_restart import LONG, Killer
-    turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("bash", command=LONG)],
+    """The sandbox is killed from outside while a long command runs (`sleep 73`, which no other test runs, so
+    no other test's killer takes it): the next MCP call reaches the server the new sandbox started."""
+    from tests.run.test_restart import kill_sandbox
+    turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("bash", command="sleep 73")],
              [use("mcp__time__get_current_time", timezone="Asia/Tokyo")], [{"type": "text", "text": "Done."}]]
-    killer = Killer("bwrap", 1)
-    killer.start()
+    done, kills = threading.Event(), []
+
+    def killer() -> None:
+        while not done.is_set() and not kills:
+            for entry in Path("/proc").iterdir():
+                try:
+                    if entry.name.isdigit() and (entry / "cmdline").read_bytes() == b"sleep\x0073\x00":
+                        kill_sandbox("bwrap", int(entry.name))
+                        kills.append(entry.name)
+                        break
+                except OSError:
+                    pass
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
     try:
         res, events = run(fake_anthropic, tmp_path, TIME, turns, "bwrap")
     finally:
-        killer.done.set()
-        killer.join()
-    assert res.returncode == 0 and killer.kills == 1, res.stderr
+        done.set()
+        thread.join()
+    assert res.returncode == 0 and len(kills) == 1, res.stderr
     before, cut, after = results(fake_anthropic)
     assert "sandbox died" in cut["content"] and not after["is_error"] and "Asia/Tokyo" in after["content"]
     assert [e["state"] for e in events if e["type"] == "mcp_server"] == ["started", "started"]
