@@ -44,7 +44,8 @@ def start_servers(settings: Settings, found: Found, say: Callable[[str], None]) 
         if clone.returncode != 0 or subprocess.run(["git", "-C", str(workspace), "checkout", "-q", "--detach",
                                                     found.commit], capture_output=True).returncode != 0:
             raise ConfigError(f"{found.top}: could not check out {found.commit[:12]} to start its servers")
-        agent = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs, allow_domains=config.allow_domains)
+        agent = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
+                             allow_domains=config.allow_domains)
         spec = sandbox_spec(settings.sandbox, workspace, image=config.image or settings.sandbox.image,
                             name="decode-check", gpu=config.gpu)
         sandbox = open_sandbox(settings.sandbox.mode, spec, network=EgressPolicy(

@@ -25,7 +25,8 @@ from bot.core.redact import Redactor, credential_values
 from bot.config.table import DEFAULT_MODEL, PRICE_KEYS, ROWS, SANDBOX_MODES, RemoteMcp, Row
 
 __all__ = ["DEFAULT_MODEL", "PRICE_KEYS", "ROWS", "SANDBOX_MODES", "Budget", "GitHubSettings", "ModelSettings",
-           "McpSettings", "PoolSettings", "RemoteMcp", "SandboxSettings", "Settings", "StoreSettings", "WebSettings", "database_password"]
+           "McpSettings", "PoolSettings", "RemoteMcp", "SandboxSettings", "Settings", "StoreSettings", "WebSettings",
+           "database_password"]
 
 
 ROW_KEYS = {row.key: row for row in ROWS}
@@ -161,7 +162,8 @@ class Budget:
 
 
 GROUPS: dict[str, type] = {"model": ModelSettings, "github": GitHubSettings, "sandbox": SandboxSettings,
-                           "mcp": McpSettings, "pool": PoolSettings, "store": StoreSettings, "web": WebSettings, "budget": Budget}
+                           "mcp": McpSettings, "pool": PoolSettings, "store": StoreSettings, "web": WebSettings,
+                           "budget": Budget}
 
 
 class Settings:

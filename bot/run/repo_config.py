@@ -51,7 +51,8 @@ from bot.workspace.trusted_files import Git, read_trusted
 
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
-        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking", "allowed_bots", "mcp")
+        "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking", "allowed_bots",
+        "mcp")
 MAX_CACHE_KEY_FILES = 20
 MAX_VERIFY_ROUNDS = 5
 # A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.

@@ -21,4 +21,5 @@ def test_the_servers_are_read_and_their_header_values_are_secrets_never_shown():
 def test_a_bad_value_is_one_line_naming_the_fix(raw):
     with pytest.raises(ConfigError) as raised:
         Settings.from_env({"DECODE_MCP_SERVERS": raw})
-    assert str(raised.value).startswith("DECODE_MCP_SERVERS is not valid: set it to JSON") and raw not in str(raised.value)
+    message = str(raised.value)
+    assert message.startswith("DECODE_MCP_SERVERS is not valid: set it to JSON") and raw not in message

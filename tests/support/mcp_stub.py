@@ -47,4 +47,5 @@ for line in sys.stdin:
     else:
         done = subprocess.run(["bash", "-c", request["params"]["arguments"]["command"]], capture_output=True,
                               text=True)
-        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": done.stdout + done.stderr}]}})
+        text = done.stdout + done.stderr
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
