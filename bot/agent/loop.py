@@ -307,10 +307,11 @@ def _call_tools(uses: list[dict[str, Any]], tools: Toolset, sandbox: Sandbox, me
                          redact=redact)
         took = time.monotonic() - began
         recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
-                        output=obs.text, is_error=obs.is_error, duration_s=took)
+                        output=obs.text, is_error=obs.is_error, duration_s=took,
+                        **({"images": len(obs.images)} if obs.images else {}))
         progress(_progress_line(meter, use, took, obs.is_error))
         results.append({"type": "tool_result", "tool_use_id": use["id"],
-                        "content": obs.text or "(no output)", "is_error": obs.is_error})
+                        "content": obs.content(), "is_error": obs.is_error})
     return results
 
 

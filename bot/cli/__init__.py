@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate the settings and .github/decode.yml; say what a run would do",
                            description=CHECK_HELP)
     check.add_argument("--repo", default=".", help="a local path or owner/name on GitHub (default: .)")
+    check.add_argument("--start", action="store_true", help="start each MCP server of decode.yml in a sandbox "
+                                                             "(after setup) and list its tools (a local repository)")
     check.add_argument("--file", metavar="PATH", help="check this decode.yml instead of the repository's")
     image = sub.add_parser("image", help="the docker sandbox's image: build it on this machine")
     build = image.add_subparsers(dest="image_command", required=True).add_parser(

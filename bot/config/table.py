@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.config.mcp_servers import RemoteMcp, mcp_servers
 from bot.core.errors import ConfigError
 from bot.core.files import unusable_dir
 
@@ -348,6 +349,16 @@ ROWS: tuple[Row, ...] = (
         count("DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)"),
         "`docker` and `modal`: warm sandboxes kept ready per process and image by `decode serve`, "
         "`decode worker` and the Modal app; `decode run` and the Action keep none"),
+    Row("mcp_servers", "DECODE_MCP_SERVERS", "mcp.servers", (), mcp_servers,
+        "the operator's remote MCP servers (streamable HTTP), JSON: NAME -> {\"url\", \"headers\"}; called by the "
+        "harness on the host with those headers (their credentials, redacted everywhere); a repository chooses "
+        "among them by name in decode.yml (`NAME: {operator: true}`), never adds one", secret=True),
+    Row("mcp_start_s", "DECODE_MCP_START_SECONDS", "mcp.start_s", 60.0, positive(float),
+        "how long an MCP server may take to start and list its tools, in seconds; past it the run goes on "
+        "without it (or fails, when decode.yml says `required: true`)"),
+    Row("mcp_call_s", "DECODE_MCP_CALL_SECONDS", "mcp.call_s", 120.0, positive(float),
+        "how long one MCP tool call may take, in seconds; past it the server is stopped and the run goes on "
+        "without it"),
     # the job workers
     Row("workers", "DECODE_WORKERS", "pool.workers", 4,
         count("DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "

@@ -30,7 +30,7 @@ from typing import Any, TypeVar, cast
 from bot.core.errors import DecodeError
 from bot.sandbox import CommandResult, EgressPolicy, HandBack, Refused
 from bot.sandbox.client import AgentdSandbox
-from bot.sandbox.protocol import CopiesWorkspace, Death, SandboxDied, SandboxLost
+from bot.sandbox.protocol import CopiesWorkspace, Death, SandboxDied, SandboxLost, ServerLines
 
 T = TypeVar("T")
 Opener = Callable[[], AgentdSandbox]
@@ -156,6 +156,16 @@ class Restarting:
 
     def set_network(self, policy: EgressPolicy) -> None:
         self._current().set_network(policy)
+
+    def mcp_start(self, name: str, command: str, env: dict[str, str]) -> None:
+        self._guarded(lambda sb: sb.mcp_start(name, command, env))
+
+    def mcp_io(self, name: str, line: str | None, wait: list[int], timeout: float) -> ServerLines:
+        """An MCP server's exchange, on the current sandbox (a restart starts its servers again, in setup)."""
+        return self._guarded(lambda sb: sb.mcp_io(name, line, wait, timeout), changes=True)
+
+    def mcp_stop(self, name: str) -> None:
+        self._guarded(lambda sb: sb.mcp_stop(name))
 
     def blocked(self) -> dict[str, int]:
         return self._sandbox.blocked() if self._sandbox is not None else {}

@@ -369,7 +369,16 @@ def _sandbox_restart(e: dict[str, Any]) -> str:
             f"{safe_prose(str(e.get('reason', '')), inline=True)}")
 
 
-_ONE_LINE = {"setup_cache": _setup_cache, "sandbox_restart": _sandbox_restart}  # event type -> its one line
+def _mcp_server(e: dict[str, Any]) -> str:
+    name = code_span(str(e.get("name")))
+    if e.get("state") == "started":
+        tools = ", ".join(code_span(str(t)) for t in (e.get("tools") or [])[:50]) or "none"
+        return f"> **MCP server {name}** started (MCP {safe_prose(str(e.get('protocol')))}); its tools: {tools}"
+    return f"> **MCP server {name} {safe_prose(str(e.get('reason')))}**; the run goes on without it"
+
+
+_ONE_LINE = {"setup_cache": _setup_cache, "sandbox_restart": _sandbox_restart,  # event type -> its one line
+             "mcp_server": _mcp_server}
 
 
 def _result(e: dict[str, Any], cap: int | None) -> list[str]:

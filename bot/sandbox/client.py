@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from bot.core.errors import Cancelled, SandboxError
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.sandbox.protocol import CommandResult, HandBack, Launcher, Refused, SandboxDied, Transport
+from bot.sandbox.protocol import CommandResult, HandBack, Launcher, Refused, SandboxDied, ServerLines, Transport
 
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
 GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
@@ -295,6 +295,20 @@ class AgentdSandbox:
     def blocked(self) -> dict[str, int]:
         """"host:port" -> connections the current policy refused (empty where the backend cannot tell)."""
         return self._launcher.blocked()
+
+    def mcp_start(self, name: str, command: str, env: dict[str, str]) -> None:
+        """Start MCP server `name` in the workspace: `command` with bash, the commands' environment plus `env`."""
+        self._call("mcp_start", name=name, command=command, env=env)
+
+    def mcp_io(self, name: str, line: str | None, wait: list[int], timeout: float) -> ServerLines:
+        """Send `line` to server `name` and read back its lines until one answers an id in `wait` (see
+        bot/sandbox/agentd/mcp.py), `timeout` passes or the server ends."""
+        a = self._call("mcp_io", _timeout=timeout + GRACE_S, name=name, line=line, wait=wait, timeout=timeout)
+        return ServerLines(tuple(a["lines"]), tuple(a["oversize"]), a["timed_out"], a["exited"], a["status"],
+                           a["stderr"])
+
+    def mcp_stop(self, name: str) -> None:
+        self._call("mcp_stop", name=name)
 
     def cancel(self) -> None:
         """Close the sandbox from another thread; the call in flight, and any later one, raise `Cancelled`."""

@@ -29,6 +29,20 @@ class CommandResult:
 
 
 @dataclass(frozen=True)
+class ServerLines:
+    """What an MCP server in the sandbox wrote after one line sent to it (`Sandbox.mcp_io`): its whole lines,
+    the sizes of lines too long to carry, whether the wait timed out, and, once it ended, its exit status
+    (None when unknown) and its stderr's tail."""
+
+    lines: tuple[str, ...]
+    oversize: tuple[int, ...] = ()
+    timed_out: bool = False
+    exited: bool = False
+    status: int | None = None
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
 class HandBack:
     """The agent's changes as a binary patch, and what the sandbox left out of it (path -> why)."""
 
@@ -195,5 +209,11 @@ class Sandbox(Protocol):
     def set_network(self, policy: EgressPolicy) -> None: ...
 
     def blocked(self) -> dict[str, int]: ...
+
+    def mcp_start(self, name: str, command: str, env: dict[str, str]) -> None: ...
+
+    def mcp_io(self, name: str, line: str | None, wait: list[int], timeout: float) -> ServerLines: ...
+
+    def mcp_stop(self, name: str) -> None: ...
 
     def close(self) -> None: ...

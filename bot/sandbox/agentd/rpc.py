@@ -14,6 +14,7 @@ import sys
 
 from .files import op_glob, op_grep, op_read, op_write
 from .handback import op_check, op_export, op_export_read
+from .mcp import op_mcp_io, op_mcp_start, op_mcp_stop, stop_all
 from .paths import Refused, Workspace
 from .processes import become_subreaper, kill_descendants, op_exec, reap
 from .relay import start_egress
@@ -30,6 +31,9 @@ OPS = {
     "export": op_export,
     "export_read": op_export_read,
     "check": op_check,
+    "mcp_start": op_mcp_start,
+    "mcp_io": op_mcp_io,
+    "mcp_stop": op_mcp_stop,
 }
 
 
@@ -81,5 +85,6 @@ def main() -> int:
         else:
             serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
     finally:
+        stop_all()
         kill_descendants()
     return 0
