@@ -40,6 +40,7 @@ from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript
 from bot.run.verify import Verification, Verifier, finish_gate
 from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox, sandbox_spec
 from bot.sandbox.client import AgentdSandbox
+from bot.sandbox.protocol import CapReached
 from bot.sandbox.egress_policy import EgressPolicy, check_ceiling
 from bot.workspace.clone import Workspace, prepare
 from bot.workspace.mirror import Mirrors
@@ -244,8 +245,9 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
                                 allow_domains=config.allow_domains)
     max_file = ctx.settings.sandbox.max_file_mb * MB
     caps = {"max_file_bytes": max_file, "max_bytes": max_file * PATCH_CAP_FILES}
+    bare = lambda: replace(run_spec(ctx, repo), hand_back_only=True)  # noqa: E731 (opened to hand back only)
     sandbox = Restarting(lambda: open_set_up(ctx, repo, agent_policy),
-                         lambda: open_sandbox(ctx.settings.sandbox.mode, run_spec(ctx, repo), network=agent_policy),
+                         lambda: open_sandbox(ctx.settings.sandbox.mode, bare(), network=agent_policy),
                          workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,
                          max_restarts=ctx.settings.sandbox.max_restarts, record=ctx.transcript.record,
                          progress=ctx.progress)
@@ -399,6 +401,8 @@ def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Tra
     with how to fix it; None when nothing would be (or the sandbox cannot tell)."""
     try:
         found = sandbox.check_hand_back(base, max_file_bytes=max_file)
+    except CapReached:
+        raise
     except DecodeError as e:
         transcript.record("note", text=f"the hand-back could not be checked before the answer: {e}")
         return None

@@ -116,7 +116,7 @@ class BwrapLauncher:
             if cgroup is None:
                 raise ConfigError(no_cgroup_message(spec.cgroup_parent))
             self.cgroup = cgroup
-            self.disk = DiskGuard((self._workspace, self._tmp), spec.disk_mb, self.cgroup.kill)
+            self.disk = DiskGuard.of((self._workspace, self._tmp), spec, self.cgroup.kill)
         except BaseException:
             self.egress.close()
             shutil.rmtree(self._tmp, ignore_errors=True)

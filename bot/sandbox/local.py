@@ -12,7 +12,9 @@ before the model sees it, so known secrets do not reach the model or the
 transcript, but only the bwrap and docker backends keep them out of reach.
 
 No egress policy can be enforced either: the agent uses the host's network as
-it is, whatever `.github/decode.yml` says, and `blocked()` is always empty.
+it is, whatever `.github/decode.yml` says, and `blocked()` is always empty. Of the limits, only the disk
+cap (DECODE_MAX_DISK_MB, `disk.DiskGuard` on the workspace and HOME) applies: past it, agentd and every
+process under it are killed, as the isolating backends kill their sandbox.
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import signal
 import sys
 import tempfile
+from contextlib import suppress
+from pathlib import Path
 
 from bot.sandbox.agentd.processes import BASH
 from bot.sandbox.client import ProcessTransport
+from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, stopped_from_outside
 from bot.sandbox.shipping import agentd_file
@@ -94,9 +100,11 @@ class LocalLauncher:
         make_undumpable()
         self._home = tempfile.mkdtemp(prefix="decode-home-")
         self._transport: ProcessTransport | None = None
+        self.disk = DiskGuard.of((Path(self.root), Path(self._home)), spec, self._kill_all)
 
     def start(self, policy: EgressPolicy) -> ProcessTransport:
         """Start agentd; `policy` cannot be enforced here (the host's network is the agent's)."""
+        self.disk.check()
         argv = [sys.executable, "-I", str(agentd_file()), self.root]
         self._transport = ProcessTransport(argv, clean_env(self._home, "local", host_path()))
         return self._transport
@@ -107,15 +115,39 @@ class LocalLauncher:
             return Death("a process of agentd's was killed")
         return stopped_from_outside(self._transport.wait_exit(), "agentd")
 
-    def stopped(self) -> None:
-        """None: nothing here stops the sandbox for good."""
-        return None
+    def stopped(self) -> str | None:
+        """The disk cap's message once agentd was stopped for passing it."""
+        return self.disk.exceeded
 
     def blocked(self) -> dict[str, int]:
         return {}
 
+    def _kill_all(self) -> None:
+        """Kill agentd and every process under it (the disk cap): its commands run in sessions of their own."""
+        if self._transport is not None:
+            for pid in descendants(self._transport.pid):
+                with suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
     def close(self) -> None:
+        self.disk.close()
         shutil.rmtree(self._home, ignore_errors=True)
+
+
+def descendants(root: int) -> list[int]:
+    """`root` and every process under it, parents first (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError, IndexError, ValueError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, ()))
+    return found
 
 
 def make_undumpable() -> None:
