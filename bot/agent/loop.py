@@ -318,7 +318,8 @@ def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
     recorder.record("run_end", stop_reason=reason, summary=summary, turns=meter.turns,
                     usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.seconds, error=error,
                     trims=meter.trims)
-    progress(f"done: {STOP_MESSAGES[reason]} after {meter.turns} turns, "
+    said = STOP_MESSAGES[reason] if reason == "completed" else "stopped"  # the reason: the caller's last line
+    progress(f"done: {said} after {meter.turns} turns, "
              f"{meter.usage.total:,} tokens, ${meter.cost:.4f}, {result.seconds:.1f}s")
     return result
 
