@@ -96,6 +96,10 @@ class BwrapLauncher:
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Nothing to prepare: a sandbox dies with its process (`--die-with-parent`)."""
 
+    @classmethod
+    def preflight(cls) -> None:
+        """Nothing to check before the sandbox starts (bubblewrap and the cgroup are checked then)."""
+
     def __init__(self, spec: SandboxSpec, *, hide: Iterable[Path] = ()) -> None:
         """Prepare the sandbox for `spec`; `hide` adds host paths to mask. Refuses without a usable cgroup."""
         found = shutil.which("bwrap")

@@ -118,6 +118,10 @@ class DockerLauncher:
                 cls.pool(spec, pinned=True)
 
     @classmethod
+    def preflight(cls) -> None:
+        """Nothing to check before the sandbox starts (the engine and the image are checked then)."""
+
+    @classmethod
     def pool(cls, spec: SandboxSpec, *, docker: str = "docker", client_env: Mapping[str, str] | None = None,
              pinned: bool = False) -> warm_pool.WarmPool:
         """The process-wide warm pool of `spec.pool_size` containers like `spec`'s (its workspace does not

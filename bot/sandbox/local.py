@@ -95,6 +95,10 @@ class LocalLauncher:
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Nothing to prepare: no sandbox outlives its process."""
 
+    @classmethod
+    def preflight(cls) -> None:
+        """Nothing to check: agentd runs on the host."""
+
     def __init__(self, spec: SandboxSpec) -> None:
         self.root = str(spec.workspace.resolve())
         make_undumpable()

@@ -139,7 +139,7 @@ class Transport(Protocol):
 class Launcher(Protocol):
     """One backend: starts agentd for a workspace, reaching what an `EgressPolicy` allows.
 
-    Constructed as `Launcher(spec)`. `capabilities` and `prepare_host` are read on the class,
+    Constructed as `Launcher(spec)`. `capabilities`, `prepare_host` and `preflight` are read on the class,
     without starting anything.
     """
 
@@ -149,6 +149,12 @@ class Launcher(Protocol):
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Once, when a long-running host (`decode serve`, `decode worker`) starts, before its first job."""
+        ...
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Before any work, in every door: a `ConfigError` naming the fix when this backend cannot start here
+        for want of a setting (modal: its credentials)."""
         ...
 
     def start(self, policy: EgressPolicy) -> Transport: ...
