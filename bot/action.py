@@ -31,7 +31,6 @@ from bot.model import Model, make_model
 from bot.run.pipeline import Job
 from bot.run.transcript import render_figures
 from bot.sandbox import preflight
-from bot.run.result import write_record
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
 from bot.github.work import Dispatch, Work
 
@@ -140,10 +139,8 @@ def read_event(path: str) -> dict:
 
 def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     """Write the step outputs and the job summary; the exit status for the conclusion."""
-    result = conclusion.result(env.get("GITHUB_RUN_ID", ""))
+    result = conclusion.recorded(env.get("GITHUB_RUN_ID", ""))  # the artifact's record.json: what the outputs say
     ran = conclusion.ran
-    if ran is not None:  # the artifact's record.json holds what the outputs say, links included
-        write_record(ran.run_dir, result)
     outputs = {"pr_url": result.pr_url or "", "branch": result.branch or "", "conclusion": result.state,
                "verified": result.verified, "cost_usd": f"{result.figures.cost_usd if result.figures else 0.0:.4f}",
                "transcript_path": str(ran.run_dir) if ran is not None else ""}
