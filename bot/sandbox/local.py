@@ -86,6 +86,16 @@ def host_path(path: str | None = None) -> str:
     return os.pathsep.join(dict.fromkeys(kept)) or SAFE_PATH
 
 
+class LocalTransport(ProcessTransport):
+    """agentd's channel, whose close first ends the commands agentd runs: agentd ends them itself once its
+    input ends, but only between two requests, and a call abandoned to an interrupt may run for minutes. (The
+    isolating backends end the whole sandbox: its cgroup, its container.)"""
+
+    def close(self) -> None:
+        kill_tree(self.pid, spare_root=True)
+        super().close()
+
+
 class LocalLauncher:
     """Starts agentd on the host, in the workspace, with a clean environment."""
 
@@ -110,7 +120,7 @@ class LocalLauncher:
         """Start agentd; `policy` cannot be enforced here (the host's network is the agent's)."""
         self.disk.check()
         argv = [sys.executable, "-I", str(agentd_file()), self.root]
-        self._transport = ProcessTransport(argv, clean_env(self._home, "local", host_path()))
+        self._transport = LocalTransport(argv, clean_env(self._home, "local", host_path()))
         return self._transport
 
     def death(self) -> Death:
@@ -129,13 +139,18 @@ class LocalLauncher:
     def _kill_all(self) -> None:
         """Kill agentd and every process under it (the disk cap): its commands run in sessions of their own."""
         if self._transport is not None:
-            for pid in descendants(self._transport.pid):
-                with suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            kill_tree(self._transport.pid)
 
     def close(self) -> None:
         self.disk.close()
         shutil.rmtree(self._home, ignore_errors=True)
+
+
+def kill_tree(root: int, *, spare_root: bool = False) -> None:
+    """SIGKILL `root` (unless `spare_root`) and every process under it, parents first."""
+    for pid in descendants(root)[1 if spare_root else 0:]:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def descendants(root: int) -> list[int]:
