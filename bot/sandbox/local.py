@@ -92,7 +92,8 @@ class LocalTransport(ProcessTransport):
     isolating backends end the whole sandbox: its cgroup, its container.)"""
 
     def close(self) -> None:
-        kill_tree(self.pid, spare_root=True)
+        if self.exited() is None:  # a reaped agentd's pid may be another process's by now
+            kill_tree(self.pid, spare_root=True)
         super().close()
 
 
@@ -138,7 +139,7 @@ class LocalLauncher:
 
     def _kill_all(self) -> None:
         """Kill agentd and every process under it (the disk cap): its commands run in sessions of their own."""
-        if self._transport is not None:
+        if self._transport is not None and self._transport.exited() is None:
             kill_tree(self._transport.pid)
 
     def close(self) -> None:
