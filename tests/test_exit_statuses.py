@@ -151,7 +151,8 @@ TABLE: dict[str, Row] = {
     # 2: a bad setting or input, before any work
     "run local, bad flag": Row("run", 2, "--max-turns 0 is not valid", ["--max-turns", "0", *LOCAL]),
     "run owner/name, bad issue": Row("run", 2, "#999 is not an issue", ["--repo", REPO, "--issue", "999"]),
-    "action, bad event file": Row("action", 2, "cannot read the event file", arrange=lambda w: setattr(w, "event", None)),
+    "action, bad event file": Row("action", 2, "cannot read the event file",
+                                  arrange=lambda w: setattr(w, "event", None)),
     "serve, bad port": Row("serve", 2, "--port 0 is not a port", ["--port", "0"]),
     "worker, bad setting": Row("worker", 2, "DECODE_WORKERS=0 leaves decode worker nothing to do",
                                env={"DECODE_WORKERS": "0"}),
