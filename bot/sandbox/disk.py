@@ -8,8 +8,8 @@ sandbox's temp directory every `interval` seconds (less often when a walk is slo
 and, past the cap, kills every process of the sandbox and records why; the
 launcher refuses to restart it, the agent stops at once (`CapReached`), and the work so far is handed
 back from a sandbox opened for that alone, without the poller, and committed as incomplete (exit 3).
-The bound is therefore soft: a writer can overshoot by what it writes in one interval (about 0.5 s of disk bandwidth) before
-it is killed. The docker backend adds a hard bound for /tmp and /var/tmp
+The bound is therefore soft: a writer can overshoot by what it writes in one interval (about 0.5 s of
+disk bandwidth) before it is killed. The docker backend adds a hard bound for /tmp and /var/tmp
 (size-limited tmpfs mounts) and polls the workspace the same way.
 """
 
