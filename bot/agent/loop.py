@@ -1,7 +1,8 @@
 """The agent loop: ask the model, run its tool calls in the sandbox, repeat.
 
 The run ends when the model answers without a tool call (that answer is the
-summary), at the first budget cap (turns, tokens, USD or wall clock), or at an
+summary), at the first budget cap (turns, tokens, USD, wall clock, or the disk: the
+backend stops the sandbox and the next call says so), or at an
 interrupt (Ctrl-C, or SIGTERM where the entry point turns it into one). A cap, a
 model error or an interrupt never throws the work away: the loop returns what it
 has, marked with the reason, and the pipeline hands the workspace back as usual.
@@ -23,7 +24,7 @@ from bot.model import Model, ModelInfo, PromptTooLong, Reply, Usage
 from bot.model.pricing import cost_usd
 from bot.model.thinking import ThinkingPlan
 from bot.sandbox import Sandbox
-from bot.sandbox.protocol import SandboxLost
+from bot.sandbox.protocol import CapReached, SandboxLost
 
 MAX_OUTPUT_TOKENS = 16_000  # room for the answer (at most a quarter of a small window); thinking gets more
 SUMMARY_SYSTEM = (
@@ -39,6 +40,7 @@ STOP_MESSAGES = {
     "max_tokens": "stopped at the token budget",
     "max_cost": "stopped at the cost budget",
     "wall_clock": "stopped at the time limit",
+    "max_disk": "stopped at the disk cap",
     "error": "stopped by an error",
     "interrupted": "stopped by an interrupt",
     "sandbox_lost": "stopped: the sandbox died and the run could not go on in a new one",
@@ -146,8 +148,9 @@ def run_agent(
     told in `progress` lines and `model_progress` events while it streams. `info` is the model's figures when the
     caller has them already (the pipeline asks once, to plan thinking from them too), else they are asked here.
     `after_tools` runs after each turn's tool calls (the pipeline checkpoints a copied workspace there,
-    bot/run/restart.py); a `SandboxLost` from a call stops the run as incomplete, its work kept. `tools` is what
-    the model is offered and how each call runs (the run's `Toolset`), the same every turn.
+    bot/run/restart.py); a `SandboxLost` from a call, or a `CapReached` from a call or from `before_finish`,
+    stops the run as incomplete, its work kept. `tools` is what the model is offered and how each call runs (the
+    run's `Toolset`), the same every turn.
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
@@ -183,6 +186,8 @@ def _converse(turn: _Turn, messages: list[dict[str, Any]], tools: Toolset, sandb
                 return turn.finish("completed", reply.text)
             try:
                 results = _call_tools(reply.tool_uses, tools, sandbox, meter, turn.recorder, turn.progress, redact)
+            except CapReached:
+                raise
             except SandboxLost as e:
                 return turn.finish("sandbox_lost", last_text, error=str(e))
             except DecodeError as e:
@@ -191,6 +196,8 @@ def _converse(turn: _Turn, messages: list[dict[str, Any]], tools: Toolset, sandb
             after_tools()
     except KeyboardInterrupt:
         return turn.finish("interrupted", last_text)
+    except CapReached as e:  # the backend stopped the sandbox (the disk cap), under a tool call or a check
+        return turn.finish(e.stop_reason, last_text, error=str(e))
 
 
 @dataclass
@@ -328,7 +335,8 @@ def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
     recorder.record("run_end", stop_reason=reason, summary=summary, turns=meter.turns,
                     usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.seconds, error=error,
                     trims=meter.trims)
-    progress(f"done: {STOP_MESSAGES[reason]} after {meter.turns} turns, "
+    said = STOP_MESSAGES[reason] if reason == "completed" else "stopped"  # the reason: the caller's last line
+    progress(f"done: {said} after {meter.turns} turns, "
              f"{meter.usage.total:,} tokens, ${meter.cost:.4f}, {result.seconds:.1f}s")
     return result
 

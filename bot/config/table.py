@@ -324,7 +324,8 @@ ROWS: tuple[Row, ...] = (
         "`bwrap` as non-root: a cgroup v2 directory delegated to the bot's user, where each sandbox gets its "
         "cgroup (without it, or root, bwrap refuses to start)"),
     Row("max_disk_mb", "DECODE_MAX_DISK_MB", "sandbox.max_disk_mb", 10240, positive(int),
-        "what one run's agent may write (workspace and temp), in MB; past it the run stops"),
+        "what one run's agent may write (workspace and temp), in MB (local, bwrap, docker); past it the agent "
+        "stops and its work so far is committed as incomplete (exit 3)"),
     Row("max_memory_mb", "DECODE_MAX_MEMORY_MB", "sandbox.max_memory_mb", 4096, positive(int),
         "the memory one sandbox may use, in MB (bwrap, docker, modal); past it the kernel kills a process, "
         "and the run names the limit (a dead sandbox is restarted, DECODE_MAX_RESTARTS)"),

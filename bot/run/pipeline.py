@@ -247,8 +247,9 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
     caps = {"max_file_bytes": max_file, "max_bytes": max_file * PATCH_CAP_FILES}
     servers = McpServers(config.mcp, ctx.settings.mcp, ctx.transcript.record,
                          lambda line: ctx.progress(ctx.redactor.redact(line)))  # a server's stderr is in it
+    bare = lambda: replace(run_spec(ctx, repo), hand_back_only=True)  # noqa: E731 (opened to hand back only)
     sandbox = Restarting(lambda kept: open_set_up(ctx, repo, agent_policy, servers, kept=kept),
-                         lambda: open_sandbox(ctx.settings.sandbox.mode, run_spec(ctx, repo), network=agent_policy),
+                         lambda: open_sandbox(ctx.settings.sandbox.mode, bare(), network=agent_policy),
                          workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,
                          max_restarts=ctx.settings.sandbox.max_restarts, record=ctx.transcript.record,
                          progress=ctx.progress)
@@ -259,8 +260,8 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
         if agent.stop_reason == "interrupted":
             ctx.progress("interrupted: keeping the work so far (interrupt again to stop without it)")
             sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
-        elif agent.stop_reason == "sandbox_lost":
-            ctx.progress(f"{agent.error}: keeping the work so far")
+        elif agent.stop_reason in ("sandbox_lost", "max_disk"):  # why: the caller's last line
+            ctx.progress("keeping the work so far")
         hand = sandbox.hand_back(repo.ws.base_sha, **caps) if ctx.job.tools.keeps_changes else HandBack(b"", {})
         return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts), review)
     finally:

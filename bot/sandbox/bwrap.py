@@ -96,6 +96,10 @@ class BwrapLauncher:
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Nothing to prepare: a sandbox dies with its process (`--die-with-parent`)."""
 
+    @classmethod
+    def preflight(cls) -> None:
+        """Nothing to check before the sandbox starts (bubblewrap and the cgroup are checked then)."""
+
     def __init__(self, spec: SandboxSpec, *, hide: Iterable[Path] = ()) -> None:
         """Prepare the sandbox for `spec`; `hide` adds host paths to mask. Refuses without a usable cgroup."""
         found = shutil.which("bwrap")
@@ -116,7 +120,7 @@ class BwrapLauncher:
             if cgroup is None:
                 raise ConfigError(no_cgroup_message(spec.cgroup_parent))
             self.cgroup = cgroup
-            self.disk = DiskGuard((self._workspace, self._tmp), spec.disk_mb, self.cgroup.kill)
+            self.disk = DiskGuard.of((self._workspace, self._tmp), spec, self.cgroup.kill)
         except BaseException:
             self.egress.close()
             shutil.rmtree(self._tmp, ignore_errors=True)

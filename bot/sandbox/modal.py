@@ -99,6 +99,22 @@ def load_client() -> Any:
     return modal
 
 
+def check_credentials() -> None:
+    """A `ConfigError` before any work when Modal's client has no token: neither MODAL_TOKEN_ID and
+    MODAL_TOKEN_SECRET nor a profile `modal token new` wrote (~/.modal.toml, or MODAL_CONFIG_PATH). A client
+    without Modal's `config` (an injected double) brings its own credentials."""
+    config = getattr(getattr(load_client(), "config", None), "config", None)
+    if config is None:
+        return
+    try:
+        found = config.get("token_id") and config.get("token_secret")
+    except Exception as e:  # a malformed ~/.modal.toml or MODAL_* value: Modal's own message names it
+        raise ConfigError(f"SANDBOX_MODE=modal: Modal's settings do not load ({e})") from None
+    if not found:
+        raise ConfigError("SANDBOX_MODE=modal needs Modal credentials: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, "
+                          "or run `modal token new`")
+
+
 class ModalTransport:
     """agentd's stdin/stdout over a Modal `ContainerProcess`, read by a thread like ProcessTransport."""
 
@@ -169,6 +185,11 @@ class ModalLauncher:
     capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=True, pool=True,
                                 setup_cache=True, keeps_workspace=False)
     root = WORKSPACE
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Modal's credentials (`check_credentials`)."""
+        check_credentials()
 
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:

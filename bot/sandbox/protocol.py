@@ -89,7 +89,8 @@ class SandboxSpec:
     gpu: str | None = None  # e.g. "H200:4"; only a backend with `Capabilities.gpu` offers GPUs
     lifetime_s: int = 3 * 3600  # modal: the sandbox is terminated after this long, whatever happens
     cgroup_parent: Path | None = None  # bwrap: a delegated cgroup v2 directory to make the sandbox's cgroup in
-    disk_mb: int = 10240  # what the agent may write: workspace plus temp (bwrap, docker; see disk.py)
+    disk_mb: int = 10240  # what the agent may write: workspace plus temp (local, bwrap, docker; see disk.py)
+    hand_back_only: bool = False  # opened only to hand the work back after a cap stopped the agent: no disk poller
     pool_size: int = 0  # docker, modal: warm sandboxes like this one kept ready per process (DECODE_POOL_SIZE)
     pool_dir: Path | None = None  # docker: where warm containers' workspaces wait (DECODE_DATA_DIR/pool); None: no pool
     # Waits until the workspace's files are in place (a run's checkout goes on while its sandbox starts,
@@ -115,6 +116,13 @@ class Capabilities:
 
 class Refused(SandboxError):
     """agentd declined a request (a path outside the workspace, a missing file...)."""
+
+
+class CapReached(SandboxError):
+    """The backend stopped the sandbox for passing a cap (the disk, `Launcher.stopped`): the agent stops at once,
+    and the work so far is handed back from a sandbox opened for that alone and committed as incomplete."""
+
+    stop_reason = "max_disk"
 
 
 class SandboxLost(SandboxError):
@@ -145,7 +153,7 @@ class Transport(Protocol):
 class Launcher(Protocol):
     """One backend: starts agentd for a workspace, reaching what an `EgressPolicy` allows.
 
-    Constructed as `Launcher(spec)`. `capabilities` and `prepare_host` are read on the class,
+    Constructed as `Launcher(spec)`. `capabilities`, `prepare_host` and `preflight` are read on the class,
     without starting anything.
     """
 
@@ -155,6 +163,12 @@ class Launcher(Protocol):
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Once, when a long-running host (`decode serve`, `decode worker`) starts, before its first job."""
+        ...
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Before any work, in every door: a `ConfigError` naming the fix when this backend cannot start here
+        for want of a setting (modal: its credentials)."""
         ...
 
     def start(self, policy: EgressPolicy) -> Transport: ...
