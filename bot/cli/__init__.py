@@ -19,6 +19,7 @@ import importlib.metadata
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 from bot.cli import eval as eval_door
 from bot.cli.cache import cmd_cache
@@ -31,7 +32,7 @@ from bot.core.extras import requires_extra
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error as one line like every other error."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 

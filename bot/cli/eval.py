@@ -36,7 +36,7 @@ object a task: id, status (resolved, unresolved, invalid, error), turns, cost_us
 exit status: 0 every task ran, 1 a task errored, 2 a bad input or setting (one line naming the fix)."""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction) -> None:
     """`decode eval`'s arguments."""
     p = sub.add_parser("eval", help="run a task file and measure how many tasks the agent resolves",
                        description=EVAL_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -314,6 +314,8 @@ def _plan(work: Work, facts: Facts, *, tag: str) -> Plan:
                     delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:
         raise ValueError(f"work on #{work.number} is planned with the facts of its issue")
+    if isinstance(work, Labels):
+        raise ValueError("making the trigger labels is not planned: the job makes them itself")
     if isinstance(work, CheckSuite):
         if pull is None or facts.ci is None:
             raise ValueError(f"a CI fix of #{work.number} is planned with its pull request and failed checks")

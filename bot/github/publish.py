@@ -93,9 +93,9 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
     this_run = note_of(tag, result.stop_reason, summary, ran.result.figures)
     if isinstance(delivery, Resume):
-        state = PullState((*delivery.state.runs, this_run), delivery.state.task, last_steps(events),
-                          delivery.state.closes)
-        return _resume(forge, repo, delivery, ran, report, state, f"{figs}\n\n{notes}".rstrip(), failure)
+        pull_state = PullState((*delivery.state.runs, this_run), delivery.state.task, last_steps(events),
+                               delivery.state.closes)
+        return _resume(forge, repo, delivery, ran, report, pull_state, f"{figs}\n\n{notes}".rstrip(), failure)
     on_fork = isinstance(delivery, ToFork)
     if commit is None or ws is None:
         if result.failed:

@@ -185,10 +185,10 @@ class PostgresStore:
             value = None
             if job is not None:
                 key, payload = job
-                value = cur.execute(
+                value = _row(cur.execute(
                     "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at, installation) "
                     f"VALUES (%s, %s, %s, 'queued', {NOW}, {NOW}, %s) RETURNING id",
-                    (delivery_id, key, Jsonb(payload), installation_of(key, payload))).fetchone()[0]
+                    (delivery_id, key, Jsonb(payload), installation_of(key, payload))))[0]
                 cur.execute(f"NOTIFY {CHANNEL}")  # sent at the commit, to every process's `watch`
         self._maybe_prune()
         return value
@@ -223,15 +223,15 @@ class PostgresStore:
                     cur.execute(_LOCK.format(""), (INSTALLATION_LOCK, installation))
                 if self.caps.per_repo:
                     cur.execute(_LOCK.format(""), (REPO_LOCK, repo_of(key)))
-                locked = cur.execute(_LOCK.format("try_"), (KEY_LOCK, key)).fetchone()[0]
-                key_busy, installation_full, repo_full = cur.execute(_STOPS, {**params, "id": job_id}).fetchone()
+                locked = _row(cur.execute(_LOCK.format("try_"), (KEY_LOCK, key)))[0]
+                key_busy, installation_full, repo_full = _row(cur.execute(_STOPS, {**params, "id": job_id}))
                 if installation_full or repo_full:
                     params["full"].append(installation if installation_full else repo_of(key))
                     continue
                 if not locked or key_busy:
                     params["skipped"].append(key)  # another claimer holds this key: the next runnable job, if any
                     continue
-                taken = cur.execute(_TAKE, {"worker": worker_id, "lease_s": self.lease_s, "id": job_id}).fetchone()
+                taken = _row(cur.execute(_TAKE, {"worker": worker_id, "lease_s": self.lease_s, "id": job_id}))
             return JobRecord(*taken, store_id=self.store_id)
         return None
 
@@ -314,7 +314,8 @@ class PostgresStore:
              state: str | None = None) -> list[JobRecord]:
         """The newest `limit` jobs, newest first, for the dashboard; only those of `repos` ("owner/name",
         any case) when given, only those in `state` when given."""
-        where, params = ["TRUE"], {"limit": limit}
+        where = ["TRUE"]
+        params: dict[str, Any] = {"limit": limit}
         if repos is not None:
             where.append("lower(split_part(key, '#', 1)) = ANY(%(repos)s::text[])")
             params["repos"] = sorted({r.lower() for r in repos})
@@ -380,8 +381,8 @@ class PostgresStore:
 
     def _clean(self, error: BaseException) -> str:
         text = str(error).strip() or type(error).__name__
-        long_enough = self._password and len(self._password) >= MIN_SECRET_LENGTH  # as the log redactor does
-        return text.replace(self._password, "[REDACTED]") if long_enough else text
+        password = self._password  # redacted as the log redactor does: when long enough to be a secret
+        return text.replace(password, "[REDACTED]") if password and len(password) >= MIN_SECRET_LENGTH else text
 
 
 def migrate(conn: psycopg.Connection[Any]) -> list[int]:
@@ -409,4 +410,11 @@ def identity(conn: psycopg.Connection[Any]) -> str:
     read by every later one."""
     with conn.transaction():
         conn.execute("INSERT INTO store (one, id) VALUES (1, %s) ON CONFLICT (one) DO NOTHING", (new_store_id(),))
-        return conn.execute("SELECT id FROM store").fetchone()[0]
+        return str(_row(conn.execute("SELECT id FROM store"))[0])
+
+
+def _row(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (INSERT ... RETURNING, a count, a lock taken)."""
+    row = cur.fetchone()
+    assert row is not None, "the statement returns a row"
+    return row

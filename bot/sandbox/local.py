@@ -22,6 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
+from typing import ClassVar
 
 from bot.sandbox.agentd.processes import BASH
 from bot.sandbox.client import ProcessTransport
@@ -83,7 +84,8 @@ def host_path(path: str | None = None) -> str:
 class LocalLauncher:
     """Starts agentd on the host, in the workspace, with a clean environment."""
 
-    capabilities = Capabilities(isolating=False, egress_policy=False, image=False, gpu=False, pool=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=False, egress_policy=False, image=False, gpu=False, pool=False)
 
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:

@@ -13,6 +13,7 @@ import select
 import socket
 import threading
 import time
+from typing import Callable
 
 EGRESS_SOCKET = "DECODE_EGRESS_SOCKET"
 PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
@@ -39,7 +40,7 @@ def start_egress() -> int | None:
     return port
 
 
-def spawn(target, *args) -> None:
+def spawn(target: Callable[..., None], *args: object) -> None:
     thread = threading.Thread(target=target, args=args)
     thread.daemon = True
     thread.start()
