@@ -13,12 +13,13 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bot.agent.loop import AgentResult, answer_room, run_agent
 from bot.agent.prompt import network_rule, system_prompt, task_message
+from bot.agent.tools import DEFAULT_TOOLS, Toolset
 from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
@@ -61,6 +62,7 @@ class Job:
     config_base: str | None = None  # the branch whose .github/decode.yml applies; default: `base` itself
     attempt: int = 1  # a retried job (its worker died) runs again in a fresh run directory
     token: str | None = None  # what the clone authenticates with (an installation token is per repository)
+    tools: Toolset = field(default=DEFAULT_TOOLS, compare=False)  # what the model is offered; read-only: no hand-back
 
     @staticmethod
     def new_run_id() -> str:
@@ -256,7 +258,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
             sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
         elif agent.stop_reason == "sandbox_lost":
             ctx.progress(f"{agent.error}: keeping the work so far")
-        hand = sandbox.hand_back(repo.ws.base_sha, **caps)
+        hand = sandbox.hand_back(repo.ws.base_sha, **caps) if ctx.job.tools.keeps_changes else HandBack(b"", {})
         return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts))
     finally:
         sandbox.close()
@@ -333,8 +335,8 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model)
         task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
         recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
         started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
-        before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript),
-                                  verifier),
+        before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript)
+                                  if ctx.job.tools.keeps_changes else None, verifier), tools=ctx.job.tools,
     )
     return agent, verifier.verification
 
