@@ -76,23 +76,29 @@ def forward_egress(client: socket.socket, path: str) -> None:
         upstream.close()
 
 
-def relay(a: socket.socket, b: socket.socket) -> None:
-    """Copy bytes both ways until both sides have finished sending (the other gets HALF_CLOSED_S more)."""
+def relay(a: socket.socket, b: socket.socket, idle_s: float | None = None) -> None:
+    """Copy bytes both ways until both sides have finished sending, a socket fails, or `idle_s` pass in silence
+    (None: no limit; `HALF_CLOSED_S` at most once one side has finished, so a keep-alive client does not hold
+    its slot). The one relay loop: agentd's egress port and the host's egress proxy (bot/sandbox/egress.py)."""
     peer = {a.fileno(): (a, b), b.fileno(): (b, a)}
     poller = select.poll()
     for fd in peer:
         poller.register(fd, select.POLLIN)
     open_ends = 2
     while open_ends:
-        events = poller.poll(None if open_ends == 2 else HALF_CLOSED_S * 1000)
+        wait = idle_s if open_ends == 2 else min(idle_s or HALF_CLOSED_S, HALF_CLOSED_S)
+        events = poller.poll(None if wait is None else wait * 1000)
         if not events:
             return
         for fd, _ in events:
             source, target = peer[fd]
-            data = source.recv(65536)
-            if data:
-                target.sendall(data, NOSIGNAL)
-                continue
+            try:
+                data = source.recv(65536)
+                if data:
+                    target.sendall(data, NOSIGNAL)
+                    continue
+            except OSError:
+                return
             poller.unregister(fd)
             open_ends -= 1
             try:
