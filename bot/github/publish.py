@@ -103,7 +103,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
                               branch=None if on_fork else branch, ran=ran)
         return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
                           branch=None if on_fork else branch, ran=ran)
-    state = "success" if result.completed else "failed" if result.failed else "incomplete"
+    state = ran.result.state  # decided once, by the run (bot/run/result.py's state_of)
     if isinstance(delivery, ToFork):
         return _to_fork(forge, repo, delivery.pull, ran, tag, state=state, report=report,
                                 failure=failure if result.failed else None)
@@ -169,10 +169,8 @@ def _resume(forge: Forge, repo: str, delivery: Resume, ran: Ran, report: Report,
         head = f"{failure}. The work so far ({commit[:12]}) is pushed to {where}." if result.failed else \
             f"⚠️ Pushed partial work ({commit[:12]}) to {where}: the run " \
             f"{STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}; `/decode continue` carries it on."
-    state_word = ("success" if result.completed else "failed" if result.failed else "incomplete") if commit else \
-        ("failed" if result.failed else "no_changes")
     message = f"{head} The description of {pull.html_url} now covers all {len(state.runs)} runs.\n\n{figs}"
-    return Conclusion(state_word, message.rstrip(), pr_url=pull.html_url, branch=pull.head_ref, ran=ran)
+    return Conclusion(ran.result.state, message.rstrip(), pr_url=pull.html_url, branch=pull.head_ref, ran=ran)
 
 
 def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, state: str,
