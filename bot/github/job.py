@@ -108,7 +108,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.ran.run_dir)
         if edited := (decided.note if isinstance(decided, Plan) else None):
-            conclusion.message = f"{conclusion.message}\n\n{edited}"
+            conclusion = dataclasses.replace(conclusion, message=f"{conclusion.message}\n\n{edited}")
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue and concluded
         ran, e = (e.ran, e.cause) if isinstance(e, Unpublished) else (None, e)
         text = redactor.redact(str(e) or type(e).__name__)
