@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,7 +48,7 @@ STOP_MESSAGES = {
 
 
 class Recorder(Protocol):
-    def record(self, type: str, **fields: Any) -> None: ...
+    def record(self, type: str, **fields: Any) -> object: ...
 
 
 @dataclass
@@ -121,7 +121,7 @@ def run_agent(
     task: str,
     budget: Budget,
     recorder: Recorder,
-    prices: dict[str, dict[str, float]] | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
     progress: Callable[[str], None] = lambda line: None,
     redact: Callable[[str], str] = lambda text: text,
     before_finish: Callable[[bool], str | None] | None = None,
@@ -208,7 +208,7 @@ class _Turn:
     system: str
     meter: _Meter
     recorder: Recorder
-    prices: dict[str, dict[str, float]] | None
+    prices: Mapping[str, Mapping[str, float]] | None
     progress: Callable[[str], None]
     context: Context
     thinking: dict[str, Any] | None  # the request's `thinking` (None: off); a summary never thinks
@@ -266,7 +266,7 @@ class _Turn:
 
 
 def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,
-         prices: dict[str, dict[str, float]] | None, *, max_tokens: int,
+         prices: Mapping[str, Mapping[str, float]] | None, *, max_tokens: int,
          tools: list[dict[str, Any]], purpose: str | None = None, thinking: dict[str, Any] | None = None,
          progress: Callable[[str], None] | None = None, context_management: dict[str, Any] | None = None) -> Reply:
     """One model turn, recorded (the request with the messages after the first `sent`, and the context edits it

@@ -180,6 +180,7 @@ class Settings:
     store: StoreSettings
     web: WebSettings
     budget: Budget
+    _rows: dict[str, Any]  # row key -> value, set once in __init__
 
     def __init__(self, **values: Any) -> None:
         rows = dict(_defaults())
@@ -210,7 +211,7 @@ class Settings:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Settings) and self._rows == other._rows
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # equal by value and not hashable, as a dataclass with eq
 
     def __repr__(self) -> str:
         return "Settings(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in GROUPS) + ")"

@@ -15,7 +15,7 @@ from bot.run.pipeline import Ran
 from bot.run.result import RunResult, write_record
 
 
-@dataclass
+@dataclass(frozen=True)
 class Conclusion:
     """How a job ended: the one value the webhook worker, the Modal app, the Action and the CLI all read."""
 

@@ -408,7 +408,7 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
 
 def _unfinished(ctx: _Context) -> RunResult:
     """The failed result of a run that ended before its own (an error, an interrupt), from its `run_end`."""
-    end = next((e for e in reversed(ctx.transcript.events()) if e["type"] == "run_end"), {})
+    end: dict[str, Any] = next((e for e in reversed(ctx.transcript.events()) if e["type"] == "run_end"), {})
     job = ctx.job
     return RunResult(run_id=job.run_id, state="failed", repo=ctx.redactor.redact(job.repo), branch=job.branch,
                      attempt=job.attempt, stop_reason=str(end.get("stop_reason") or "error"),

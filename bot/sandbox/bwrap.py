@@ -59,6 +59,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from bot.core.errors import ConfigError
 from bot.sandbox.cgroup import SandboxCgroup
@@ -88,8 +89,8 @@ PACKAGE_DBS = ("/var/lib/dpkg/status", "/var/lib/rpm/rpmdb.sqlite", "/var/lib/rp
 class BwrapLauncher:
     """Starts agentd under bubblewrap with the host root read-only and its secrets hidden."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=False, gpu=False, pool=False,
-                                setup_cache=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=True, egress_policy=True, image=False, gpu=False, pool=False, setup_cache=True)
     root = WORKSPACE
 
     @classmethod

@@ -68,6 +68,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import ClassVar
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import docker_pool, warm_pool
@@ -103,8 +104,8 @@ PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fn
 class DockerLauncher:
     """Runs one container per sandbox and agentd in it through a persistent `docker exec -i`."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=False, pool=True,
-                                setup_cache=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=True, egress_policy=True, image=True, gpu=False, pool=True, setup_cache=True)
     root = WORKSPACE
 
     @classmethod
@@ -319,7 +320,7 @@ class DockerLauncher:
         sizes = [self._cli("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
                  for name in (tag, self._spec.image)]
         used = max(0, int(sizes[0] or 0) - int(sizes[1] or 0))
-        argv = [self._docker, "exec", self.container, "python3", "-I", "-c", save_script(WORKSPACE)]
+        argv = [self._docker, "exec", self._live(), "python3", "-I", "-c", save_script(WORKSPACE)]
         used = save_locally(argv, self._env, archive, used, cap_bytes)
         return Saved(used, tag)
 

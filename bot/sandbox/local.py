@@ -27,6 +27,7 @@ import sys
 import tempfile
 from contextlib import suppress
 from pathlib import Path
+from typing import ClassVar
 
 from bot.sandbox.agentd.processes import BASH
 from bot.sandbox.client import ProcessTransport
@@ -100,7 +101,8 @@ class LocalTransport(ProcessTransport):
 class LocalLauncher:
     """Starts agentd on the host, in the workspace, with a clean environment."""
 
-    capabilities = Capabilities(isolating=False, egress_policy=False, image=False, gpu=False, pool=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=False, egress_policy=False, image=False, gpu=False, pool=False)
 
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:

@@ -57,7 +57,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.core.extras import requires_extra
@@ -182,8 +182,8 @@ class ModalTransport:
 class ModalLauncher:
     """One Modal sandbox per run; agentd in it through one persistent exec."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=True, pool=True,
-                                setup_cache=True, keeps_workspace=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=True, egress_policy=True, image=True, gpu=True, pool=True, setup_cache=True, keeps_workspace=False)
     root = WORKSPACE
 
     @classmethod

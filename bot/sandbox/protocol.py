@@ -160,6 +160,8 @@ class Launcher(Protocol):
     capabilities: ClassVar[Capabilities]
     root: str  # the workspace's path as seen inside the sandbox
 
+    def __init__(self, spec: SandboxSpec) -> None: ...
+
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Once, when a long-running host (`decode serve`, `decode worker`) starts, before its first job."""

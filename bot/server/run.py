@@ -73,7 +73,7 @@ class ModelGate:
 
 def listen(app: Any, host: str, port: int) -> Any:
     """A waitress server bound to host:port; a ConfigError naming the port when it cannot be."""
-    import waitress
+    from waitress.server import create_server
 
     from bot.server import MAX_BODY
 
@@ -85,8 +85,8 @@ def listen(app: Any, host: str, port: int) -> Any:
     try:
         # waitress answers 413 from the headers (or, chunked, as soon as the count passes the limit),
         # before buffering the body; its check is `>=`, Flask's `>`, hence the + 1.
-        return waitress.create_server(app, host=host, port=port, threads=8, ident="decode-bot",
-                                      max_request_body_size=MAX_BODY + 1)
+        return create_server(app, host=host, port=port, threads=8, ident="decode-bot",
+                             max_request_body_size=MAX_BODY + 1)
     except OSError as e:
         raise cannot_listen(host, port, e) from None
 

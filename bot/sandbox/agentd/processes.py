@@ -54,9 +54,9 @@ class Child:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.returncode = None
+        self.returncode: int | None = None
 
-    def poll(self, flags: int = os.WNOHANG):
+    def poll(self, flags: int = os.WNOHANG) -> int | None:
         if self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, flags)
@@ -67,7 +67,7 @@ class Child:
                 self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         return self.returncode
 
-    def wait(self):
+    def wait(self) -> int | None:
         return self.poll(0)
 
 
@@ -254,7 +254,7 @@ def descendants(root: int) -> list:
             parents[int(name)] = int(stat[stat.rindex(b")") + 2:].split(None, 2)[1])
         except (OSError, ValueError):
             continue  # exited while we looked
-    children = {}
+    children: dict[int, list[int]] = {}
     for pid, ppid in parents.items():
         children.setdefault(ppid, []).append(pid)
     found, todo = [], [pid for pid in children.get(root, ()) if pid not in SERVER_PIDS]

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+from typing import IO
 
 from .files import op_glob, op_grep, op_read, op_write
 from .handback import op_check, op_export, op_export_read
@@ -55,7 +56,7 @@ def answer(ws: Workspace, line: bytes) -> dict:
     return reply
 
 
-def serve(root: str, stdin, stdout) -> None:
+def serve(root: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """Answer each request line of `stdin` on `stdout`, for the workspace at `root`, until stdin ends."""
     ws = Workspace(root)
     for line in stdin:
