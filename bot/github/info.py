@@ -82,11 +82,13 @@ class MergedPull:
 @dataclass(frozen=True)
 class TreeEntry:
     """One path a commit changes, as GitHub's "create a tree" takes it: `mode` 100644, 100755 or 120000
-    (a symlink, whose content is its target); `content` None deletes the path."""
+    (a symlink, whose content is its target); `content` None deletes the path; `sha` is the blob git made of
+    `content`, which GitHub's must equal."""
 
     path: str
     mode: str
     content: bytes | None
+    sha: str | None = None
 
 
 @dataclass(frozen=True)
