@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.agent.context import Context, Trim
-from bot.agent.tools import TOOL_SCHEMAS, call_tool
+from bot.agent.tools import DEFAULT_TOOLS, Toolset
 from bot.config import Budget
 from bot.core.errors import DecodeError
 from bot.model import Model, ModelInfo, PromptTooLong, Reply, Usage
@@ -127,6 +127,7 @@ def run_agent(
     thinking: ThinkingPlan | None = None,
     info: ModelInfo | None = None,
     after_tools: Callable[[], None] = lambda: None,
+    tools: Toolset = DEFAULT_TOOLS,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
 
@@ -145,23 +146,32 @@ def run_agent(
     told in `progress` lines and `model_progress` events while it streams. `info` is the model's figures when the
     caller has them already (the pipeline asks once, to plan thinking from them too), else they are asked here.
     `after_tools` runs after each turn's tool calls (the pipeline checkpoints a copied workspace there,
-    bot/run/restart.py); a `SandboxLost` from a call stops the run as incomplete, its work kept.
+    bot/run/restart.py); a `SandboxLost` from a call stops the run as incomplete, its work kept. `tools` is what
+    the model is offered and how each call runs (the run's `Toolset`), the same every turn.
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     info = model.info() if info is None else info
     thinking = thinking or ThinkingPlan(None, answer_room(info))
-    context = Context.of(info.window, thinking.max_tokens, system, TOOL_SCHEMAS, info.context_edits)
-    turn = _Turn(model, system, meter, recorder, prices, progress, context, thinking.request)
-    last_text = ""
+    context = Context.of(info.window, thinking.max_tokens, system, tools.schemas, info.context_edits)
+    turn = _Turn(model, system, meter, recorder, prices, progress, context, thinking.request, tools.schemas)
+    return _converse(turn, messages, tools, sandbox, redact, before_finish, after_tools)
+
+
+def _converse(turn: _Turn, messages: list[dict[str, Any]], tools: Toolset, sandbox: Sandbox,
+              redact: Callable[[str], str], before_finish: Callable[[bool], str | None] | None,
+              after_tools: Callable[[], None]) -> AgentResult:
+    """`run_agent`'s loop: a model turn, its tool calls (carried out by `tools`), again, until an answer is
+    accepted or a cap, an error or an interrupt ends it; the result, recorded."""
+    meter, last_text = turn.meter, ""
     try:  # an interrupt abandons the model request or tool call in flight; the work so far is kept
         while True:
             if reason := meter.exceeded():
-                return _finish(meter, reason, last_text, recorder, progress)
+                return turn.finish(reason, last_text)
             try:
                 reply = turn.ask(messages)
             except DecodeError as e:
-                return _finish(meter, "error", last_text, recorder, progress, error=str(e))
+                return turn.finish("error", last_text, error=str(e))
             messages.append({"role": "assistant", "content": reply.content})
             last_text = reply.text or last_text
             if not reply.tool_uses:
@@ -170,17 +180,17 @@ def run_agent(
                 if follow_up and can_continue:
                     messages.append({"role": "user", "content": follow_up})
                     continue
-                return _finish(meter, "completed", reply.text, recorder, progress)
+                return turn.finish("completed", reply.text)
             try:
-                results = _call_tools(reply.tool_uses, sandbox, meter, recorder, progress, redact)
+                results = _call_tools(reply.tool_uses, tools, sandbox, meter, turn.recorder, turn.progress, redact)
             except SandboxLost as e:
-                return _finish(meter, "sandbox_lost", last_text, recorder, progress, error=str(e))
+                return turn.finish("sandbox_lost", last_text, error=str(e))
             except DecodeError as e:
-                return _finish(meter, "error", last_text, recorder, progress, error=f"sandbox failed: {e}")
+                return turn.finish("error", last_text, error=f"sandbox failed: {e}")
             messages.append({"role": "user", "content": results})
             after_tools()
     except KeyboardInterrupt:
-        return _finish(meter, "interrupted", last_text, recorder, progress)
+        return turn.finish("interrupted", last_text)
 
 
 @dataclass
@@ -195,6 +205,7 @@ class _Turn:
     progress: Callable[[str], None]
     context: Context
     thinking: dict[str, Any] | None  # the request's `thinking` (None: off); a summary never thinks
+    tools: list[dict[str, Any]]  # the toolset's schemas, built once: every request carries the same
     sent: int = 0  # messages the model has seen: the transcript records only the ones after them
 
     def ask(self, messages: list[dict[str, Any]]) -> Reply:
@@ -205,7 +216,8 @@ class _Turn:
         while True:
             try:
                 reply = _ask(self.model, self.system, messages, self.sent, self.meter, self.recorder, self.prices,
-                             max_tokens=self.context.max_tokens, thinking=self.thinking, progress=self.progress,
+                             max_tokens=self.context.max_tokens, tools=self.tools, thinking=self.thinking,
+                             progress=self.progress,
                              context_management=self.context.management(messages))
                 break
             except PromptTooLong as e:
@@ -218,6 +230,10 @@ class _Turn:
         self._record([server] if server else [], "context_editing")
         self.sent = len(messages)
         return reply
+
+    def finish(self, reason: str, text: str, error: str | None = None) -> AgentResult:
+        """The run's result for stop `reason`, with the agent's last `text`: recorded and told."""
+        return _finish(self.meter, reason, text, self.recorder, self.progress, error)
 
     def _summarise(self, text: str, max_tokens: int) -> str:
         """The summary of older turns: one more model turn, recorded and counted like the others."""
@@ -244,7 +260,7 @@ class _Turn:
 
 def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,
          prices: dict[str, dict[str, float]] | None, *, max_tokens: int,
-         tools: list[dict[str, Any]] = TOOL_SCHEMAS, purpose: str | None = None, thinking: dict[str, Any] | None = None,
+         tools: list[dict[str, Any]], purpose: str | None = None, thinking: dict[str, Any] | None = None,
          progress: Callable[[str], None] | None = None, context_management: dict[str, Any] | None = None) -> Reply:
     """One model turn, recorded (the request with the messages after the first `sent`, and the context edits it
     asks of the API; `purpose` marks a harness's own request, such as a context summary), counted in `meter`.
@@ -279,7 +295,7 @@ def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, m
     return reply
 
 
-def _call_tools(uses: list[dict[str, Any]], sandbox: Sandbox, meter: _Meter, recorder: Recorder,
+def _call_tools(uses: list[dict[str, Any]], tools: Toolset, sandbox: Sandbox, meter: _Meter, recorder: Recorder,
                 progress: Callable[[str], None], redact: Callable[[str], str]) -> list[dict[str, Any]]:
     """Run one turn's tool calls in the sandbox, recorded; their `tool_result` blocks for the next message.
     A failed command is an observation; a `DecodeError` (the sandbox itself failed) propagates."""
@@ -287,8 +303,8 @@ def _call_tools(uses: list[dict[str, Any]], sandbox: Sandbox, meter: _Meter, rec
     for use in uses:
         recorder.record("tool_call", turn=meter.turns, id=use["id"], name=use["name"], input=use.get("input"))
         began = time.monotonic()
-        obs = call_tool(sandbox, use["name"], use.get("input"), time_left=meter.budget.max_wall_s - meter.elapsed(),
-                        redact=redact)
+        obs = tools.call(sandbox, use["name"], use.get("input"), time_left=meter.budget.max_wall_s - meter.elapsed(),
+                         redact=redact)
         took = time.monotonic() - began
         recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
                         output=obs.text, is_error=obs.is_error, duration_s=took)

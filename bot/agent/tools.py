@@ -1,7 +1,12 @@
-"""The six tools of the contract, as the model sees them and as the sandbox runs them.
+"""Tools as values: a run's `Toolset` is the tools its model is offered, in a stable order, and how each runs.
+
+The six tools of the contract are `DEFAULT_TOOLS`; `READ_ONLY_TOOLS` (read, glob,
+grep and a bash whose workspace changes the run discards) is the same loop's
+toolset for a run that must change nothing; MCP servers add tools of their own
+(bot/agent/mcp.py) with `Toolset.plus`. A name defined twice is refused.
 
 Each tool turns a model's `tool_use` input into sandbox calls and returns an
-`Observation`: text for the model plus whether it is an error. `call_tool`
+`Observation`: text for the model plus whether it is an error. `Toolset.call`
 redacts the whole text first and only then truncates it, so a secret cut at the
 truncation boundary never shows a prefix the redactor could no longer recognise. Nothing here
 raises for a failed command, a missing file or a refused path; those are
@@ -11,8 +16,8 @@ than a refusal) escapes, since the run cannot go on without one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.agent.truncate import truncate
@@ -36,7 +41,7 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 _STR = {"type": "string"}
 
-TOOL_SCHEMAS: list[dict[str, Any]] = [
+_SCHEMAS: list[dict[str, Any]] = [
     {
         "name": "bash",
         "description": (
@@ -167,37 +172,88 @@ def grep(sb: Sandbox, args: dict[str, Any], time_left: float) -> Observation:
     return Observation("\n".join(matches) if matches else "no matches")
 
 
-TOOLS: dict[str, Callable[[Sandbox, dict[str, Any], float], Observation]] = {
-    "bash": bash,
-    "read": read,
-    "write": write,
-    "edit": edit,
-    "glob": glob,
-    "grep": grep,
-}
+Run = Callable[[Sandbox, dict[str, Any], float], Observation]  # (sandbox, the call's input, seconds left)
 
 
-def call_tool(sb: Sandbox, name: str, args: Any, *, time_left: float,
-              redact: Callable[[str], str] = lambda text: text) -> Observation:
-    """Run tool `name`; every failure the model can fix comes back as an error observation.
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what the model is offered (`schema`: name, description, input_schema, as the Messages API takes
+    them) and how a call is carried out (`run`)."""
 
-    The text is passed through `redact` whole, then truncated to fit the model's context.
-    """
-    obs = _call(sb, name, args, time_left)
-    return Observation(truncate(redact(utf8_safe(obs.text))), obs.is_error)
+    schema: Mapping[str, Any]
+    run: Run
+
+    @property
+    def name(self) -> str:
+        return str(self.schema["name"])
 
 
-def _call(sb: Sandbox, name: str, args: Any, time_left: float) -> Observation:
-    tool = TOOLS.get(name)
-    if tool is None:
-        return Observation(f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}", True)
-    if not isinstance(args, dict):
-        return Observation(f"the input of {name} must be an object", True)
-    try:
-        return tool(sb, args, time_left)
-    except Refused as e:
-        return Observation(str(e), True)
-    except KeyError as e:
-        return Observation(f"{name} needs the parameter {e.args[0]}", True)
-    except (TypeError, ValueError) as e:
-        return Observation(f"{name}: invalid input ({e})", True)
+@dataclass(frozen=True, eq=False)
+class Toolset:
+    """The tools one run offers, in the order the model sees them (the order is part of the prompt's cached
+    prefix, so it never changes within a run), and whether the run keeps its workspace changes (False: a
+    read-only run's changes are discarded, nothing is handed back)."""
+
+    tools: tuple[Tool, ...]
+    keeps_changes: bool = True
+    _by_name: dict[str, Tool] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, Tool] = {}
+        for tool in self.tools:
+            if tool.name in by_name:
+                raise ValueError(f"the tool {tool.name} is defined twice")
+            by_name[tool.name] = tool
+        object.__setattr__(self, "_by_name", by_name)
+
+    @property
+    def names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
+
+    @property
+    def schemas(self) -> list[dict[str, Any]]:
+        """The `tools` of a Messages API request, in the toolset's order."""
+        return [dict(tool.schema) for tool in self.tools]
+
+    def plus(self, tools: Iterable[Tool]) -> "Toolset":
+        """This toolset with `tools` after its own (a `ValueError` for a name it has already)."""
+        return replace(self, tools=(*self.tools, *tools))
+
+    def only(self, names: Iterable[str], *, keeps_changes: bool) -> "Toolset":
+        """The tools of this toolset named in `names`, in this toolset's order."""
+        chosen = set(names)
+        return Toolset(tuple(t for t in self.tools if t.name in chosen), keeps_changes)
+
+    def call(self, sb: Sandbox, name: str, args: Any, *, time_left: float,
+             redact: Callable[[str], str] = lambda text: text) -> Observation:
+        """Run tool `name`; every failure the model can fix comes back as an error observation.
+
+        The text is passed through `redact` whole, then truncated to fit the model's context.
+        """
+        obs = self._call(sb, name, args, time_left)
+        return Observation(truncate(redact(utf8_safe(obs.text))), obs.is_error)
+
+    def _call(self, sb: Sandbox, name: str, args: Any, time_left: float) -> Observation:
+        tool = self._by_name.get(name)
+        if tool is None:
+            return Observation(f"unknown tool {name!r}; the tools are {', '.join(self.names)}", True)
+        if not isinstance(args, dict):
+            return Observation(f"the input of {name} must be an object", True)
+        try:
+            return tool.run(sb, args, time_left)
+        except Refused as e:
+            return Observation(str(e), True)
+        except KeyError as e:
+            return Observation(f"{name} needs the parameter {e.args[0]}", True)
+        except (TypeError, ValueError) as e:
+            return Observation(f"{name}: invalid input ({e})", True)
+
+
+_RUNS: dict[str, Run] = {"bash": bash, "read": read, "write": write, "edit": edit, "glob": glob, "grep": grep}
+DEFAULT_TOOLS = Toolset(tuple(Tool(schema, _RUNS[schema["name"]]) for schema in _SCHEMAS))
+_DISCARDED = (" This run is read-only: whatever a command changes in the workspace is discarded at its end; use "
+              "commands to inspect, build and test, not to make the change.")
+READ_ONLY_TOOLS = Toolset(
+    tuple(Tool({**t.schema, "description": t.schema["description"] + _DISCARDED}, t.run) if t.name == "bash" else t
+          for t in DEFAULT_TOOLS.tools if t.name in ("bash", "read", "glob", "grep")),
+    keeps_changes=False)

@@ -227,7 +227,7 @@ def ci_rounds_used(commits: Sequence[CommitIdentity], bot_login: str | None = No
     """decode-bot's CI-fix commits at the tip of the branch, counted back to the first commit that is not one."""
     used = 0
     for commit in reversed(commits):
-        # "decode: <title>", or "decode (incomplete: ...): <title>" (bot/run/pipeline.py::commit_message)
+        # "decode: <title>", or "decode (incomplete: ...): <title>" (bot/run/messages.py::commit_message)
         if not (is_ours(commit, bot_login) and commit.subject.partition(": ")[2].startswith(CI_SUBJECT)):
             break
         used += 1

@@ -8,29 +8,27 @@ Publishing (push, PR, comments) is the caller's business.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bot.agent.loop import AgentResult, answer_room, run_agent
-from bot.agent.prompt import RepoFacts, network_rule, system_prompt, task_message
+from bot.agent.prompt import network_rule, system_prompt, task_message
+from bot.agent.tools import DEFAULT_TOOLS, Toolset
 from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
-from bot.core.text import one_line
 from bot.model import Model, ModelInfo, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.beside import Beside
 from bot.run.instructions import Instructions, load_instructions
-from bot.run.markdown import safe_commit_text
+from bot.run.messages import commit_message, repo_facts, review_hand_back
 from bot.run.repo_config import RepoConfig, load_repo_config
 from bot.run.restart import Restarting
 from bot.run.result import Figures, RunResult, state_of, write_record
@@ -38,7 +36,7 @@ from bot.run.setup import plan_setup_cache, run_setup
 from bot.run.setup_cache import RunCache
 from bot.run.transcript import JSONL_NAME, MD_NAME, Transcript
 from bot.run.verify import Verification, Verifier, finish_gate
-from bot.sandbox import HandBack, Sandbox, SandboxSpec, capabilities, offering, open_sandbox, sandbox_spec
+from bot.sandbox import HandBack, SandboxSpec, capabilities, offering, open_sandbox, sandbox_spec
 from bot.sandbox.client import AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy, check_ceiling
 from bot.workspace.clone import Workspace, prepare
@@ -64,6 +62,7 @@ class Job:
     config_base: str | None = None  # the branch whose .github/decode.yml applies; default: `base` itself
     attempt: int = 1  # a retried job (its worker died) runs again in a fresh run directory
     token: str | None = None  # what the clone authenticates with (an installation token is per repository)
+    tools: Toolset = field(default=DEFAULT_TOOLS, compare=False)  # what the model is offered; read-only: no hand-back
 
     @staticmethod
     def new_run_id() -> str:
@@ -259,7 +258,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
             sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
         elif agent.stop_reason == "sandbox_lost":
             ctx.progress(f"{agent.error}: keeping the work so far")
-        hand = sandbox.hand_back(repo.ws.base_sha, **caps)
+        hand = sandbox.hand_back(repo.ws.base_sha, **caps) if ctx.job.tools.keeps_changes else HandBack(b"", {})
         return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts))
     finally:
         sandbox.close()
@@ -336,8 +335,8 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model)
         task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
         recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
         started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
-        before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript),
-                                  verifier),
+        before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript)
+                                  if ctx.job.tools.keeps_changes else None, verifier), tools=ctx.job.tools,
     )
     return agent, verifier.verification
 
@@ -351,7 +350,7 @@ def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
     if left_out:
         _note(ctx, "left out of the commit: " + "; ".join(f"{path} ({why})" for path, why in sorted(left_out.items())),
               show=False)
-    commit = repo.ws.commit(commit_message(ctx.job, agent, ctx.redactor.redact), ctx.job.co_author)
+    commit = repo.ws.commit(commit_message(ctx.job.title or ctx.job.task, agent, ctx.redactor.redact), ctx.job.co_author)
     job = ctx.job
     result = RunResult(
         run_id=job.run_id, state=state_of(agent.stop_reason, commit), repo=ctx.redactor.redact(job.repo),
@@ -392,53 +391,3 @@ def _note(ctx: _Context, text: str, *, show: bool = True) -> None:
     ctx.transcript.record("note", text=text)
     if show:
         ctx.progress(text)
-
-
-def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Transcript) -> str | None:
-    """The one extra turn before the agent's answer is accepted: what the hand-back would leave out, named,
-    with how to fix it; None when nothing would be (or the sandbox cannot tell)."""
-    try:
-        found = sandbox.check_hand_back(base, max_file_bytes=max_file)
-    except DecodeError as e:
-        transcript.record("note", text=f"the hand-back could not be checked before the answer: {e}")
-        return None
-    if not found:
-        return None
-    entries = sorted(found.items())[:50]
-    listed = "\n".join(f"- {path}: {why}" for path, why in entries)
-    transcript.record("note", text="before the answer, the agent was told these entries would be left out: "
-                                   + "; ".join(f"{path} ({why})" for path, why in entries))
-    return ("Before your answer is accepted: these entries in the workspace would be left out of the commit, "
-            f"and the rest committed without them:\n{listed}\n\nFix them if they are part of your change: make "
-            "symlinks point to files inside the repository (or use a copy), keep files under the size limit, "
-            "and leave .git and nested repositories alone; delete what is not needed. This is your only "
-            "chance to change them. Then answer again with your summary.")
-
-
-def repo_facts(ws: Workspace, branch: str) -> RepoFacts:
-    """Facts for the task message, read from the host's clean clone and cleaned like user text (a fork's
-    author chooses the file names, the commit subject and the branch name)."""
-    names = []
-    for record in filter(None, ws.git("ls-tree", "-z", ws.base_sha, what="listing the top level").split(b"\0")):
-        meta, _, name = record.partition(b"\t")
-        names.append(one_line(os.fsdecode(name)) + ("/" if meta.split(b" ")[1] in (b"tree", b"commit") else ""))
-    entries = sorted(names)
-    last = subprocess.run(
-        ["git", "-c", "core.fsmonitor=false", "log", "-1", "--format=%h %s"],
-        cwd=ws.clean, capture_output=True, text=True,
-    ).stdout.strip()
-    return RepoFacts(branch=one_line(branch), top_level="\n".join(f"  {e}" for e in entries[:200]),
-                     last_commit=one_line(last))
-
-
-def commit_message(job: Job, result: AgentResult, redact: Callable[[str], str] = lambda text: text) -> str:
-    """First line from the title or task, the summary (redacted, then capped) as the body; both made safe for
-    a commit message (`safe_commit_text`): an issue's author or a steered model cannot close issues, ping
-    people or add trailers such as Co-authored-by through it."""
-    first = (job.title or job.task).strip().splitlines()[0] if (job.title or job.task).strip() else ""
-    subject = safe_commit_text(one_line(first), subject=True).strip() or "changes"
-    subject = subject if len(subject) <= 64 else subject[:61] + "..."
-    prefix = "decode" if result.completed else \
-        f"decode ({'failed' if result.failed else 'incomplete'}: {result.stop_reason})"
-    body = safe_commit_text(redact(result.summary)).strip()[:4000]
-    return f"{prefix}: {subject}\n\n{body}\n"

@@ -268,18 +268,7 @@ def render_events(events: list[dict[str, Any]], *, max_block_chars: int | None =
                 label = "prompt" if e.get("turn") in (0, 1, None) else "user message"
                 out += [f"<details><summary>{label}</summary>", "", fence(text, "text", cap), "", "</details>", ""]
         elif kind == "model_response":
-            what = ": a summary of the older turns, to save context" if e.get("purpose") == "context_summary" else ""
-            out += [f"## Turn {e.get('turn', '?')}{what}", "", _turn_meta(e), ""]
-            for block in e.get("content") or []:
-                if block.get("type") == "text" and block.get("text", "").strip():
-                    out += [safe_prose(block["text"].strip()), ""]
-                elif block.get("type") == "thinking" and block.get("thinking", "").strip():
-                    out += ["> " + safe_prose(block["thinking"].strip()).replace("\n", "\n> "), ""]
-                elif block.get("type") == "redacted_thinking":
-                    out += ["> *(thinking the API keeps encrypted)*", ""]
-                elif block.get("type") == "tool_use" and block.get("id") not in called:
-                    out += _call(block.get("name", "?"), block.get("input") or {}, results.get(block.get("id")), cap)
-                    shown.add(block.get("id"))
+            out += _response(e, results, called, shown, cap)
         elif kind == "tool_call":
             out += _call(e.get("name", "?"), e.get("input") or {}, results.get(e.get("id")), cap)
             shown.add(e.get("id"))
@@ -306,6 +295,25 @@ def render_events(events: list[dict[str, Any]], *, max_block_chars: int | None =
             if e.get("error"):
                 out += ["## Error", "", fence(str(e["error"]), "text", cap), ""]
     return "\n".join(out).rstrip() + "\n" if out else ""
+
+
+def _response(e: dict[str, Any], results: dict[Any, dict[str, Any]], called: set[Any], shown: set[Any],
+              cap: int | None) -> list[str]:
+    """A `model_response` event's lines: its text, its thinking, and its tool calls with their results where no
+    `tool_call` event of the same id follows (those are added to `shown`)."""
+    what = ": a summary of the older turns, to save context" if e.get("purpose") == "context_summary" else ""
+    out = [f"## Turn {e.get('turn', '?')}{what}", "", _turn_meta(e), ""]
+    for block in e.get("content") or []:
+        if block.get("type") == "text" and block.get("text", "").strip():
+            out += [safe_prose(block["text"].strip()), ""]
+        elif block.get("type") == "thinking" and block.get("thinking", "").strip():
+            out += ["> " + safe_prose(block["thinking"].strip()).replace("\n", "\n> "), ""]
+        elif block.get("type") == "redacted_thinking":
+            out += ["> *(thinking the API keeps encrypted)*", ""]
+        elif block.get("type") == "tool_use" and block.get("id") not in called:
+            out += _call(block.get("name", "?"), block.get("input") or {}, results.get(block.get("id")), cap)
+            shown.add(block.get("id"))
+    return out
 
 
 _HEADER_FIELDS = (("repo", "repo"), ("branch", "branch"), ("base", "base"), ("base_sha", "base"),

@@ -5,7 +5,7 @@ import copy
 import json
 
 from bot.agent.context import NOTE_PREFIX, SUMMARY_HEAD, Context
-from bot.agent.tools import TOOL_SCHEMAS
+from bot.agent.tools import DEFAULT_TOOLS
 from tests.fakes.anthropic_rules import validate
 
 SYSTEM = "You are careful."
@@ -28,7 +28,7 @@ def conversation(turns, size=6_000, text=""):
 
 
 def context(window=40_000):
-    return Context.of(window, window // 4, SYSTEM, TOOL_SCHEMAS)
+    return Context.of(window, window // 4, SYSTEM, DEFAULT_TOOLS.schemas)
 
 
 def never(text, budget):
@@ -36,7 +36,7 @@ def never(text, budget):
 
 
 def assert_valid(messages):
-    validate({"model": "m", "max_tokens": 1, "tools": TOOL_SCHEMAS, "messages": messages})
+    validate({"model": "m", "max_tokens": 1, "tools": DEFAULT_TOOLS.schemas, "messages": messages})
 
 
 def test_a_conversation_under_the_threshold_is_left_alone():
@@ -132,7 +132,7 @@ def test_the_estimate_is_exact_for_what_was_sent_and_conservative_for_what_came_
 
 
 def test_where_the_api_clears_results_the_harness_moves_keep_in_batches_and_trims_nothing_itself():
-    ctx = Context.of(40_000, 10_000, SYSTEM, TOOL_SCHEMAS, frozenset({"clear_tool_uses_20250919"}))
+    ctx = Context.of(40_000, 10_000, SYSTEM, DEFAULT_TOOLS.schemas, frozenset({"clear_tool_uses_20250919"}))
     messages = conversation(4, size=15_000)
     ctx.seen(messages, ctx.estimate(messages))
     edit = ctx.management(messages)["edits"][0]

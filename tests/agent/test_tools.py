@@ -1,8 +1,9 @@
-"""The six tools as the model uses them, run in a real (local) sandbox."""
+"""The toolsets (the six tools of the contract, the read-only set) as the model uses them, run in a real (local)
+sandbox."""
 
 import pytest
 
-from bot.agent.tools import TOOL_SCHEMAS, call_tool
+from bot.agent.tools import DEFAULT_TOOLS, READ_ONLY_TOOLS, Observation, Tool
 from bot.sandbox import SandboxSpec, open_sandbox
 
 
@@ -15,11 +16,11 @@ def sandbox(repo_factory):
 
 
 def call(sb, name, **args):
-    return call_tool(sb, name, args, time_left=600)
+    return DEFAULT_TOOLS.call(sb, name, args, time_left=600)
 
 
 def test_schemas_match_the_contract():
-    params = {t["name"]: set(t["input_schema"]["properties"]) for t in TOOL_SCHEMAS}
+    params = {t["name"]: set(t["input_schema"]["properties"]) for t in DEFAULT_TOOLS.schemas}
     assert params == {
         "bash": {"command", "timeout"},
         "read": {"path", "offset", "limit"},
@@ -28,6 +29,29 @@ def test_schemas_match_the_contract():
         "glob": {"pattern", "path"},
         "grep": {"pattern", "path", "glob"},
     }
+
+
+def test_a_toolset_refuses_a_name_defined_twice():
+    with pytest.raises(ValueError, match="the tool read is defined twice"):
+        DEFAULT_TOOLS.plus([Tool({"name": "read", "description": "x", "input_schema": {"type": "object"}},
+                                 lambda sb, args, left: None)])
+
+
+def test_the_read_only_toolset_offers_no_write_or_edit_and_says_changes_are_discarded(sandbox):
+    assert READ_ONLY_TOOLS.names == ["bash", "read", "glob", "grep"] and not READ_ONLY_TOOLS.keeps_changes
+    assert "discarded" in READ_ONLY_TOOLS.schemas[0]["description"]
+    refused = READ_ONLY_TOOLS.call(sandbox, "write", {"path": "x", "content": "y"}, time_left=60)
+    assert refused.is_error and "unknown tool 'write'; the tools are bash, read, glob, grep" in refused.text
+    assert "a - b" in READ_ONLY_TOOLS.call(sandbox, "read", {"path": "src/app.py"}, time_left=60).text
+
+
+def test_a_toolset_offers_its_tools_in_one_order_and_runs_the_one_named(sandbox):
+    echo = Tool({"name": "echo", "description": "Echo", "input_schema": {"type": "object"}},
+                lambda sb, args, left: Observation(f"echo {args['text']}"))
+    tools = READ_ONLY_TOOLS.plus([echo])
+    assert tools.names == ["bash", "read", "glob", "grep", "echo"] and tools.schemas == tools.schemas
+    assert tools.call(sandbox, "echo", {"text": "hi"}, time_left=60).text == "echo hi"
+    assert "echo needs the parameter text" in tools.call(sandbox, "echo", {}, time_left=60).text
 
 
 def test_a_failing_command_is_an_observation(sandbox):
@@ -41,7 +65,7 @@ def test_a_timeout_is_reported(sandbox):
 
 
 def test_the_timeout_never_exceeds_the_time_left(sandbox):
-    obs = call_tool(sandbox, "bash", {"command": "sleep 30", "timeout": 500}, time_left=1)
+    obs = DEFAULT_TOOLS.call(sandbox, "bash", {"command": "sleep 30", "timeout": 500}, time_left=1)
     assert obs.is_error and "killed after 1s" in obs.text
 
 

@@ -6,21 +6,14 @@ from pathlib import Path
 import pytest
 
 from bot.agent.loop import AgentResult
+from bot.agent.tools import READ_ONLY_TOOLS
 from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.model.scripted import ScriptedModel
-from bot.run.pipeline import Job, commit_message, execute
+from bot.run.pipeline import Job, execute
 from bot.run.result import read_record
 from tests.conftest import make_repo
 from tests.fakes.anthropic_api import FakeAnthropic
-
-
-def test_commit_messages_mark_incomplete_work():
-    job = Job(repo=".", task="Make the retry count configurable\nmore detail", branch="b", run_id="r")
-    done = commit_message(job, AgentResult("completed", "Added RETRIES."))
-    assert done.startswith("decode: Make the retry count configurable\n\nAdded RETRIES.")
-    capped = commit_message(job, AgentResult("max_cost", "**Incomplete**"))
-    assert capped.startswith("decode (incomplete: max_cost): Make the retry")
 
 
 class RefusedKey(ScriptedModel):
@@ -90,3 +83,17 @@ def test_a_run_looks_its_model_up_once_and_says_once_when_the_endpoint_has_no_mo
     said = [r.getMessage() for r in caplog.records if "Models API" in r.getMessage()]
     assert said == [f"the Models API did not describe {model} (answered 404 not_found_error: Not Found: GET "
                     f"/v1/models/{model}): using the built-in figures of its family"]
+
+
+def test_a_read_only_run_offers_four_tools_and_hands_nothing_back(tmp_path):
+    """The read-only toolset is the same loop with another value: its bash may write, and nothing comes back."""
+    turns = [[{"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "echo 2 > a.py; cat a.py"}}],
+             [{"type": "text", "text": "a.py holds a = 1."}]]
+    model = ScriptedModel(turns)
+    job = Job(repo=str(make_repo(tmp_path / "repo", {"a.py": "a = 1\n"})), task="t", branch="decode/run-ro",
+              run_id="ro", tools=READ_ONLY_TOOLS)
+    seen: list[dict] = []
+    ran = execute(job, Settings(data_dir=tmp_path / "data", sandbox_mode="local"), model=model,
+                  progress=lambda line: None, watch=seen.append)
+    assert [e["tools"] for e in seen if e["type"] == "model_request"] == [["bash", "read", "glob", "grep"]] * 2
+    assert ran.result.commit is None and ran.result.changed == () and ran.agent.completed
