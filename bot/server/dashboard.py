@@ -1,8 +1,9 @@
 """GET /: the runs a signed-in user may see, newest first, with per-day totals.
 
 A user sees the runs of the repositories they can read on GitHub (as listed at sign-in), nothing
-else; `?repo=owner/name` and `?state=queued|running|done|failed` narrow the list. The totals are
-over the runs listed (the newest `LIMIT`). Above them, the queue: the queued jobs of those repositories in
+else; `?repo=owner/name` and `?state=queued|running|done|failed` narrow the list. A page lists `LIMIT`
+runs; `?before=<job id>` the next older page (linked below the table), each page costing what it lists
+however many runs the store holds (`JobStore.runs`). The totals are over the runs listed. Above them, the queue: the queued jobs of those repositories in
 the order they will be claimed, with their place in line (counted over every repository), why each
 waits and since when (bot/jobs/queue.py). A server in setup mode (no App credentials, no token) says
 so here and links /setup (never its key: anyone may open /).
@@ -46,10 +47,13 @@ def index() -> str:
     repo = (request.args.get("repo") or "").strip().lower() or None
     state = request.args.get("state") if request.args.get("state") in STATES else None
     repos = user.repos if repo is None else user.repos & {repo}
-    rows = [row_of(job, settings.store.data_dir) for job in ctx.store.runs(LIMIT, repos=repos, state=state)]
+    before = request.args.get("before", type=int)
+    jobs = ctx.store.runs(LIMIT, repos=repos, state=state, before=before)
+    rows = [row_of(job, settings.store.data_dir) for job in jobs]
+    older = jobs[-1].id if len(jobs) == LIMIT else None
     queue = [_queued(w) for w in waiting(ctx.store) if w.repo in repos] if state in (None, "queued") else []
     return render_template("dashboard.html", user=user, csrf=session.get("csrf", ""), rows=rows, queue=queue,
-                           totals=daily_totals(rows), repo=repo, state=state, states=STATES,
+                           totals=daily_totals(rows), repo=repo, state=state, states=STATES, older=older,
                            repos=sorted(user.repos), links={row.run_id: _links(row) for row in rows})
 
 

@@ -13,6 +13,7 @@ which are kept as long, so that no commit is lost to a failed push).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -22,6 +23,8 @@ log = logging.getLogger(__name__)
 
 CLONES = ("workspace", "clean")
 DAY_S = 86400.0
+PRUNE_EVERY_S = 3600.0  # a pass over runs/ at most this often, whatever the number of runs starting
+MARKER = ".pruned"  # in runs/: its change time says when the last pass began (in any process)
 
 
 def fresh_dir(parent: Path, name: str) -> Path:
@@ -42,13 +45,18 @@ def drop_clones(run_dir: Path) -> None:
         shutil.rmtree(run_dir / name, ignore_errors=True)
 
 
-def prune(runs: Path, keep_days: float, *, now: float | None = None) -> list[str]:
+def prune(runs: Path, keep_days: float, *, now: float | None = None, every_s: float = PRUNE_EVERY_S) -> list[str]:
     """Delete the run directories under `runs` whose last write is more than `keep_days` old; their names.
 
     A run's last write is the newest modification time of its directory and the files in it (the
-    transcript is appended to as the run goes), so a run in progress is never taken.
+    transcript is appended to as the run goes), so a run in progress is never taken. A pass goes at most
+    once per `every_s` across the processes sharing `runs` (the `MARKER` file): with thousands of runs kept,
+    every run starting would otherwise walk all of them beside its work.
     """
-    cutoff = (time.time() if now is None else now) - keep_days * DAY_S
+    now = time.time() if now is None else now
+    if not _due(runs / MARKER, now, every_s):
+        return []
+    cutoff = now - keep_days * DAY_S
     pruned = []
     try:
         entries = list(runs.iterdir())
@@ -68,6 +76,22 @@ def prune(runs: Path, keep_days: float, *, now: float | None = None) -> list[str
     if pruned:
         log.info("pruned %d run directories older than %g days from %s", len(pruned), keep_days, runs)
     return pruned
+
+
+def _due(marker: Path, now: float, every_s: float) -> bool:
+    """Whether a pass is due, claiming it when it is: the marker is older than `every_s` (or missing)."""
+    try:
+        if now - marker.stat().st_mtime < every_s:
+            return False
+        os.utime(marker, (now, now))
+    except FileNotFoundError:
+        try:
+            marker.touch()
+        except OSError:  # no runs/ yet: nothing to prune
+            return False
+    except OSError:
+        return True
+    return True
 
 
 def last_write(run_dir: Path) -> float:
