@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 import requests
 from github import Github, GithubException, InputGitTreeElement
 from github.GitCommit import GitCommit
+from github.GitRef import GitRef
 from github.GitTree import GitTree
 
 from bot.core.errors import ConfigError, DecodeError, RateLimited
@@ -389,27 +390,33 @@ class GitHubForge:
             raise DecodeError(f"GitHub built the tree {tree.sha[:12]}, not the commit's {commit.tree[:12]}")
         parent = gh.create_from_raw_data(GitCommit, {"sha": commit.parent})
         made = self._call(lambda: r.create_git_commit(commit.message, tree, [parent]).sha, writes=repo)
-        self._call(lambda: self._point(r, branch, made, force=force), writes=repo)
+        self._call(lambda: self._point(gh, r, branch, made, force=force), writes=repo)
         return made
 
     @staticmethod
-    def _point(r: Any, branch: str, sha: str, *, force: bool) -> None:
+    def _point(gh: Github, r: Any, branch: str, sha: str, *, force: bool) -> None:
         """Create `branch` at `sha`, or move it there (GitHub refuses a move that is not a fast-forward
-        unless `force`)."""
-        ref = r.get_git_ref(f"heads/{branch}")
-        try:
-            ref.object  # the ref is lazy: reading a field is the GET
-        except GithubException as e:
-            if e.status != 404:
-                raise
+        unless `force`), in one request when the first guess holds: a forced move is a run's own branch,
+        new as a rule (created first), a forward move a pull request's, which exists (moved first)."""
+        def create() -> bool:
             try:
                 r.create_git_ref(f"refs/heads/{branch}", sha)
-            except GithubException as made:
-                if made.status == 422 and "already exists" in str(made.data):
-                    raise _Retry from None  # made meanwhile: move it on the next attempt
+            except GithubException as e:
+                if e.status == 422 and "already exists" in str(e.data):
+                    return False
                 raise
+            return True
+
+        if force and create():
             return
-        ref.edit(sha, force=force)
+        try:
+            ref = {"ref": f"refs/heads/{branch}", "url": f"{r.url}/git/refs/heads/{branch}"}
+            gh.create_from_raw_data(GitRef, ref).edit(sha, force=force)  # named, never fetched: the PATCH alone
+        except GithubException as e:
+            if force or not (e.status == 422 and "does not exist" in str(e.data)):
+                raise
+            if not create():
+                raise _Retry from None  # made meanwhile: move it on the next attempt
 
 
 def _account(repo: str) -> str:

@@ -20,7 +20,7 @@ from flask import Blueprint, render_template, request, session
 
 from bot.github.app_credentials import has_credentials
 from bot.server.context import app_context
-from bot.github.links import run_path
+from bot.github.links import run_paths
 from bot.server.oauth import callback_url, configured, current_user
 from bot.server.run_views import RunRow, daily_totals, row_of
 from bot.server.web import secure
@@ -54,7 +54,7 @@ def index() -> str:
     queue = [_queued(w) for w in waiting(ctx.store) if w.repo in repos] if state in (None, "queued") else []
     return render_template("dashboard.html", user=user, csrf=session.get("csrf", ""), rows=rows, queue=queue,
                            totals=daily_totals(rows), repo=repo, state=state, states=STATES, older=older,
-                           repos=sorted(user.repos), links={row.run_id: _links(row) for row in rows})
+                           repos=sorted(user.repos), links=_links(rows))
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,13 @@ def _queued(w: Waiting) -> QueuedRow:
     return QueuedRow(w.position, repo, number, issue, w.reason, since, max(0.0, time.time() - w.job.created_at))
 
 
-def _links(row: RunRow) -> dict[str, str | None]:
+def _links(rows: list[RunRow]) -> dict[str, dict[str, str | None]]:
+    """Each row's links: its transcript page (signed), its issue and its pull request."""
     settings = app_context().settings
-    issue = f"{settings.github.web_url}/{row.repo}/issues/{row.number}" if row.number is not None else None
-    pr = row.pr_url if row.pr_url and re.match(r"https?://", row.pr_url) else None
-    return {"transcript": run_path(settings, row.run_id), "issue": issue, "pr": pr}
+    pages = run_paths(settings, [row.run_id for row in rows])
+    links = {}
+    for row in rows:
+        issue = f"{settings.github.web_url}/{row.repo}/issues/{row.number}" if row.number is not None else None
+        pr = row.pr_url if row.pr_url and re.match(r"https?://", row.pr_url) else None
+        links[row.run_id] = {"transcript": pages[row.run_id], "issue": issue, "pr": pr}
+    return links

@@ -12,6 +12,7 @@ either.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -98,17 +99,17 @@ def create_tree(fake, request, identity, owner, name) -> Result:
 
 
 def _hash_contents(repo, contents: list[str]) -> list[str]:
-    """Write each of `contents` as a blob (UTF-8) in one `git hash-object` process; their shas, in order."""
+    """Write each of `contents` as a blob (UTF-8) in one `git fast-import` process; their shas, in order (a
+    blob's sha is git's: sha1 of its header and bytes)."""
     if not contents:
         return []
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = []
-        for i, text in enumerate(contents):
-            paths.append(os.path.join(tmp, str(i)))
-            with open(paths[-1], "wb") as f:
-                f.write(text.encode())
-        return _git(repo, "hash-object", "-w", "--no-filters", "--stdin-paths",
-                    input="\n".join(paths).encode() + b"\n").decode().split()
+    stream, shas = [], []
+    for text in contents:
+        data = text.encode()
+        stream += [b"blob\ndata %d\n" % len(data), data, b"\n"]
+        shas.append(hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+    _git(repo, "fast-import", "--quiet", input=b"".join(stream))
+    return shas
 
 
 def _kinds(repo, shas: list[str]) -> list[str | None]:
