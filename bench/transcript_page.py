@@ -75,7 +75,7 @@ def bench_size(data: Path, client, settings, turns: int, rounds: int) -> dict[st
 
     def page(suffix: str = "", link: str = url) -> None:
         answer = client.get(link + suffix)
-        assert answer.status_code == 200, answer.status_code
+        assert answer.status_code == 200 and b"<h2>Turn" in answer.data, answer.status_code
 
     out = {"baseline": measured(lambda: markdown_html(render_markdown(load_events(transcript.path),
                                                                       max_block_chars=MAX_BLOCK_CHARS))),
