@@ -46,11 +46,16 @@ RESULT = json.dumps(RunResult("job-0", "success", repo="octo/repo0", branch="dec
 COLUMNS = ("key", "payload", "state", "attempts", "created_at", "updated_at", "result", "installation")
 
 
+def queued(n: int) -> int:
+    """How many of `n` jobs are queued: `QUEUED`, or half of a small store."""
+    return min(QUEUED, n // 2)
+
+
 def rows(n: int) -> list[tuple]:
-    """`n` jobs, oldest first, across `REPOS`: done with a result, but the newest `QUEUED`, queued."""
-    now = time.time() - n
-    return [(f"{REPOS[i % 50]}#{i}", "{}", "done" if i < n - QUEUED else "queued", 1, now + i, now + i,
-             RESULT if i < n - QUEUED else None, "octo") for i in range(n)]
+    """`n` jobs, oldest first, across `REPOS`: done with a result, but the newest `queued(n)`, queued."""
+    now, done = time.time() - n, n - queued(n)
+    return [(f"{REPOS[i % 50]}#{i}", "{}", "done" if i < done else "queued", 1, now + i, now + i,
+             RESULT if i < done else None, "octo") for i in range(n)]
 
 
 def fill_sqlite(path: Path, n: int) -> None:
@@ -102,7 +107,7 @@ def measure(store: JobStore, data: Path, n: int, count: int) -> dict[str, tuple[
             "dashboard, one repo": samples(lambda: get("/?repo=octo/repo7"), count),
             "dashboard, done": samples(lambda: get("/?state=done"), count),
             "store page, deep": samples(lambda: store.runs(200, repos=REPOS, before=middle), count),
-            "claim + finish": samples(claim, min(count, QUEUED - 2))}
+            "claim + finish": samples(claim, min(count, queued(n) - 2))}
 
 
 def run_dirs(data: Path, n: int) -> None:

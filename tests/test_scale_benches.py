@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("bench,rows", [
     ("publish_scale.py", [r"^\s+20\s+4\s+4\s+0\s+[\d.]+\s+\d+\s+[\d.]+\s+[\d.]+x$"]),  # 4 writes, none refused
-    ("transcript_page.py", [r"^\s+60\s+page cold\s+[\d.]+\s+[\d.]+\s+[\d.]+x t", r"poll, one new turn"]),
+    ("transcript_page.py", [r"^\s+60\s+page cold\s+[\d.]+\s+[\d.]+\s+[\d.]+x t", r"poll, one new turn",
+                            r"a late page, ended"]),
     ("many_runs.py", [r"^sqlite\s+1,000\s+dashboard\s", r"^postgres\s+1,000\s+claim \+ finish\s",
                       r"^sqlite\s+1,000\s+decode runs\s"]),
 ])
