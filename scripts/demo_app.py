@@ -5,7 +5,8 @@ HTTP servers that PyGithub, git and the anthropic SDK talk to) on 127.0.0.1, a r
 `octo/calendar` with a real bug (examples/fix-weekend) and an issue about it, and the
 real `decode serve` as a GitHub App pointed at them. Then it delivers `issues.labeled`
 (label `agent`) as a signed webhook, exactly as GitHub signs it, waits for the pull
-request, and prints its URL and the run's live transcript page. The model replays the
+request, and prints its URL, its diff, the tracking comment and the run's live transcript page (the
+fake GitHub serves the pull request's and the issue's pages, tests/fakes/github_web.py). The model replays the
 recorded session of examples/fix-weekend/session.json. It keeps serving (open the page)
 until Ctrl-C; `--exit` stops at once.
 """
@@ -86,6 +87,12 @@ def labeled(github: FakeGitHub, number: int) -> tuple[bytes, dict[str, str]]:
                   "X-Hub-Signature-256": signature}
 
 
+def show(title: str, text: str) -> None:
+    """A block of the demo's output: `title`, then `text` indented (so no line of it reads as a heading)."""
+    print(f"{title}:", flush=True)
+    print("".join(f"    {line}\n" for line in text.strip().splitlines()), end="", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="scripts/demo-app", description=__doc__.split("\n\n")[0])
     parser.add_argument("--exit", action="store_true", help="stop once the pull request is open")
@@ -126,6 +133,9 @@ def main() -> int:
                 c["body"] for c in github.comments(OWNER, NAME, number) if "Opened" in c["body"]], 60, server, log)
             page = re.search(re.escape(url) + r"/runs/[^\s)\"']+", report[0])
             print(f"pull request: {pr['html_url']} ({pr['title']})", flush=True)
+            show(f"its diff ({pr['diff_url']})", urllib.request.urlopen(pr["diff_url"], timeout=10).read().decode())
+            show(f"the tracking comment on issue #{number} ({github.issue(OWNER, NAME, number)['html_url']})",
+                 report[0])
             print(f"transcript page: {page.group(0) if page else 'not linked'}", flush=True)
             if not args.exit:
                 print("serving until Ctrl-C", flush=True)

@@ -6,7 +6,6 @@ fake GitHub and the fake Messages API."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,27 +17,12 @@ from bot.core.names import actions_origin, run_tag
 from bot.github.conclusion import marker
 from bot.github.triggers import APP_ROUTES
 from tests.fakes.github_check_runs import decode_runs
-from tests.support.action import EXAMPLE, NAME, OWNER, REPO, ROOT, rewritten, runner, runner_temp  # noqa: F401 (fixture)
+from tests.support.action import (EXAMPLE, NAME, OWNER, REPO, ROOT, action_validator, rewritten, runner,  # noqa: F401
+                                  runner_temp)  # (fixtures)
 
 SESSION = json.loads((EXAMPLE / "session.json").read_text())
 NOTES = [[{"type": "tool_use", "name": "bash", "input": {"command": "echo noted >> NOTES.md"}}],
          [{"type": "text", "text": "Wrote the notes."}]]
-
-
-@pytest.fixture(scope="session")
-def action_validator() -> list[str]:
-    """npm `@action-validator/cli` (SchemaStore's workflow and action schemas), pinned, cached."""
-    version = "0.6.0"
-    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decode-bot" / f"action-validator-{version}"
-    binary = home / "node_modules" / ".bin" / "action-validator"
-    if not binary.exists():
-        home.mkdir(parents=True, exist_ok=True)
-        res = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(home),
-                              f"@action-validator/cli@{version}", f"@action-validator/core@{version}"],
-                             capture_output=True, text=True, timeout=300)
-        if res.returncode != 0 or not binary.exists():
-            pytest.fail(f"cannot install @action-validator/cli@{version} from npm: {res.stderr.strip()}")
-    return [str(binary)]
 
 
 def test_a_labeled_issue_becomes_a_pull_request(runner, fake_github, fake_anthropic):
@@ -127,7 +111,8 @@ def test_a_missing_api_key_names_the_input(runner, fake_github):
 
 
 def test_the_workflow_files_are_valid(action_validator):
-    files = [ROOT / "action.yml", *sorted((ROOT / ".github" / "workflows").glob("*.yml"))]
+    files = [ROOT / "action.yml", *sorted((ROOT / ".github" / "workflows").glob("*.yml")),
+             *sorted((ROOT / "examples" / "workflows").glob("*.yml"))]
     for path in files:
         res = subprocess.run([*action_validator, str(path)], capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, f"{path.name}: {res.stdout}{res.stderr}"
@@ -140,7 +125,7 @@ def test_the_workflow_files_are_valid(action_validator):
 def test_the_example_workflow_subscribes_to_every_kind_of_request_and_says_what_to_set_up():
     """Each event by which a person asks for work reaches the action: a trigger the workflow does not list
     (review batches, before) can never run."""
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "decode.yml").read_text())
+    workflow = yaml.safe_load((ROOT / "examples" / "workflows" / "decode.yml").read_text())
     on, job = workflow[True], workflow["jobs"]["decode"]  # YAML 1.1 reads the key `on` as True
     for event, action in (("issues", "labeled"), ("issue_comment", "created"),
                           ("pull_request_review_comment", "created"), ("pull_request_review", "submitted")):
@@ -151,7 +136,7 @@ def test_the_example_workflow_subscribes_to_every_kind_of_request_and_says_what_
     assert default == "45" and job["timeout-minutes"] > int(default)
     guide = " ".join((ROOT / "docs" / "action.md").read_text().split())
     assert "Create the `agent` label" in guide and "45 minutes by default" in guide and "review batch" in guide
-    assert "Create the `agent` label" in (ROOT / ".github" / "workflows" / "decode.yml").read_text()
+    assert "create the\n# `agent` label" in (ROOT / "examples" / "workflows" / "decode.yml").read_text()
 
 
 def test_a_github_failure_still_writes_the_outputs_and_fails_the_step(runner, fake_github, fake_anthropic):

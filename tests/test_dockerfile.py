@@ -8,10 +8,14 @@ skips these tests; under CI it fails them (`require`, as for the sandboxes).
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import socket
 import subprocess
 import time
 import urllib.error
+import uuid
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,3 +131,50 @@ def test_refuses_to_start_without_webhook_secret(image: str) -> None:
     res = docker("run", "--rm", "--label", LABEL, "--network", "none", *env_args(env), image)
     assert res.returncode != 0
     assert "GITHUB_WEBHOOK_SECRET" in res.stderr + res.stdout
+
+
+def run_line(page: Path) -> list[str]:
+    """The `docker run` command of a page's code block, as the shell splits it."""
+    match = re.search(r"^ +(docker run (?:.*\\\n)*.*)$", page.read_text(), re.M)
+    assert match, f"no docker run line in {page.name}"
+    return shlex.split(match.group(1).replace("\\\n", " "))
+
+
+def test_the_readmes_docker_run_line_starts_setup_mode_and_its_sandbox_can_run(image: str,
+                                                                              container: list[str]) -> None:
+    """As written, but for the engine here: no bridge network (`-p` becomes `--network none`, the link is opened
+    from inside), a volume and a name of the test's own, and the image the test built."""
+    args = run_line(ROOT / "README.md")
+    required = run_line(ROOT / "docs" / "deploy.md")
+    options = {required[i + 1] for i, a in enumerate(required) if a == "--security-opt"}
+    assert options and options <= {args[i + 1] for i, a in enumerate(args) if a == "--security-opt"}
+    own = f"decode-readme-{uuid.uuid4().hex[:8]}"
+    swap = {"-p": ["--network", "none"], "--name": ["--name", own, "--label", LABEL]}
+    command: list[str] = []
+    at = 2
+    while at < len(args) - 1:  # the image is the last word
+        word, value = args[at], args[at + 1] if at + 1 < len(args) else ""
+        command += swap.get(word, [word, value.replace("decode-data:", f"{own}:")] if word == "-v" else [word])
+        at += 2 if word in swap or word == "-v" else 1
+    res = subprocess.run(["docker", "run", *command, image], capture_output=True, text=True, timeout=60,
+                         env={"PATH": os.environ["PATH"], "ANTHROPIC_API_KEY": "sk-ant-readme"})
+    assert res.returncode == 0, res.stderr
+    container.append(own)
+    try:
+        deadline, logs = time.monotonic() + 45, ""
+        while "setup mode" not in logs and time.monotonic() < deadline:
+            answer = docker("logs", own)
+            logs = answer.stdout + answer.stderr
+            time.sleep(0.3)
+        link = re.search(r"open (https://decode\.example\.com(/setup\?key=\S+)) to create it", logs)
+        assert link, logs
+        fetch = ("import sys, urllib.request; a = urllib.request.urlopen(sys.argv[1], timeout=10); "
+                 "print(a.status, 'id=\"create\"' in a.read().decode())")
+        res = docker("exec", own, "python3", "-c", fetch, "http://127.0.0.1:8080" + link.group(2))
+        assert res.stdout.split() == ["200", "True"], res.stdout + res.stderr
+        res = docker("exec", own, "bwrap", "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                     "true")
+        assert res.returncode == 0, f"bwrap cannot run in the container as the README starts it: {res.stderr}"
+    finally:
+        docker("rm", "-f", "-v", own)
+        docker("volume", "rm", "-f", own)

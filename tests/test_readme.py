@@ -20,6 +20,8 @@ def test_the_readme_is_a_front_door():
                    "uses: decode-bot/decode-bot@v1", "docker build", "(docs/settings.md)"):
         assert needed in text, needed
     assert text.index("pytest -m unit") < text.rindex(".ci/run")  # the fast tier first
+    picture = re.search(r"!\[[^\]]+\]\((docs/[\w-]+\.png)\)", text)  # a run's transcript page
+    assert picture and (ROOT / picture.group(1)).stat().st_size < 100_000
 
 
 def test_every_relative_link_leads_somewhere():

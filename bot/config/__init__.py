@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from bot.core.redact import Redactor
+from bot.core.redact import Redactor, credential_values
 from bot.config.table import DEFAULT_MODEL, PRICE_KEYS, ROWS, SANDBOX_MODES, Row
 
 __all__ = ["DEFAULT_MODEL", "PRICE_KEYS", "ROWS", "SANDBOX_MODES", "Budget", "GitHubSettings", "ModelSettings",
@@ -84,12 +84,14 @@ class GitHubSettings:
 class SandboxSettings:
     """What the sandbox layer needs to build a run's `SandboxSpec` (`bot.sandbox.sandbox_spec`). `hide` is
     every host path holding a secret: the data dir, the operator's `hide_paths` (DECODE_HIDE_PATHS), the
-    program's `sandbox_hide`, the App key file and GOOGLE_APPLICATION_CREDENTIALS; the backends read `hide` only."""
+    program's `sandbox_hide`, the App key file and the providers' `credential_files`; the backends read `hide`
+    only."""
 
     mode: str
     image: str
     hide_paths: tuple[Path, ...]
     hide: tuple[Path, ...]
+    credential_files: tuple[Path, ...]  # GOOGLE_APPLICATION_CREDENTIALS, AWS_SHARED_CREDENTIALS_FILE, ...
     path: tuple[str, ...]
     cgroup_parent: Path | None
     max_disk_mb: int
@@ -208,9 +210,11 @@ class Settings:
         return Redactor(self.secrets())
 
     def secrets(self) -> list[str]:
-        """Every configured secret value, for redaction."""
+        """Every configured secret value, for redaction: the secret rows, the database password and what the
+        providers' credentials files hold (`file_secrets`)."""
         values = [self._rows[row.key] for row in ROWS if row.secret]
-        return [v for v in [*values, database_password(self.store.database_url)] if v]
+        files = [value for path in self.sandbox.credential_files for value in _file_secrets(path)]
+        return [v for v in [*values, database_password(self.store.database_url), *files] if v]
 
 
 def read_env(env: Mapping[str, str]) -> dict[str, Any]:
@@ -237,10 +241,20 @@ def _compose(rows: Mapping[str, Any]) -> dict[str, Any]:
     for row in ROWS:
         fields[_group(row)][_field(row)] = rows[row.key]
     data = Path(rows["data_dir"])
-    key_files = [f for f in (rows["github_app_private_key_path"], rows["google_credentials"]) if f is not None]
+    key_files = [f for f in (rows["github_app_private_key_path"],) if f is not None] + [*rows["credential_files"]]
     fields["sandbox"]["hide"] = (data, *rows["hide_paths"], *rows["sandbox_hide"], *key_files)
     fields["sandbox"]["pool_dir"] = data / "pool"
     return {name: GROUPS[name](**fields[name]) for name in GROUPS}
+
+
+def _file_secrets(path: Path, limit: int = 1024 * 1024) -> list[str]:
+    """What a credentials file holds, as secret values (`credential_values`); nothing when it cannot be read
+    (the SDK that reads it says so)."""
+    try:
+        with path.open("rb") as f:
+            return credential_values(f.read(limit).decode("utf-8", "replace"))
+    except OSError:
+        return []
 
 
 def database_password(url: str | None) -> str | None:

@@ -81,6 +81,18 @@ def paths(env: Mapping[str, str], row: Row) -> tuple[Path, ...]:
     return found or row.default
 
 
+# Variables a provider's SDK (or a runner's auth step) reads a credentials file from: every file they name is
+# hidden from every sandbox and its contents are redacted like a secret value (`Settings.secrets`).
+CREDENTIAL_FILE_VARS = ("GOOGLE_APPLICATION_CREDENTIALS", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+                        "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                        "CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE", "GOOGLE_GHA_CREDS_PATH")
+
+
+def credential_files(env: Mapping[str, str], row: Row) -> tuple[Path, ...]:
+    """The files `CREDENTIAL_FILE_VARS` name, as set (`~` expanded, as the SDKs do)."""
+    return tuple(Path(env[var]).expanduser() for var in CREDENTIAL_FILE_VARS if env.get(var))
+
+
 def fixed(env: Mapping[str, str], row: Row) -> Any:
     """A setting the program sets (no variable): always the default until overridden."""
     return row.default
@@ -296,6 +308,9 @@ ROWS: tuple[Row, ...] = (
     Row("sandbox_hide", None, "sandbox.hide", (), fixed,
         "more host paths no sandbox may see, besides the data dir, DECODE_HIDE_PATHS and the App key file (the "
         "Action: the checkout, RUNNER_TEMP, HOME)"),
+    Row("credential_files", None, "sandbox.credential_files", (), credential_files,
+        "the credentials files a provider's variables name (" + ", ".join(CREDENTIAL_FILE_VARS) + "): hidden "
+        "from every sandbox like the data dir, and their contents redacted like a secret value"),
     Row("sandbox_path", None, "sandbox.path", (), fixed,
         "host PATH entries the sandbox puts first when it can see them (bwrap; the Action: the step's PATH)"),
     Row("cgroup_parent", "DECODE_CGROUP_PARENT", "sandbox.cgroup_parent", None, path,
@@ -417,7 +432,7 @@ OTHER_VARIABLES: tuple[tuple[str, str], ...] = (
     ("TMPDIR", "see HTTPS_PROXY"),
     ("AWS_DEFAULT_REGION", "bedrock: read by the SDK and boto3 when AWS_REGION is unset, as are boto3's "
                            "AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE"),
-    ("AWS_CONFIG_FILE", "see AWS_DEFAULT_REGION"),
-    ("AWS_SHARED_CREDENTIALS_FILE", "see AWS_DEFAULT_REGION"),
+    *((var, "a credentials file: hidden from every sandbox, its contents redacted (the sandbox's "
+            "credential_files)") for var in CREDENTIAL_FILE_VARS[1:]),
     ("DECODE_EGRESS_SOCKET", "set by the bot inside the sandbox: where agentd reaches the egress proxy"),
 )

@@ -18,6 +18,7 @@ Each match becomes `[REDACTED:<kind>]`. Redacting twice changes nothing.
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -75,6 +76,34 @@ def base64_forms(secret: str) -> list[str]:
         if len(core) >= MIN_SECRET_LENGTH:
             forms.append(core)
     return forms
+
+
+_PAIR = re.compile(r"""^\s*"?[\w.\-]+"?\s*[=:]\s*"?(.*?)"?,?\s*$""")  # INI `key = value`, a JSON line
+MIN_FILE_VALUE = 16  # shorter values of a credentials file (`region = eu-west-1`) are no secret
+
+
+def credential_values(text: str) -> list[str]:
+    """What a credentials file (AWS's INI files, a Google JSON key, a token file) holds, as values a `Redactor`
+    hides: the whole text, and every value in it of `MIN_FILE_VALUE` characters or more that is not a URL (the
+    public endpoints a Google key names). The whole text alone would miss one value printed on its own."""
+    try:
+        strings = list(_strings(json.loads(text)))
+    except ValueError:
+        strings = [m.group(1) for line in text.splitlines() if (m := _PAIR.match(line))]
+    values = [v for v in strings if len(v.strip()) >= MIN_FILE_VALUE and not v.startswith(("http://", "https://"))]
+    return [text, *values]
+
+
+def _strings(value: Any) -> Iterable[str]:
+    """Every string in a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 class Redactor:

@@ -3,7 +3,10 @@
 The check runs in a sandbox of the run's backend (SANDBOX_MODE), on a fresh clone of the commit it judges,
 after the repository's decode.yml `setup:` (with network) and under decode.yml's network policy, exactly as
 the agent's own commands would run; never in the agent's sandbox, so nothing the agent left behind there
-(or did to the tests) counts. A check that passes on the base makes the task `invalid`: the model is never
+(or did to the tests) counts. decode.yml is the task's base's for both checks, as the pipeline reads it, and
+held to the operator's DECODE_ALLOW_CIDRS_MAX before any sandbox: a result's own decode.yml is the agent's
+writing, so it never chooses the setup, network or image of the check that judges it (such a result is
+marked, `changes_decode_yml`). A check that passes on the base makes the task `invalid`: the model is never
 asked. A run that commits nothing is `unresolved` without a second check (its result is the base).
 """
 
@@ -24,11 +27,11 @@ from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.eval.tasks import Task
 from bot.run.beside import Beside
 from bot.run.pipeline import Job, execute
-from bot.run.repo_config import load_repo_config
+from bot.run.repo_config import PATH as CONFIG_PATH, RepoConfig, load_repo_config
 from bot.run.setup import run_setup
 from bot.run.transcript import Transcript
 from bot.sandbox import CommandResult, open_sandbox, sandbox_spec
-from bot.sandbox.egress_policy import EgressPolicy
+from bot.sandbox.egress_policy import EgressPolicy, check_ceiling
 from bot.workspace.clone import prepare
 from bot.workspace.mirror import Mirrors
 
@@ -53,14 +56,17 @@ class Outcome:
     branch: str | None = None
     transcript: str | None = None
     reason: str | None = None
+    changes_config: bool = False  # the result changes .github/decode.yml (the check used the base's)
 
     def to_json(self) -> dict[str, object]:
-        """The contract's fields, and `reason` when there is one."""
+        """The contract's fields, `reason` when there is one, and `changes_decode_yml` when true."""
         data: dict[str, object] = {"id": self.id, "status": self.status, "turns": self.turns,
                                    "cost_usd": round(self.cost_usd, 6), "seconds": round(self.seconds, 1),
                                    "branch": self.branch, "transcript": self.transcript}
         if self.reason:
             data["reason"] = self.reason
+        if self.changes_config:
+            data["changes_decode_yml"] = True
         return data
 
 
@@ -81,7 +87,7 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
     source, token = resolve(task.repo)
     logs = out / "checks" / slug(task.id)
     progress(f"checking the base {task.base}")
-    before = run_check(task.check, settings, source, task.base, token, logs / "base")
+    before, config = run_check(task.check, settings, source, task.base, token, logs / "base")
     if before.exit_code == 0 and not before.timed_out:
         return Outcome(task.id, "invalid", seconds=time.monotonic() - started,
                        reason=f"the check passes on the base {task.base} (see {logs / 'base'})")
@@ -96,20 +102,23 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
     status, reason = "unresolved", None
     if result.commit is not None and ran.workspace is not None:
         progress("checking the result")
-        after = run_check(task.check, settings, str(ran.workspace.clean), job.branch, None, logs / "result")
+        after, _ = run_check(task.check, settings, str(ran.workspace.clean), job.branch, None, logs / "result",
+                             config=config)
         status = "resolved" if after.exit_code == 0 and not after.timed_out else status
     if status == "unresolved" and result.stop_reason == "error":
         status, reason = "error", result.error or "the run ended in an error"
     return Outcome(task.id, status, turns=figures.turns if figures else 0,
                    cost_usd=figures.cost_usd if figures else 0.0, seconds=time.monotonic() - started,
-                   branch=job.branch if result.commit else None, transcript=str(ran.transcript_md), reason=reason)
+                   branch=job.branch if result.commit else None, transcript=str(ran.transcript_md), reason=reason,
+                   changes_config=CONFIG_PATH in result.changed)
 
 
-def run_check(command: str, settings: Settings, source: str, ref: str, token: str | None,
-              log_dir: Path) -> CommandResult:
-    """`command` in a fresh sandbox on `source` at `ref`, after decode.yml's setup there; its transcript
-    (setup and check output) goes to `log_dir`. A setup that fails is a `DecodeError`. Having taken the
-    repository's kept tree, if any, it keeps the next one beside the check, for the next task's run."""
+def run_check(command: str, settings: Settings, source: str, ref: str, token: str | None, log_dir: Path, *,
+              config: RepoConfig | None = None) -> tuple[CommandResult, RepoConfig]:
+    """`command` in a fresh sandbox on `source` at `ref`, after `config`'s setup there (default: the
+    decode.yml of `ref`, the task's base), and that config; its transcript (setup and check output) goes to
+    `log_dir`. A setup that fails, or an allow_cidrs past DECODE_ALLOW_CIDRS_MAX, is a `DecodeError`. Having
+    taken the repository's kept tree, if any, it keeps the next one beside the check, for the next task's run."""
     redactor = settings.redactor.plus(token)
     transcript = Transcript(log_dir, redactor)
     work = Path(tempfile.mkdtemp(prefix="eval-check-", dir=_scratch(settings)))
@@ -117,7 +126,8 @@ def run_check(command: str, settings: Settings, source: str, ref: str, token: st
     try:
         ws = prepare(source, work, "decode-eval-check", ref, token, redactor=redactor, mirrors=Mirrors.of(settings))
         beside.now(ws.keep_tree, "decode-keep-tree")
-        config = load_repo_config(ws.git, ws.base_sha)
+        config = config or load_repo_config(ws.git, ws.base_sha)
+        check_ceiling(config.allow_cidrs, settings.sandbox.allow_cidrs_max)
         policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                               allow_domains=config.allow_domains)
         spec = sandbox_spec(settings.sandbox, ws.path, image=config.image or settings.sandbox.image,
@@ -134,7 +144,7 @@ def run_check(command: str, settings: Settings, source: str, ref: str, token: st
             sandbox.close()
         transcript.record("check", command=command, ref=ref, commit=ws.base_sha, exit_code=result.exit_code,
                           timed_out=result.timed_out, output=redactor.redact(result.output)[-20_000:])
-        return result
+        return result, config
     except DecodeError as e:
         transcript.record("check", command=command, ref=ref, error=str(e))
         raise DecodeError(f"the check could not run on {ref}: {e}") from None

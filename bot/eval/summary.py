@@ -43,13 +43,17 @@ def table(outcomes: Sequence[Outcome]) -> list[str]:
 
 
 def last_lines(outcomes: Sequence[Outcome], seconds: float, results: Path) -> list[str]:
-    """`resolved R of V` (V: the valid tasks, neither invalid nor errored), then cost, time and the file."""
+    """`resolved R of V` (V: the valid tasks, neither invalid nor errored), the results that change
+    .github/decode.yml when there are any, then cost, time and the file."""
     count = {status: sum(o.status == status for o in outcomes) for status in ("resolved", "unresolved",
                                                                                "invalid", "error")}
     valid = count["resolved"] + count["unresolved"]
     share = f" ({count['resolved'] / valid:.0%})" if valid else ""
     cost = sum(o.cost_usd for o in outcomes)
+    changed = [o.id for o in outcomes if o.changes_config]
+    marked = [f"{len(changed)} result(s) change .github/decode.yml, checked under the base's: {', '.join(changed)}"]
     return [f"resolved {count['resolved']} of {valid}{share}; {len(outcomes)} tasks: {count['invalid']} invalid, "
             f"{count['error']} errors",
+            *(marked if changed else []),
             f"cost ${cost:.4f}, time {seconds:.1f}s",
             f"results: {results}"]

@@ -188,10 +188,8 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     transcript.record("phase", name="preparing")
     ctx.progress(f"preparing {job.repo} on branch {job.branch}")
     ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor,
-                 mirrors=Mirrors.of(ctx.settings), background=True)  # checked out while the sandbox starts
-    if ws.took_tree:
-        transcript.record("note", text="the workspace is the checkout an earlier run kept beside the mirror, "
-                                       "brought to the base: only the files that differ were written")
+                 mirrors=Mirrors.of(ctx.settings), background=True,  # checked out while the sandbox starts
+                 say=lambda line: transcript.record("note", text=line))  # a kept tree taken, or why not
     try:
         return read_repo(ctx, model, ws)
     except BaseException:
@@ -243,7 +241,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
                                 allow_domains=config.allow_domains)
     max_file = ctx.settings.sandbox.max_file_mb * MB
     caps = {"max_file_bytes": max_file, "max_bytes": max_file * PATCH_CAP_FILES}
-    sandbox = Restarting(lambda: open_set_up(ctx, repo, agent_policy),
+    sandbox = Restarting(lambda kept: open_set_up(ctx, repo, agent_policy, kept=kept),
                          lambda: open_sandbox(ctx.settings.sandbox.mode, run_spec(ctx, repo), network=agent_policy),
                          workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,
                          max_restarts=ctx.settings.sandbox.max_restarts, record=ctx.transcript.record,
@@ -264,11 +262,21 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
         sandbox.close()
 
 
-def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> AgentdSandbox:
-    """A sandbox for the agent: opened (`open_run_sandbox`) and set up (`set_up`), closed when setup fails."""
-    sandbox, cache = open_run_sandbox(ctx, repo, agent_policy)
+def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy, *, kept: bool = False) -> AgentdSandbox:
+    """A sandbox for the agent: opened (`open_run_sandbox`) and set up (`set_up`), closed when setup fails.
+
+    `kept`: a restart on the workspace the agent left, whose files (what setup runs) the agent may have
+    changed: setup runs under the agent's own policy and fills no setup cache (bot/run/restart.py); when it
+    fails there, the run goes on with what the first setup left in the workspace, and says so."""
+    sandbox, cache = open_run_sandbox(ctx, repo, agent_policy, kept=kept)
     try:
-        set_up(ctx, sandbox, cache, repo.config, agent_policy)
+        set_up(ctx, sandbox, cache, repo.config, agent_policy, kept=kept)
+    except DecodeError as e:
+        if not kept or sandbox.launcher.stopped():
+            sandbox.close()
+            raise
+        _note(ctx, f"setup on the restarted sandbox, under the agent's network policy, did not pass ({e}); "
+                   "the run goes on with what the first setup left in the workspace")
     except BaseException:
         sandbox.close()
         raise
@@ -281,9 +289,11 @@ def run_spec(ctx: _Context, repo: _Repo) -> SandboxSpec:
                         name=f"decode-{ctx.job.run_id}", gpu=repo.config.gpu, ready=repo.ws.ready)
 
 
-def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> tuple[AgentdSandbox, RunCache | None]:
+def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy, *,
+                     kept: bool = False) -> tuple[AgentdSandbox, RunCache | None]:
     """The run's sandbox, through the one way to open one (`bot.sandbox.open_sandbox`, the warm pool behind
-    it), started from the setup cache's image on a hit; with setup to run, under setup's network policy."""
+    it), started from the setup cache's image on a hit; with setup to run, under setup's network policy, or
+    the agent's on a workspace the agent left (`kept`)."""
     settings, config, ws = ctx.settings, repo.config, repo.ws
     ctx.transcript.record("phase", name="sandbox")
     ctx.progress(f"starting the {settings.sandbox.mode} sandbox")
@@ -293,7 +303,7 @@ def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> 
     if cache is not None and cache.hit is not None:
         spec = replace(spec, image=cache.hit.tag)
     runs_setup = bool(config.setup) and (cache is None or cache.hit is None)
-    setup_policy = EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
+    setup_policy = agent_policy if kept else EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
     # Without setup to run, agentd starts under the agent's policy: no restart, and a warm agentd is kept.
     sandbox = open_sandbox(settings.sandbox.mode, spec, network=setup_policy if runs_setup else agent_policy)
     if sandbox.acquired_from == "pool":  # docker and modal with DECODE_POOL_SIZE
@@ -302,9 +312,9 @@ def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy) -> 
 
 
 def set_up(ctx: _Context, sandbox: AgentdSandbox, cache: RunCache | None, config: RepoConfig,
-           agent_policy: EgressPolicy) -> None:
+           agent_policy: EgressPolicy, *, kept: bool = False) -> None:
     """Restore setup's state from the cache on a hit; else run `setup:` and switch to the agent's network
-    policy, then save the state when the run has a cache."""
+    policy, then save the state when the run has a cache and the workspace is not one the agent left."""
     if cache is not None and cache.hit is not None:
         cache.restore(sandbox.launcher)
         ctx.transcript.record("setup_cache", result="hit", key=cache.key[:12], repo=cache.hit.repo,
@@ -314,7 +324,7 @@ def set_up(ctx: _Context, sandbox: AgentdSandbox, cache: RunCache | None, config
     if config.setup:
         run_setup(sandbox, config, ctx.transcript, ctx.progress, ctx.redactor.redact, deadline=ctx.deadline)
         sandbox.set_network(agent_policy)  # restarts agentd: nothing setup started survives
-    if cache is not None:
+    if cache is not None and not kept:
         saved = cache.save(sandbox.launcher)
         ctx.transcript.record("setup_cache", result="miss", key=cache.key[:12], saved=saved)
         ctx.progress(f"setup cache {cache.key[:12]}: {saved}")

@@ -6,6 +6,11 @@ when that sandbox dies under a call (`SandboxDied`: agentd's channel ended, and 
 opener (setup again, through the setup cache when it hits), and answers the cut call with one line
 saying so. The cut call is not run again: the command may be what killed the sandbox.
 
+Setup on a kept workspace runs the agent's files (its `setup.sh`, its `package.json`): the opener is told
+so (`kept`), and then runs setup under the agent's own egress policy, never setup's, and never fills the
+setup cache. Otherwise an agent could rewrite what setup runs and kill its sandbox to run it with setup's
+internet (issue 32). Each restart counts against DECODE_MAX_RESTARTS, whoever caused it.
+
 The workspace outlives its sandbox. docker and bwrap bind-mount the host's directory and local runs in
 it, so a new sandbox sees every change. Modal works on an uploaded copy (`keeps_workspace` False): after
 every turn whose tool calls could change files, the changes are checkpointed on the host (the hand-back
@@ -29,6 +34,7 @@ from bot.sandbox.protocol import CopiesWorkspace, Death, SandboxDied, SandboxLos
 
 T = TypeVar("T")
 Opener = Callable[[], AgentdSandbox]
+SetUpOpener = Callable[[bool], AgentdSandbox]  # True: the workspace is the one the agent left (a restart)
 
 
 class Restarted(Refused):
@@ -38,10 +44,11 @@ class Restarted(Refused):
 class Restarting:
     """The run's `Sandbox`, restarted on its kept workspace when it dies (see the module docstring).
 
-    `open_set_up` opens a sandbox and runs setup in it (the pipeline's steps); `open_bare` opens one without
-    setup, to hand the work back after the run could not go on. `restarts` holds each restart's reason."""
+    `open_set_up(kept)` opens a sandbox and runs setup in it (the pipeline's steps), `kept` saying the workspace
+    holds the agent's changes; `open_bare` opens one without setup, to hand the work back after the run could
+    not go on. `restarts` holds each restart's reason."""
 
-    def __init__(self, open_set_up: Opener, open_bare: Opener, *, workspace: Path, base: str, max_restarts: int,
+    def __init__(self, open_set_up: SetUpOpener, open_bare: Opener, *, workspace: Path, base: str, max_restarts: int,
                  caps: dict[str, int], record: Callable[..., Any], progress: Callable[[str], None]) -> None:
         self._open_set_up, self._open_bare = open_set_up, open_bare
         self._workspace, self._base, self._caps = workspace, base, caps
@@ -49,7 +56,7 @@ class Restarting:
         self.restarts: list[str] = []
         self._checkpoint: HandBack | None = None  # a copied workspace's changes after the last turn that made any
         self._dirty = False  # a call since the last checkpoint may have changed files
-        self._sandbox: AgentdSandbox | None = open_set_up()
+        self._sandbox: AgentdSandbox | None = open_set_up(False)
         self.root, self.mode = self._sandbox.root, self._sandbox.mode
         self._copies = not type(self._sandbox.launcher).capabilities.keeps_workspace
 
@@ -93,11 +100,13 @@ class Restarting:
                      max_restarts=self._max)
         self._progress(f"the sandbox died ({death.reason}): starting a new one on the kept workspace ({count})")
         try:
-            self._sandbox = self._restored(self._open_set_up())
+            self._sandbox = self._restored(self._open_set_up(not self._copies))
         except DecodeError as e:
             raise SandboxLost(f"the sandbox died ({death.reason}) and a new one could not be started: {e}") from None
+        setup = "setup included" if self._copies else \
+            "setup ran again under this run's network policy for your commands, since the workspace holds your changes"
         return (f"[decode] the sandbox died during this call ({death.reason}); a new one was started on the kept "
-                f"workspace ({count}), setup included. This call was not carried out and is not run again: check "
+                f"workspace ({count}), {setup}. This call was not carried out and is not run again: check "
                 "the workspace, and change the command if it is what killed the sandbox.")
 
     def checkpoint(self) -> None:

@@ -138,15 +138,23 @@ class EgressProxy:
         if already:
             return
         os.write(self._wake_w, b"x")
+        os.close(self._wake_w)  # the accept thread polls the read end, which it closes itself, with the listener
         self._thread.join(timeout=5)
-        self._listener.close()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
         self.path.unlink(missing_ok=True)
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
 
     def _accept(self) -> None:
+        """Accept connections until `close()` wakes it, then close the listener and the wake pipe's read end:
+        the descriptors this thread polls are closed by this thread only, so `close()` returning before it
+        woke (its join times out under load) never leaves it polling numbers reused elsewhere."""
+        try:
+            self._accept_until_woken()
+        finally:
+            self._listener.close()
+            os.close(self._wake_r)
+
+    def _accept_until_woken(self) -> None:
         poller = select.poll()
         poller.register(self._listener.fileno(), select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)

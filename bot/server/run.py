@@ -42,7 +42,7 @@ from bot.server.context import AppContext, app_context
 from bot.server.health import Recheck, model_check
 from bot.server.logs import PLAIN, configure_logging
 from bot.server.metrics import Metrics, guarded_app
-from bot.server.setup import flow_of
+from bot.server.setup import address, announce, flow_of
 from bot.server.shutdown import on_shutdown, stop_runner
 from bot.jobs.sqlite import open_store
 from bot.jobs.store import JobStore
@@ -153,12 +153,9 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     on_shutdown(lambda name: pool.shutdown(name, settings.pool.shutdown_grace_s, stopped))
     if credentials is not None:
-        log.info("serving on http://%s:%s with %d workers", host, server.effective_port, settings.pool.workers)
-    else:
-        base = settings.web.public_url or f"http://{host}:{server.effective_port}"
-        log.warning("serving on http://%s:%s in setup mode: no GitHub App yet, /webhook answers 503; open "
-                    "%s/setup?key=%s to create it", host, server.effective_port, base, flow_of(app).key,
-                    extra={PLAIN: True})  # a link to copy: a plain line, not JSON
+        log.info("serving on %s with %d workers", address(host, server.effective_port), settings.pool.workers)
+    else:  # a link to copy: a plain line, not JSON
+        log.warning("%s", announce(settings, host, server.effective_port, flow_of(app).key), extra={PLAIN: True})
     try:
         server.run()
     finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import ipaddress
 import json
 import logging
 import secrets
@@ -86,6 +87,33 @@ def init_setup(app: Flask, on_configured: Callable[[Settings], None] | None = No
 def setup_key(data_dir: Path) -> str:
     """The setup key of `data_dir`, made on first use and kept in `data_dir/setup.key` (0600)."""
     return base64.urlsafe_b64encode(data_key(data_dir, KEY_FILE)).decode().rstrip("=")
+
+
+def address(host: str, port: int) -> str:
+    """`host:port` as a URL's authority: an IPv6 address in brackets (RFC 3986's IP-literal)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def browser_url(host: str, port: int) -> str:
+    """The URL a browser on this machine opens to reach a server listening on `host`: a wildcard bind
+    (`0.0.0.0`, `::`, which no browser can open) is reached at its loopback address."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return f"http://{address(host, port)}"  # a name, as given
+    loopback = "::1" if ip.version == 6 else "127.0.0.1"
+    return f"http://{address(loopback if ip.is_unspecified else str(ip), port)}"
+
+
+def announce(settings: Settings, host: str, port: int, key: str) -> str:
+    """The log line of a server starting in setup mode: what is missing and the link that creates the App
+    (on DECODE_PUBLIC_URL, else on this machine, after saying to set DECODE_PUBLIC_URL first)."""
+    said = (f"serving on {address(host, port)} in setup mode: no GitHub App yet (GITHUB_APP_ID, "
+            "GITHUB_APP_PRIVATE_KEY and GITHUB_WEBHOOK_SECRET are not set, nor GITHUB_TOKEN), /webhook answers 503; ")
+    if not settings.web.public_url:
+        said += ("DECODE_PUBLIC_URL is not set: set it to the https address GitHub reaches this server at "
+                 "(the App's webhooks go there) and restart, then ")
+    return said + f"open {settings.web.public_url or browser_url(host, port)}/setup?key={key} to create it"
 
 
 def flow_of(app: Flask | None = None) -> SetupFlow:
@@ -186,7 +214,8 @@ button { font: inherit; padding: .4rem 1rem; cursor: pointer; } code { backgroun
 {% elif view == "no_public_url" %}
   <p id="no-public-url">Set <code>DECODE_PUBLIC_URL</code> to the https address GitHub reaches this server at
   (for example <code>https://decode.example.com</code>) and restart <code>decode serve</code>: the App's webhook
-  and the way back from GitHub are built from it.</p>
+  and the way back from GitHub are built from it. Then open the setup link <code>decode serve</code> logged
+  again: it stays good across the restart.</p>
 {% elif view == "need_key" %}
   <p id="need-key">Open the setup link <code>decode serve</code> printed in its log when it started
   (<code>/setup?key=...</code>): only whoever runs the server may choose its GitHub App.</p>

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from bot.core.errors import DecodeError
+from bot.core.errors import ConfigError, DecodeError
 from bot.core.redact import Redactor
 from bot.workspace import submodules
 from bot.workspace.mirror import Mirrors
@@ -133,7 +133,6 @@ class Workspace:
     notes: list[str] = field(default_factory=list)  # what `prepare` could not do (a submodule it could not fetch)
     checkout: Future[None] | None = None  # the copy's checkout while `prepare(background=True)` left it running
     mirrors: Mirrors | None = None  # where `remote`'s mirror is, when the run was cloned from one
-    took_tree: bool = False  # the copy is the tree the mirror kept (`Mirrors.keep_tree`), brought to the base
 
     def ready(self) -> None:
         """Wait until the sandbox's copy is checked out; raises the checkout's `DecodeError`."""
@@ -225,7 +224,8 @@ def git_url(repo: str) -> bool:
 
 
 def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, token: str | None = None, *,
-            redactor: Redactor | None = None, mirrors: Mirrors | None = None, background: bool = False) -> Workspace:
+            redactor: Redactor | None = None, mirrors: Mirrors | None = None, background: bool = False,
+            say: Callable[[str], None] = lambda line: None) -> Workspace:
     """Clone `repo` (URL or local path) into `run_dir/clean` (index only) and `run_dir/workspace` (the one
     checkout), on `branch` from `base`.
 
@@ -235,7 +235,8 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
     path is always cloned directly. Submodules are checked out in both clones where the host can fetch them
     (`bot.workspace.submodules`); one it cannot is left empty and named in `Workspace.notes`. With
     `background`, a base without submodules is checked out on a thread: call `Workspace.ready()` before
-    anything reads or deletes the copy.
+    anything reads or deletes the copy. `say` hears, once the copy is checked out (from that thread), whether
+    it is a tree an earlier run kept, or why that tree could not be used.
     """
     redactor = redactor or Redactor([token])
     repo, local = _source(repo)
@@ -261,7 +262,7 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
     if has_submodules and taken:  # a kept tree is of the default branch; this base has submodules to copy in
         shutil.rmtree(copy)
         taken = False
-    check_out = functools.partial(_check_out, clean, copy, branch, base_sha, redactor, taken=taken)
+    check_out = functools.partial(_check_out, clean, copy, branch, base_sha, redactor, taken=taken, say=say)
     checkout = _on_thread(check_out) if background and not has_submodules else None
     if checkout is None:
         check_out()
@@ -274,17 +275,18 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
         notes = submodules.check_out(clean, git_env(token if scope else None, local=local, token_scope=scope), run)
         notes += submodules.copy(clean, copy, git_env(local=True), run)
     return Workspace(clean=clean, path=copy, remote=repo, branch=branch, base=base, base_sha=base_sha,
-                     redactor=redactor, notes=notes, checkout=checkout, mirrors=mirrors, took_tree=taken)
+                     redactor=redactor, notes=notes, checkout=checkout, mirrors=mirrors)
 
 
-def _check_out(clean: Path, copy: Path, branch: str, base_sha: str, redactor: Redactor, *, taken: bool) -> None:
+def _check_out(clean: Path, copy: Path, branch: str, base_sha: str, redactor: Redactor, *, taken: bool,
+               say: Callable[[str], None]) -> None:
     """The sandbox's copy of `clean` on `branch` at `base_sha`: a mirror's kept tree (`taken`, already at
     `copy`) brought to the base, or else a fresh copy checked out.
 
     The fresh copy has the clean clone's object files copied (never hardlinked, no alternates), so nothing
     the sandbox writes reaches the clean clone; about 7x faster than a pack-protocol clone (bench/prepare.py).
     Both end with the same refs: the run branch, and the clean clone's tags. A kept tree that cannot be
-    brought to the base is deleted and the copy made afresh."""
+    brought to the base is deleted and the copy made afresh. `say` hears which it was, when a tree was kept."""
     env, local = git_env(), git_env(local=True)
     workers = ["-c", "checkout.workers=0"]  # one per core: 8,000 small files in a fifth of the time here
     if taken:
@@ -294,9 +296,14 @@ def _check_out(clean: Path, copy: Path, branch: str, base_sha: str, redactor: Re
                  copy, local, redactor, what="bringing the kept tree to the base")
             _git([*workers, "checkout", "--quiet", "--force", branch], copy, env, redactor,
                  what="checking out the workspace")
+            say("the workspace is the checkout an earlier run kept beside the mirror, brought to the base: only "
+                "the files that differ were written")
             return
-        except DecodeError:
+        except DecodeError as e:
             shutil.rmtree(copy, ignore_errors=True)
+            log.warning("the kept checkout could not be brought to the base, copying afresh: %s", e)
+            say(f"the checkout an earlier run kept beside the mirror could not be brought to the base ({e}); the "
+                "workspace was copied afresh from the clean clone instead")
     _git(["clone", "--quiet", "--template=", "--local", "--no-hardlinks", "--no-checkout", "--", str(clean), str(copy)],
          copy.parent, local, redactor, what="copying the workspace")
     _git(["remote", "remove", "origin"], copy, env, redactor, what="detaching the workspace")
@@ -351,7 +358,8 @@ def _clone_clean(repo: str, clean: Path, remote_env: Mapping[str, str], redactor
 
 def _resolve_base(repo: str, clean: Path, base: str | None, remote_env: Mapping[str, str],
                   redactor: Redactor) -> tuple[str, str]:
-    """`base` (the remote's default branch when None) and its commit in `clean`."""
+    """`base` (the remote's default branch when None) and its commit in `clean`; a ConfigError (input to fix)
+    when the remote has no such ref."""
     env = git_env()
     if base is None:
         head = _git(["symbolic-ref", "--quiet", "--short", "HEAD"], clean, env, redactor, what="reading HEAD")
@@ -365,5 +373,5 @@ def _resolve_base(repo: str, clean: Path, base: str | None, remote_env: Mapping[
                    what="resolving the base", ok=(0, 1))
         if out.strip():
             return base, out.decode().strip()
-    raise DecodeError(f"base {base!r} is neither a branch, a tag nor a commit of {redactor.redact(repo)}"
-                      " (or the repository is empty)")
+    raise ConfigError(f"base {base!r} is neither a branch, a tag nor a commit of {redactor.redact(repo)} (or the "
+                      "repository is empty): give one of its branches, tags or commits")  # bad input: exit 2

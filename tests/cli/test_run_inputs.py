@@ -191,3 +191,20 @@ def test_help_names_the_settings_and_exit_statuses(argv, says):
     assert res.returncode == 0, res.stderr
     text = " ".join(res.stdout.split())
     assert [s for s in says if s not in text] == []
+
+
+@pytest.mark.parametrize("form, no_pr", [("owner/name", False), ("owner/name", True), ("url", False), ("url", True)])
+def test_an_unknown_base_of_a_github_repository_is_bad_input(fake_anthropic, fake_github, tmp_path, form, no_pr):
+    fake_github.add_repo("octo", "calendar", {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()})
+    fake_anthropic.script(NOTE)
+    repo = "octo/calendar" if form == "owner/name" else f"{fake_github.web_url}/octo/calendar"
+    res = run_decode(["run", "--repo", repo, "--base", "nope", *(["--no-pr"] if no_pr else []), TASK],
+                     fake_anthropic, tmp_path, cwd=tmp_path, GITHUB_TOKEN=fake_github.token,
+                     GITHUB_API_URL=fake_github.api_url)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("decode: base 'nope' is neither a branch, a tag nor a commit of ") and \
+        last.endswith("(or the repository is empty): give one of its branches, tags or commits"), last
+    assert not fake_anthropic.requests and not fake_github.pulls("octo", "calendar")
+    assert fake_github.token not in res.stdout + res.stderr

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from bot.config import Settings
-from bot.core.redact import Redactor
+from bot.core.redact import Redactor, credential_values
 
 GH_TOKEN = "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a"
 API_KEY = "sk-ant-api03-" + "Xy9_" * 20 + "AA"
@@ -146,3 +146,14 @@ def test_a_job_adds_its_token_to_the_process_redactor_without_changing_it():
     assert job.redact(text) == "key [REDACTED:secret] token [REDACTED:secret]"
     assert "job-token-abcdef123456" in settings.redactor.redact(text)  # the next job's redactor starts clean
     assert settings.redactor is settings.redactor  # built once per settings value
+
+
+def test_a_credentials_files_values_are_redacted_one_by_one_but_not_its_short_or_public_ones():
+    ini = "[default]\nregion = eu-west-1\naws_secret_access_key = wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY\n"
+    key = json.dumps({"type": "service_account", "private_key_id": "0123456789abcdef0123",
+                      "token_uri": "https://oauth2.googleapis.com/token"})
+    redact = Redactor([*credential_values(ini), *credential_values(key)]).redact
+    assert redact("v: wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY") == "v: [REDACTED:secret]"
+    assert redact("id 0123456789abcdef0123") == "id [REDACTED:secret]"
+    assert redact("region eu-west-1 via https://oauth2.googleapis.com/token") == \
+        "region eu-west-1 via https://oauth2.googleapis.com/token"

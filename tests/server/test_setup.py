@@ -241,3 +241,23 @@ def test_a_server_in_setup_mode_says_so_at_the_root_and_its_logged_link_outlives
             assert server.stop() == 0
     assert links[0] == links[1]
     assert stat.S_IMODE((tmp_path / "data" / "setup.key").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("host, base", [("0.0.0.0", "http://127.0.0.1:{port}"), ("::", "http://[::1]:{port}"),
+                                        ("::1", "http://[::1]:{port}")])
+def test_without_a_public_url_the_log_says_what_to_set_and_its_link_opens_in_a_browser(env, tmp_path, host, base):
+    """A wildcard bind (the container's 0.0.0.0) is linked at loopback, an IPv6 address in brackets; the line
+    names the missing App settings and DECODE_PUBLIC_URL, and the page it links says the same."""
+    setup_env = {k: v for k, v in env.items() if not k.startswith("GITHUB_APP_") and k != "GITHUB_WEBHOOK_SECRET"}
+    log = tmp_path / "serve.log"
+    server = Server(setup_env, log, host=host)
+    try:
+        [line] = [x for x in log.read_text().splitlines() if "setup mode" in x]
+        assert "GITHUB_APP_ID" in line and "GITHUB_TOKEN" in line and "set DECODE_PUBLIC_URL" not in line
+        assert "DECODE_PUBLIC_URL is not set: set it to the https address GitHub reaches" in line
+        link = setup_link(line)
+        assert link.startswith(base.format(port=server.port) + "/setup?key="), line
+        status, page = get(link)
+        assert status == 200 and 'id="no-public-url"' in page and "it stays good across the restart" in page, page
+    finally:
+        assert server.stop() == 0

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "fix-weekend"
 OWNER, NAME, REPO = "octo", "calendar", "octo/calendar"
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+TOKEN = re.compile(r"\s*('[^']*'|[A-Za-z_][\w.-]*|&&|\|\||==|!=|!|[(),])")
 
 
 class Runner:
@@ -25,6 +26,7 @@ class Runner:
 
     def __init__(self, workdir: Path, runner_temp: Path, github: dict[str, str], env: dict[str, str]) -> None:
         self.workdir, self.temp, self.github, self.env = workdir, runner_temp, github, env
+        self.secrets: dict[str, str] = {}  # the `secrets` context a workflow's `with:` reads
 
     def evaluate(self, text: str, contexts: dict) -> str:
         def one(match: re.Match[str]) -> str:
@@ -41,7 +43,8 @@ class Runner:
         event_path.write_text(json.dumps(payload))
         summary = self.workdir / "summary.md"
         summary.write_text("")
-        contexts: dict = {"github": {"token": self.github["token"]}, "runner": {"temp": str(self.temp)}, "steps": {}}
+        contexts: dict = {"github": {"token": self.github["token"]}, "runner": {"temp": str(self.temp)}, "steps": {},
+                          "secrets": self.secrets}
         contexts["inputs"] = {name: self.evaluate(with_.get(name, spec.get("default", "")), contexts)
                               for name, spec in action["inputs"].items()}
         base_env = {**self.env, "GITHUB_EVENT_NAME": event, "GITHUB_EVENT_PATH": str(event_path),
@@ -66,6 +69,45 @@ class Runner:
         action_outputs = {k: self.evaluate(v["value"], contexts) for k, v in action["outputs"].items()}
         return code, action_outputs, summary.read_text(), log
 
+
+def job_runs(condition: str, event: str, payload: dict) -> bool:
+    """Whether a job's `if:` lets `event` with `payload` through, as the runner decides it
+    (https://docs.github.com/en/actions/learn-github-actions/expressions): the operators and functions the
+    example workflows use (`==`, `!=`, `!`, `&&`, `||`, `startsWith`), a missing property as null, strings
+    compared without case, null as ''."""
+    words, at, source = [], 0, condition.strip()
+    while at < len(source):
+        match = TOKEN.match(source, at)
+        assert match, f"cannot read the expression at {source[at:]!r}"
+        word, at = match.group(1), match.end()
+        if word[0] == "'":
+            words.append(repr(word[1:-1].lower()))
+        elif word in ("&&", "||", "!"):
+            words.append({"&&": " and ", "||": " or ", "!": " not "}[word])
+        elif word in ("startsWith", "==", "!=", "(", ")", ","):
+            words.append(word)
+        else:
+            value: object = {"github": {"event_name": event, "event": payload}}
+            for part in word.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            words.append(repr(str(value or "").lower()))
+    return bool(eval("".join(words), {"__builtins__": {}, "startsWith": str.startswith}))
+
+
+@pytest.fixture(scope="session")
+def action_validator() -> list[str]:
+    """npm `@action-validator/cli` (SchemaStore's workflow and action schemas), pinned, cached."""
+    version = "0.6.0"
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decode-bot" / f"action-validator-{version}"
+    binary = home / "node_modules" / ".bin" / "action-validator"
+    if not binary.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        res = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(home),
+                              f"@action-validator/cli@{version}", f"@action-validator/core@{version}"],
+                             capture_output=True, text=True, timeout=300)
+        if res.returncode != 0 or not binary.exists():
+            pytest.fail(f"cannot install @action-validator/cli@{version} from npm: {res.stderr.strip()}")
+    return [str(binary)]
 
 
 @pytest.fixture(scope="session")

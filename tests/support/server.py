@@ -31,7 +31,7 @@ class Server:
 
     def __init__(self, env: dict[str, str], log: Path, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{'[::1]' if ':' in host else '127.0.0.1'}:{self.port}"
         self.log = log
         with open(log, "ab") as out:
             self.proc = subprocess.Popen([DECODE, "serve", "--host", host, "--port", str(self.port)], env=env,

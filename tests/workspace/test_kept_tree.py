@@ -46,9 +46,11 @@ class World(NamedTuple):
     tree: Path  # the kept tree
 
 
-def run(world: World, tmp_path: Path, name: str, base: str | None = None) -> Workspace:
-    """`prepare` of the world's URL as run `name`, on branch `decode/<name>`."""
-    return prepare(world.url, tmp_path / name, f"decode/{name}", base, token=TOKEN, mirrors=world.mirrors)
+def run(world: World, tmp_path: Path, name: str, base: str | None = None, said: list[str] | None = None
+        ) -> Workspace:
+    """`prepare` of the world's URL as run `name`, on branch `decode/<name>`; what it says goes to `said`."""
+    return prepare(world.url, tmp_path / name, f"decode/{name}", base, token=TOKEN, mirrors=world.mirrors,
+                   say=(said if said is not None else []).append)
 
 
 def test_the_next_run_takes_the_kept_tree_and_gets_exactly_what_a_fresh_checkout_gives(tmp_path: Path) -> None:
@@ -64,7 +66,8 @@ def test_the_next_run_takes_the_kept_tree_and_gets_exactly_what_a_fresh_checkout
         git(work, "tag", "-d", "v1")
         git(work, "tag", "v2")
         git(work, "push", "-q", "origin", "main", "v2", ":refs/tags/v1")
-        second = run(world, tmp_path, "two")
+        said: list[str] = []
+        second = run(world, tmp_path, "two", said=said)
         fresh = prepare(world.url, tmp_path / "three", "decode/two", token=TOKEN, mirrors=Mirrors(tmp_path / "other"))
     assert not world.tree.exists()  # taken: the tree is the second run's workspace now
     assert (second.path / "README.md").read_text() == "# changed upstream\n"
@@ -73,6 +76,8 @@ def test_the_next_run_takes_the_kept_tree_and_gets_exactly_what_a_fresh_checkout
     assert git(second.path, "status", "--porcelain", "--ignored") == ""
     assert git(second.path, "remote") == ""
     assert world.mirrors.entries()[0].tree == 0
+    assert said == ["the workspace is the checkout an earlier run kept beside the mirror, brought to the base: "
+                    "only the files that differ were written"]
 
 
 def test_an_unchanged_file_of_the_kept_tree_is_not_written_again(tmp_path: Path) -> None:
@@ -122,9 +127,13 @@ def test_a_broken_kept_tree_is_replaced_by_a_fresh_checkout(tmp_path: Path) -> N
     with a_kept_tree(tmp_path) as world:
         shutil.rmtree(world.tree / ".git" / "objects")  # a disk that lost part of it
         (world.tree / "README.md").write_text("left over\n")
-        ws = run(world, tmp_path, "two")
+        said: list[str] = []
+        ws = run(world, tmp_path, "two", said=said)
     assert (ws.path / "README.md").read_text() == "# demo\n"
     assert git(ws.path, "status", "--porcelain", "--ignored") == ""
+    [line] = said  # said, and not that the tree was taken
+    assert line.startswith("the checkout an earlier run kept beside the mirror could not be brought to the base (")
+    assert line.endswith("); the workspace was copied afresh from the clean clone instead")
 
 
 def test_a_repository_with_submodules_gets_no_kept_tree(tmp_path: Path) -> None:
