@@ -4,52 +4,41 @@ Each run directory under `DECODE_DATA_DIR/runs` (an attempt's included: `job-3.2
 repository, state, pull request (or branch when it opened none), cost and wall time. Every figure is the
 run's `RunResult` (bot/run/result.py), so a record of an earlier shape shows what it holds and a dash for
 the rest; a directory without record.json is a run still going, or one whose process died, and shows as
-`unfinished`. Runs are ordered by their directory's last change (record.json is written as a run ends),
-so a page reads the record.json of its own runs only, however many `runs/` holds; `--before ID` is the page
-after the one that ended with ID.
+`unfinished`. Runs are listed in the order they were made, read from the end of `runs/.index`
+(bot/workspace/run_dirs.py), so a page reads its own runs only, however many `runs/` holds; `--before ID`
+is the page after the one that ended with ID.
 """
 
 from __future__ import annotations
 
 import argparse
-import heapq
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.errors import ConfigError
 from bot.run.result import RunResult, read_record
+from bot.workspace.run_dirs import newest
 
 HEAD = ("id", "repository", "state", "pr or branch", "cost", "time")
 
 
 @dataclass(frozen=True)
 class Listed:
-    """One run directory: its name, when it was last written, and its result (None while unfinished)."""
+    """One run directory: its name and its result (None while unfinished)."""
 
     name: str
-    when: float
     result: RunResult | None
 
 
 def list_runs(data_dir: Path, limit: int | None = None, *, before: str | None = None) -> list[Listed]:
-    """The run directories of `data_dir`, newest first (by their last change), at most `limit` of them and,
-    with `before`, only those older than that run's."""
+    """The run directories of `data_dir`, newest first (in the order they were made), at most `limit` of them
+    (None: every one) and, with `before`, only those made before that run."""
     runs = Path(data_dir) / "runs"
-    try:
-        with os.scandir(runs) as entries:
-            dated = [(entry.stat().st_mtime, entry.name) for entry in entries
-                     if entry.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-    if before is not None:
-        cut = next(((when, name) for when, name in dated if name == before), None)
-        if cut is None:
-            raise ConfigError(f"--before {before}: there is no such run in {runs}: give an id `decode runs` shows")
-        dated = [run for run in dated if run < cut]
-    newest = heapq.nlargest(limit, dated) if limit is not None else sorted(dated, reverse=True)
-    return [Listed(name, when, read_record(runs / name)) for when, name in newest]
+    if before is not None and not (runs / before).is_dir():
+        raise ConfigError(f"--before {before}: there is no such run in {runs}: give an id `decode runs` shows")
+    names = newest(runs, limit if limit is not None else sys.maxsize, before=before)
+    return [Listed(name, read_record(runs / name)) for name in names]
 
 
 def row(run: Listed) -> tuple[str, ...]:

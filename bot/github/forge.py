@@ -54,10 +54,7 @@ class Forge(Protocol):
 
     def post_comment(self, repo: str, number: int, body: str, marker: str) -> int: ...
 
-    def edit_comment(self, repo: str, comment_id: int, body: str, *, optional: bool = False) -> bool:
-        """Edit the comment; with `optional` (a progress edit) only when GitHub's write budget has room.
-        Whether it was edited."""
-        ...
+    def edit_comment(self, repo: str, comment_id: int, body: str, *, optional: bool = False) -> bool: ...
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None: ...
 
@@ -88,8 +85,7 @@ class Forge(Protocol):
 
 
 class GitHubForge:
-    """`Forge` over PyGithub, authenticated per repository by `credentials`; every write of the process goes
-    through one `WritePacer` (bot/github/pacing.py), whatever the number of jobs."""
+    """`Forge` over PyGithub, authenticated per repository by `credentials`; every write goes through `pacer`."""
 
     def __init__(self, credentials: Credentials, *, retry: GitHubRetry | None = None,
                  pacer: WritePacer | None = None) -> None:
@@ -98,9 +94,8 @@ class GitHubForge:
         self.pacer = pacer or WritePacer()
 
     def _call(self, fn: Callable[[], T], *, writes: str | None = None) -> T:
-        """`fn()` under the retry policy; GitHub not answering at all is a `DecodeError` saying what to check.
-        A write (`writes`: the repository it writes to) waits for the pacer at each attempt, and a rate limit
-        GitHub answers holds back every write to that account as long as GitHub asks."""
+        """`fn()` under the retry policy (no answer at all: a `DecodeError` saying what to check); a write (`writes`:
+        its repository) waits for the pacer at each attempt, and a rate limit holds the account's writes back."""
         def attempt() -> T:
             if writes is None:
                 return fn()
@@ -108,14 +103,18 @@ class GitHubForge:
             try:
                 return fn()
             except GithubException as e:
-                if (limit := rate_limit(e)) is not None:
-                    self.pacer.asked(_account(writes), requested_wait(e) or 60.0, limit)
+                self._heed(writes, e)
                 raise
         try:
             return self.retry.call(attempt)
         except (requests.ConnectionError, requests.Timeout) as e:
             raise DecodeError(f"cannot reach GitHub at {self.credentials.api_url} ({type(e).__name__}): check "
                               "GITHUB_API_URL and the network") from None
+
+    def _heed(self, repo: str, e: GithubException) -> None:
+        """When `e` is GitHub's rate limit, every write of `repo`'s account waits as long as GitHub asks."""
+        if (limit := rate_limit(e)) is not None:
+            self.pacer.asked(_account(repo), requested_wait(e) or 60.0, limit)
 
     def _gh(self, repo: str) -> Github:
         return client(self.credentials, repo)
@@ -269,8 +268,8 @@ class GitHubForge:
         return self._call(fetch)
 
     def edit_comment(self, repo: str, comment_id: int, body: str, *, optional: bool = False) -> bool:
-        """Edit comment `comment_id`. An `optional` edit (progress) goes only when the pacer has room for it,
-        and is tried once: it never holds the run up."""
+        """Edit comment `comment_id`; an `optional` one (progress) only when the pacer has room, tried once, never
+        holding the run up. Whether it was edited."""
         edit = lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id).edit(body)  # noqa: E731
         if not optional:
             self._call(edit, writes=repo)
@@ -280,8 +279,7 @@ class GitHubForge:
         try:
             edit()
         except GithubException as e:
-            if (limit := rate_limit(e)) is not None:
-                self.pacer.asked(_account(repo), requested_wait(e) or 60.0, limit)
+            self._heed(repo, e)
             raise
         return True
 
@@ -371,9 +369,8 @@ class GitHubForge:
             raise DecodeError(f"GitHub answered {e.status}{' ' + said if said else ''}", status=e.status) from None
 
     def _make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str:
-        """A blob for each file that is not text, the tree in as few requests as `tree_parts` makes (text
-        inline), the commit, the ref: a few content-creating requests whatever the number of files. The
-        parent's tree and commit are named by sha, never fetched."""
+        """A blob for each file that is not text, the tree in as few requests as `tree_parts` makes (text inline),
+        the commit, the ref, whatever the number of files; the parent's tree and commit named, never fetched."""
         gh = self._gh(repo)
         r = gh.get_repo(repo)
         for entry in commit.entries:
@@ -395,9 +392,8 @@ class GitHubForge:
 
     @staticmethod
     def _point(gh: Github, r: Any, branch: str, sha: str, *, force: bool) -> None:
-        """Create `branch` at `sha`, or move it there (GitHub refuses a move that is not a fast-forward
-        unless `force`), in one request when the first guess holds: a forced move is a run's own branch,
-        new as a rule (created first), a forward move a pull request's, which exists (moved first)."""
+        """Create `branch` at `sha` or move it there (only forward unless `force`), in one request when the guess
+        holds: a forced move is a run's own new branch (created first), a forward one a pull request's (moved)."""
         def create() -> bool:
             try:
                 r.create_git_ref(f"refs/heads/{branch}", sha)

@@ -78,6 +78,9 @@ from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_
 __all__ = ["BODY_RETENTION_S", "DELIVERY_RETENTION_S", "MIGRATIONS", "STATES", "JobRecord", "JobStore", "Store",
            "StoreError", "open_store"]
 
+LIVE = ("queued", "running")  # the states jobs_open holds
+
+
 class _NewerSchema(StoreError):
     """The file was written by a newer decode-bot."""
 
@@ -330,10 +333,13 @@ class Store:
              state: str | None = None, before: int | None = None) -> list[JobRecord]:
         """The newest `limit` jobs older than job `before` (None: from the newest), newest first, for the
         dashboard; only those of `repos` ("owner/name", any case) when given, only those in `state` when given.
-        A page costs what it lists whatever the store holds: an id range, `jobs_state`, and for `repos` each
-        repository's newest ids from `jobs_repo`, merged."""
-        params = {"before": before if before is not None else 2**62, "limit": limit, "state": state}
-        and_state = " AND state = :state" if state is not None else ""
+        A page costs what it lists whatever the store holds: an id range (`jobs_open`, `jobs_failed` for a
+        state), and for `repos` each repository's newest ids from `jobs_repo`, merged."""
+        params = {"before": before if before is not None else 2**62, "limit": limit}
+        if state is not None and state not in STATES:
+            raise ValueError(f"no state {state!r}: one of {', '.join(STATES)}")
+        and_state = f" AND state = '{state}'" + (" AND state IN ('queued', 'running')" if state in LIVE else "") \
+            if state is not None else ""
         with self._read_lock, self._errors():
             if repos is None:
                 rows = self._reader.execute(RUNS_PAGE.format(columns=COLUMNS, and_state=and_state), params).fetchall()

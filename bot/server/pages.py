@@ -7,9 +7,10 @@ with how to see the run now (sign in on the dashboard). While the run is on (no 
 running) the page shows the last page and polls the events endpoint (static/live.js) with `after` = where
 the last turn it shows begins and `size` = the bytes of transcript.jsonl it has seen; only when the file
 grew does the answer carry what is new: the turns finished since (`done`, appended), the turn under way
-(`open`, replaced) and the figures (`head`). So a page and each update cost what they show, never the whole
-run (bot/run/transcript_pages.py). Polling, not server-sent events: each viewer would otherwise hold one of the server's few
-request threads for as long as the run lasts, and those threads also answer GitHub's webhooks.
+(`open`, replaced) and the figures (`head`). So a page and each update cost what they show, never the
+whole run (bot/run/transcript_pages.py). Polling, not server-sent events: each viewer would otherwise hold
+one of the server's few request threads for as long as the run lasts, and those threads also answer
+GitHub's webhooks.
 """
 
 from __future__ import annotations

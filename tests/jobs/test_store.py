@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.jobs.sqlite import Store
-from bot.jobs.sqlite_sql import REPO_RUN_IDS, RUNS_PAGE
+from bot.jobs.sqlite_sql import REPO_RUN_IDS, RUNNABLE, RUNS_PAGE
 from bot.jobs.store import JobRecord, JobStore, StoreError
 from tests.support.stores import StoreFactory, claim_until_empty
 
@@ -345,11 +345,16 @@ def test_a_page_of_runs_reads_an_index_in_order_never_sorts_the_table(tmp_path: 
 
     Store(tmp_path / "jobs.db").close()  # the schema, migrated
     db = sqlite3.connect(tmp_path / "jobs.db")
-    for sql in (RUNS_PAGE.format(columns="id", and_state=" AND state = :state"),
-                REPO_RUN_IDS.format(and_state="")):
+    for sql, index in ((RUNS_PAGE.format(columns="id", and_state=" AND state = 'failed'"), "jobs_failed"),
+                       (RUNS_PAGE.format(columns="id", and_state=" AND state = 'queued' AND state IN ('queued', "
+                                                                 "'running')"), "jobs_open"),
+                       (REPO_RUN_IDS.format(and_state=""), "jobs_repo")):
         plan = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", {
-            "before": 10, "limit": 5, "state": "done", "repo": "a/r"}))
-        assert "TEMP B-TREE" not in plan and ("jobs_state" in plan or "jobs_repo" in plan), plan
+            "before": 10, "limit": 5, "repo": "a/r"}))
+        assert "TEMP B-TREE" not in plan and index in plan, plan
+    claim = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {RUNNABLE}", {
+        "now": 0, "max_attempts": 3, "per_installation": 0, "per_repo": 0}))
+    assert "USING INDEX jobs_open" in claim, claim  # the claim reads the open jobs, never the whole table
     db.close()
 
 
