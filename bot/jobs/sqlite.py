@@ -57,6 +57,7 @@ newer version is refused. The first open draws the store's `store_id` (bot/core/
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import sqlite3
 import tempfile
@@ -334,7 +335,7 @@ class Store:
         """The newest `limit` jobs older than job `before` (None: from the newest), newest first, for the
         dashboard; only those of `repos` ("owner/name", any case) when given, only those in `state` when given.
         A page costs what it lists whatever the store holds: an id range (`jobs_open`, `jobs_failed` for a
-        state), and for `repos` each repository's newest ids from `jobs_repo`, merged."""
+        state), and for `repos` each repository's newest ids from `jobs_repo`, merged as they are read."""
         params = {"before": before if before is not None else 2**62, "limit": limit}
         if state is not None and state not in STATES:
             raise ValueError(f"no state {state!r}: one of {', '.join(STATES)}")
@@ -344,9 +345,9 @@ class Store:
             if repos is None:
                 rows = self._reader.execute(RUNS_PAGE.format(columns=COLUMNS, and_state=and_state), params).fetchall()
             else:
-                ids = heapq.nlargest(limit, (found for repo in sorted({r.lower() for r in repos}) for (found,) in
-                                             self._reader.execute(REPO_RUN_IDS.format(and_state=and_state),
-                                                                  {**params, "repo": repo})))
+                newest = [self._reader.execute(REPO_RUN_IDS.format(and_state=and_state), {**params, "repo": repo})
+                          for repo in sorted({r.lower() for r in repos})]  # cursors, stepped as merged: a page's rows
+                ids = [found for (found,) in itertools.islice(heapq.merge(*newest, reverse=True), limit)]
                 rows = self._reader.execute(f"SELECT {COLUMNS} FROM jobs WHERE id IN ({', '.join(map(str, ids))}) "
                                             "ORDER BY id DESC").fetchall()
         return [_record(row, self.store_id) for row in rows]
