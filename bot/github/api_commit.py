@@ -5,7 +5,7 @@ author information, custom committer information, and no custom signature inform
 (https://docs.github.com/en/authentication/managing-commit-signature-verification/about-commit-signature-verification#signature-verification-for-bots).
 So the clean clone's commit is read back here as what the API takes (its changed paths with their
 modes and contents, its parent, its message, byte for byte) and `publish` makes it through the `Forge`
-(a tree on the parent's tree with text files inline, in as few requests as `TREE_REQUEST_BYTES` allows; a
+(a tree on the parent's tree with text files inline, in as few requests as bot/github/git_tree.py makes; a
 blob only for each file that is not text; the commit; the branch ref), with no author or committer: GitHub
 records the token's identity (the App's `name[bot]`, or `github-actions[bot]` for the Action's token).
 So a change of any number of text files is four content-creating requests, not one per file.
@@ -16,7 +16,6 @@ What the API cannot carry goes by `git push` as before, unsigned, with a note sa
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -26,7 +25,6 @@ from bot.github.info import NewCommit, TreeEntry
 from bot.workspace.clone import Workspace, git_env
 
 API_FILE_LIMIT = 20 * 1024 * 1024  # bytes of one file; GitHub takes blobs up to 100 MB, sent base64 in one request
-TREE_REQUEST_BYTES = 8 * 1024 * 1024  # of inline contents in one "create a tree" request; more go in the next
 MODES = {"100644", "100755", "120000"}
 _DELETED = "000000"
 
@@ -101,38 +99,6 @@ def _feed(stdin, shas: list[str]) -> None:  # noqa: ANN001 - a binary pipe
         stdin.close()
     except (BrokenPipeError, ValueError):  # git was ended early (a file over the limit)
         pass
-
-
-def inline_text(content: bytes) -> str | None:
-    """`content` as the tree request's inline `content` when it is text (UTF-8 without NUL); None for the
-    rest, which goes as a base64 blob since JSON strings carry Unicode text, not bytes."""
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return None if "\0" in text else text
-
-
-def tree_parts(entries: tuple[TreeEntry, ...], *, budget: int = TREE_REQUEST_BYTES) -> list[list[dict]]:
-    """The commit's entries as "create a tree" elements (https://docs.github.com/en/rest/git/trees#create-a-tree),
-    split so that each request carries at most about `budget` bytes of inline content: text inline, other
-    files by the blob sha git computed (sent before as blobs), a deletion as `sha: null`."""
-    parts: list[list[dict]] = [[]]
-    used = 0
-    for entry in entries:
-        element: dict = {"path": entry.path, "mode": entry.mode, "type": "blob"}
-        text = None if entry.content is None else inline_text(entry.content)
-        if text is not None:
-            element["content"] = text
-        else:
-            element["sha"] = entry.sha if entry.content is not None else None
-        size = len(json.dumps(element))
-        if parts[-1] and used + size > budget:
-            parts.append([])
-            used = 0
-        parts[-1].append(element)
-        used += size
-    return parts
 
 
 def unsigned_note(why: str) -> str:

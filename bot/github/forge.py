@@ -19,9 +19,9 @@ from github.GitRef import GitRef
 from github.GitTree import GitTree
 
 from bot.core.errors import ConfigError, DecodeError, RateLimited
-from bot.github.api_commit import inline_text, tree_parts
 from bot.github.auth import Credentials, client
 from bot.github import checks
+from bot.github.git_tree import inline_text, tree_parts
 from bot.github.checks import CommitIdentity, FailedChecks
 from bot.github.info import (
     CheckRunState, IssueInfo, MergedPull, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo,
