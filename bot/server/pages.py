@@ -89,13 +89,16 @@ def _shown(run: RunState, page: int | None, after: int | None = None) -> Shown:
     begin, end = found.span(number) if after is None else (after, found.size)
     split = max(begin, found.last_turn_at()) if run.live and end == found.size else end
     head = render_head(found.start, found.figures_markdown(), max_block_chars=MAX_BLOCK_CHARS)
-    return Shown(markdown_html(head), _html(path, begin, split), _html(path, split, end), split, number, found.pages)
+    repo = found.start.get("repo")
+    return Shown(markdown_html(head), _html(path, begin, split, repo), _html(path, split, end, repo), split, number,
+                 found.pages)
 
 
-def _html(path: Path, begin: int, end: int) -> str:
+def _html(path: Path, begin: int, end: int, repo: str | None) -> str:
     if end <= begin:
         return ""
-    return markdown_html(render_events(read_span(path, begin, end), max_block_chars=MAX_BLOCK_CHARS))
+    events = read_span(path, begin, end)
+    return markdown_html(render_events(events, max_block_chars=MAX_BLOCK_CHARS, repo=repo))
 
 
 @runs.get("/runs/<run_id>")
