@@ -302,12 +302,12 @@ class GitHubForge:
         once even when an attempt's answer was lost: a second attempt first looks for the run with the same
         `external_id` on that commit. Only an App's token (or Actions' GITHUB_TOKEN) may: others get a 403."""
         return self._once(repo, lambda: self._gh(repo).get_repo(repo).create_check_run(name, head_sha,
-                                                                                   **_fields(state)).id,
+                                                                                   **state.fields()).id,
                           lambda: self.find_check_run(repo, head_sha, name, state.external_id))
 
     def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None:
         """Update check run `check_run_id` to `state` (PATCH .../check-runs/{id}; the same state twice is harmless)."""
-        self._call(lambda: self._gh(repo).get_repo(repo).get_check_run(check_run_id).edit(**_fields(state)),
+        self._call(lambda: self._gh(repo).get_repo(repo).get_check_run(check_run_id).edit(**state.fields()),
                    writes=repo)
 
     def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None:
@@ -430,17 +430,6 @@ class _Retry(GithubException):
 
     def __init__(self) -> None:
         super().__init__(503, {"message": "retrying after a conflict"}, None)
-
-
-def _fields(state: CheckRunState) -> dict[str, Any]:
-    """A check run's fields as PyGithub's `create_check_run` and `CheckRun.edit` take them."""
-    output = {"title": state.title, "summary": state.summary, **({"text": state.text} if state.text else {})}
-    fields: dict[str, Any] = {"status": state.status, "external_id": state.external_id, "output": output}
-    if state.details_url:
-        fields["details_url"] = state.details_url
-    if state.conclusion is not None:
-        fields["conclusion"] = state.conclusion
-    return fields
 
 
 def access_problem(e: GithubException, repo: str, api_url: str) -> str:
