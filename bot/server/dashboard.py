@@ -28,7 +28,7 @@ from bot.core.names import key_parts
 from bot.jobs.queue import Waiting, waiting
 from bot.jobs.sqlite import STATES
 
-LIMIT = 200
+LIMIT = 50  # runs a page; `?before=` the next ones
 home = Blueprint("dashboard", __name__)
 home.after_request(secure)
 
