@@ -4,7 +4,7 @@ Each run directory under `DECODE_DATA_DIR/runs` (an attempt's included: `job-3.2
 repository, state, pull request (or branch when it opened none), cost and wall time. Every figure is the
 run's `RunResult` (bot/run/result.py), so a record of an earlier shape shows what it holds and a dash for
 the rest; a directory without record.json is a run still going, or one whose process died, and shows as
-`unfinished`. Runs are listed in the order they were made, read from the end of `runs/.index`
+`unfinished`. Runs are listed in the order they were made, read from the end of `runs.index`
 (bot/workspace/run_dirs.py), so a page reads its own runs only, however many `runs/` holds; `--before ID`
 is the page after the one that ended with ID.
 """

@@ -5,7 +5,7 @@ host's clean clone and the sandbox's copy). The copy goes when the sandbox is
 done; the clean clone once its commit is published (pushed, or fetched into the
 user's repository), or at once when there is nothing to publish. What stays is
 small: transcript.jsonl, transcript.md and record.json. Each directory made is named at the end of
-`runs/.index`, which `decode runs` reads from its end, a page at a time. Whole run directories are
+`runs.index` (beside `runs/`, which holds run directories only), which `decode runs` reads from its end, a page at a time. Whole run directories are
 pruned `DECODE_KEEP_DAYS` after their last write (at most one pass an hour), so the space `runs/` uses is
 bounded by the runs of that many days (plus the clones of unpublished work,
 which are kept as long, so that no commit is lost to a failed push).
@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 CLONES = ("workspace", "clean")
 DAY_S = 86400.0
 PRUNE_EVERY_S = 3600.0  # a pass over runs/ at most this often, whatever the number of runs starting
-MARKER = ".pruned"  # in runs/: its change time says when the last pass began (in any process)
-INDEX = ".index"  # in runs/: the run directories' names, one a line, in the order they were made
+MARKER = ".pruned"  # beside runs/ (`runs.pruned`): its change time says when the last pass began (any process)
+INDEX = ".index"  # beside runs/ (`runs.index`): the run directories' names, one a line, in the order made
 _BLOCK = 64 * 1024
 
 
@@ -41,7 +41,7 @@ def fresh_dir(parent: Path, name: str) -> Path:
     for d in (*reversed(candidate.parents[:2]), candidate):  # the data dir, runs/ and the run itself: 0700
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         d.chmod(0o700)
-    with open(parent / INDEX, "a", encoding="utf-8") as f:  # one short O_APPEND write: whole among processes
+    with open(parent.with_name(parent.name + INDEX), "a", encoding="utf-8") as f:  # one short O_APPEND write: whole among processes
         f.write(candidate.name + "\n")
     return candidate
 
@@ -65,12 +65,12 @@ def newest(runs: Path, limit: int, *, before: str | None = None) -> list[str]:
 def _index(runs: Path) -> Path:
     """The `INDEX` of `runs`, made from a listing (oldest change first) the first time: a data dir from
     before the index, or runs made by hand."""
-    path = runs / INDEX
+    path = runs.with_name(runs.name + INDEX)
     if path.exists() or not runs.is_dir():
         return path
     with os.scandir(runs) as entries:
         dated = sorted((e.stat().st_mtime, e.name) for e in entries if e.is_dir(follow_symlinks=False))
-    made = runs / f"{INDEX}.{os.getpid()}"
+    made = runs.with_name(f"{runs.name}{INDEX}.{os.getpid()}")
     made.write_text("".join(f"{name}\n" for _, name in dated), encoding="utf-8")
     os.replace(made, path)
     return path
@@ -109,7 +109,7 @@ def prune(runs: Path, keep_days: float, *, now: float | None = None, every_s: fl
     every run starting would otherwise walk all of them beside its work.
     """
     now = time.time() if now is None else now
-    if not _due(runs / MARKER, now, every_s):
+    if not _due(runs.with_name(runs.name + MARKER), now, every_s):
         return []
     cutoff = now - keep_days * DAY_S
     pruned = []

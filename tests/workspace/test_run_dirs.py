@@ -40,7 +40,7 @@ def test_prune_takes_runs_past_their_days_and_nothing_else(tmp_path):
     os.utime(runs / "old-but-still-writing" / "transcript.jsonl")  # appended to just now
     (runs / "stray-file").write_text("not a run")
     assert prune(runs, 30) == ["old"]
-    assert sorted(p.name for p in runs.iterdir()) == [".pruned", "old-but-still-writing", "recent", "stray-file"]
+    assert sorted(p.name for p in runs.iterdir()) == ["old-but-still-writing", "recent", "stray-file"]
     assert prune(tmp_path / "no-runs-yet", 30) == []
 
 
