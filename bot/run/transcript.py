@@ -38,7 +38,6 @@ Event types and their fields, as the agent loop records them:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import threading
 import time
@@ -47,13 +46,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from bot.agent.context import TRIM_AT
 from bot.core.files import write_atomic
 from bot.core.redact import Redactor
 from bot.core.utf8 import utf8_safe
 from bot.run.markdown import code_span, fence, home_of, safe_prose
 from bot.model.protocol import Usage
 from bot.run.result import Figures
+from bot.run.transcript_lines import (
+    HEADER_FIELDS, ONE_LINE, USAGE_KEYS, command_run, context_trim, duration, tool_call, tool_result, turn_meta, user_texts,
+)
 
 JSONL_NAME = "transcript.jsonl"
 MD_NAME = "transcript.md"
@@ -160,7 +161,7 @@ class Tally:
     """The run's totals, taken one event at a time (`figures` over a list; a page index over a file)."""
 
     def __init__(self) -> None:
-        self.usage = dict.fromkeys(_USAGE_KEYS, 0)
+        self.usage = dict.fromkeys(USAGE_KEYS, 0)
         self.turns = self.trims = 0
         self.cost_usd = self.seconds = 0.0
         self.end: dict[str, Any] | None = None
@@ -169,7 +170,7 @@ class Tally:
         """Count `e`: a response's usage, turn and cost, a trim, the time of the last event, the run's end."""
         self.seconds = float(e.get("t") or 0)
         if e["type"] == "model_response":
-            for k in _USAGE_KEYS:
+            for k in USAGE_KEYS:
                 self.usage[k] += int((e.get("usage") or {}).get(k) or 0)
             self.turns = max(self.turns, int(e.get("turn") or 0))
             self.cost_usd += float(e.get("cost_usd") or 0)
@@ -184,7 +185,7 @@ class Tally:
         figs: dict[str, Any] = {"trims": self.trims, "turns": self.turns, "cost_usd": self.cost_usd,
                                 "seconds": self.seconds}
         if end:
-            usage.update({k: int(v or 0) for k, v in (end.get("usage") or {}).items() if k in _USAGE_KEYS})
+            usage.update({k: int(v or 0) for k, v in (end.get("usage") or {}).items() if k in USAGE_KEYS})
             figs.update({k: end[k] for k in ("turns", "cost_usd") if end.get(k) is not None})
             figs["seconds"] = end["wall_s"] if end.get("wall_s") is not None else figs["seconds"]
         return Figures(usage=Usage(**usage), **figs)
@@ -211,10 +212,10 @@ def render_figures(figs: Figures, stop: str) -> str:
             "wall time", "stop"]
     row = [
         str(figs.turns),
-        *(f"{getattr(figs.usage, k):,}" for k in _USAGE_KEYS),
+        *(f"{getattr(figs.usage, k):,}" for k in USAGE_KEYS),
         str(figs.trims),
         f"${figs.cost_usd:.2f}",
-        _duration(figs.seconds),
+        duration(figs.seconds),
         stop,
     ]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in (head, ["---"] * len(head), row))
@@ -242,7 +243,7 @@ def render_head(start: dict[str, Any], figs: str | None, *, max_block_chars: int
     for key in ("base_sha", "config_sha"):
         if start.get(key):
             start[key] = str(start[key])[:12]
-    where = [f"{label} {code_span(str(start[k]))}" for k, label in _HEADER_FIELDS if start.get(k)]
+    where = [f"{label} {code_span(str(start[k]))}" for k, label in HEADER_FIELDS if start.get(k)]
     if where:
         out += [" · ".join(where), ""]
     if figs is not None:
@@ -264,32 +265,32 @@ def render_events(events: list[dict[str, Any]], *, max_block_chars: int | None =
     for e in events:
         kind = e["type"]
         if kind == "model_request" and e.get("purpose") != "context_summary":  # its prompt: the older turns again
-            for text in _user_texts(e.get("new_messages") or []):
+            for text in user_texts(e.get("new_messages") or []):
                 label = "prompt" if e.get("turn") in (0, 1, None) else "user message"
                 out += [f"<details><summary>{label}</summary>", "", fence(text, "text", cap), "", "</details>", ""]
         elif kind == "model_response":
             out += _response(e, results, called, shown, cap, home)
         elif kind == "tool_call":
-            out += _call(e.get("name", "?"), e.get("input") or {}, results.get(e.get("id")), cap)
+            out += tool_call(e.get("name", "?"), e.get("input") or {}, results.get(e.get("id")), cap)
             shown.add(e.get("id"))
         elif kind == "tool_result" and e.get("id") not in shown:
-            out += [f"**{e.get('name', 'tool')}** result", "", *_result(e, cap)]
+            out += [f"**{e.get('name', 'tool')}** result", "", *tool_result(e, cap)]
         elif kind == "instructions":
             used = ", ".join(code_span(str(f)) for f in e.get("files") or []) or "none"
             notes = [f"> - {safe_prose(str(n), inline=True)}" for n in e.get("notes") or []]
             out += [f"> **repository instructions:** {used}", *notes]
             out += [""]
         elif kind == "context_trim":
-            out += _context_trim(e)
+            out += context_trim(e)
         elif kind == "note":
             out += [f"> **note:** {safe_prose(str(e.get('text', '')), home, inline=True)}", ""]
         elif kind == "egress_blocked":
             rows = [f"{dest} x{count}" for dest, count in (e.get("destinations") or {}).items()]
             out += ["**network:** the egress policy blocked", "", fence("\n".join(rows), "text", cap), ""]
         elif kind in ("setup", "verify"):
-            out += _command_run(e, cap)
-        elif kind in _ONE_LINE:
-            out += [_ONE_LINE[kind](e), ""]
+            out += command_run(e, cap)
+        elif kind in ONE_LINE:
+            out += [ONE_LINE[kind](e), ""]
         elif kind == "run_end":
             if str(e.get("summary") or "").strip() and not brief:
                 out += ["## Summary", "", safe_prose(str(e["summary"]).strip(), home), ""]
@@ -304,7 +305,7 @@ def _response(e: dict[str, Any], results: dict[Any, dict[str, Any]], called: set
     its tool calls with their results where no `tool_call` event of the same id follows (those are added to
     `shown`)."""
     what = ": a summary of the older turns, to save context" if e.get("purpose") == "context_summary" else ""
-    out = [f"## Turn {e.get('turn', '?')}{what}", "", _turn_meta(e), ""]
+    out = [f"## Turn {e.get('turn', '?')}{what}", "", turn_meta(e), ""]
     for block in e.get("content") or []:
         if block.get("type") == "text" and block.get("text", "").strip():
             out += [safe_prose(block["text"].strip(), home), ""]
@@ -313,146 +314,6 @@ def _response(e: dict[str, Any], results: dict[Any, dict[str, Any]], called: set
         elif block.get("type") == "redacted_thinking":
             out += ["> *(thinking the API keeps encrypted)*", ""]
         elif block.get("type") == "tool_use" and block.get("id") not in called:
-            out += _call(block.get("name", "?"), block.get("input") or {}, results.get(block.get("id")), cap)
+            out += tool_call(block.get("name", "?"), block.get("input") or {}, results.get(block.get("id")), cap)
             shown.add(block.get("id"))
     return out
-
-
-_HEADER_FIELDS = (("repo", "repo"), ("branch", "branch"), ("base", "base"), ("base_sha", "base"),
-                  ("config_sha", "decode.yml from"), ("model", "model"), ("thinking", "thinking"),
-                  ("sandbox", "sandbox"))
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
-_LANGS = {"py": "python", "js": "javascript", "ts": "typescript", "tsx": "tsx", "jsx": "jsx", "json": "json",
-          "yml": "yaml", "yaml": "yaml", "toml": "toml", "md": "markdown", "sh": "bash", "go": "go", "rs": "rust",
-          "rb": "ruby", "java": "java", "c": "c", "h": "c", "cpp": "cpp", "html": "html", "css": "css", "sql": "sql"}
-
-
-def _turn_meta(e: dict[str, Any]) -> str:
-    u = e.get("usage") or {}
-    parts = [f"{u.get('input_tokens', 0):,} in", f"{u.get('output_tokens', 0):,} out"]
-    if u.get("cache_read_tokens"):
-        parts.append(f"{u['cache_read_tokens']:,} cache read")
-    if u.get("cache_creation_tokens"):
-        parts.append(f"{u['cache_creation_tokens']:,} cache write")
-    parts += [_duration(float(e.get("duration_s") or 0)), f"${float(e.get('cost_usd') or 0):.4f}"]
-    return "_" + " · ".join(parts) + "_"
-
-
-def _call(name: str, args: dict[str, Any], result: dict[str, Any] | None, cap: int | None) -> list[str]:
-    path = str(args.get("path") or ".")
-    if name == "bash":
-        extra = f" (timeout {args['timeout']}s)" if args.get("timeout") else ""
-        lines = [f"**bash**{extra}", "", fence(str(args.get("command", "")), "bash", cap)]
-    elif name == "write":
-        lines = [f"**write** {code_span(path)}", "", fence(str(args.get("content", "")), _lang(path), cap)]
-    elif name == "edit":
-        every = " (every occurrence)" if args.get("replace_all") else ""
-        diff = _diff(str(args.get("old_string", "")), str(args.get("new_string", "")))
-        lines = [f"**edit** {code_span(path)}{every}", "", fence(diff, "diff", cap)]
-    elif name == "read":
-        span = f" from line {args['offset']}" if args.get("offset") else ""
-        span += f", {args['limit']} lines" if args.get("limit") else ""
-        lines = [f"**read** {code_span(path)}{span}"]
-    elif name in ("glob", "grep"):
-        extra = f" in files {code_span(str(args['glob']))}" if args.get("glob") else ""
-        lines = [f"**{name}** {code_span(str(args.get('pattern', '')))} in {code_span(path)}{extra}"]
-    else:
-        lines = [f"**{name}**", "", fence(json.dumps(args, indent=2, ensure_ascii=False), "json", cap)]
-    lines.append("")
-    return lines + (_result(result, cap) if result else ["_(no result recorded)_", ""])
-
-
-def _command_run(e: dict[str, Any], cap: int | None) -> list[str]:
-    """A setup or verify command the harness ran: its status, the command, its output."""
-    status = "timed out" if e.get("timed_out") else f"exit {e.get('exit_code')}"
-    if e["type"] == "verify":
-        status = f"round {e.get('round', '?')}, {'✅ passed' if e.get('passed') else '❌ ' + status}"
-    return [f"**{e['type']}** ({status}, {_duration(float(e.get('duration_s') or 0))})", "",
-            fence(str(e.get("command", "")), "bash", cap), "",
-            fence(str(e.get("output") or "(no output)"), "text", cap), ""]
-
-
-def _context_trim(e: dict[str, Any]) -> list[str]:
-    """A trim of the conversation to fit the model's window: why, what went, the prompt's size before and
-    after (a summary's text is its turn's, just above)."""
-    why = {"prompt_too_long": "the API answered \"prompt is too long\"",
-           "context_editing": "by the API's context editing"}.get(
-        str(e.get("reason")), f"the next prompt would have passed {TRIM_AT:.0%} of the room")
-    what = {"summary": "older turns summarised",
-            "server": f"the API cleared the results of {e.get('cleared_tool_uses', '?')} old tool calls"}.get(
-        str(e.get("kind")), "old tool results replaced by notes")
-    sizes = f"~{int(e.get('tokens_before') or 0):,} → ~{int(e.get('tokens_after') or 0):,} tokens"
-    window = f" of a {int(e['window']):,}-token window" if e.get("window") else ""
-    out = [f"> **context trimmed** ({why}): {what}, {sizes}{window}"]
-    return out + [f"> - {safe_prose(str(item), inline=True)}" for item in (e.get("trimmed") or [])[:50]] + [""]
-
-
-def _setup_cache(e: dict[str, Any]) -> str:
-    """A setup cache hit (setup skipped), miss (setup ran; saved or why not) or refused entry, as one line."""
-    key = code_span(str(e.get("key", "?")))
-    if e.get("result") == "hit":
-        return f"> **setup cache:** hit, key {key}: setup skipped, its state restored"
-    if e.get("result") == "refused":
-        why = safe_prose(str(e.get("reason", "")), inline=True)
-        return f"> **setup cache:** entry {key} refused and removed: {why}"
-    return f"> **setup cache:** miss, key {key}: setup ran; {safe_prose(str(e.get('saved', '')), inline=True)}"
-
-
-def _sandbox_restart(e: dict[str, Any]) -> str:
-    return (f"> **sandbox restarted ({e.get('restart')} of at most {e.get('max_restarts')}):** "
-            f"{safe_prose(str(e.get('reason', '')), inline=True)}")
-
-
-def _mcp_server(e: dict[str, Any]) -> str:
-    name = code_span(str(e.get("name")))
-    if e.get("state") == "started":
-        tools = ", ".join(code_span(str(t)) for t in (e.get("tools") or [])[:50]) or "none"
-        return f"> **MCP server {name}** started (MCP {safe_prose(str(e.get('protocol')))}); its tools: {tools}"
-    return f"> **MCP server {name} {safe_prose(str(e.get('reason')))}**; the run goes on without it"
-
-
-_ONE_LINE = {"setup_cache": _setup_cache, "sandbox_restart": _sandbox_restart,  # event type -> its one line
-             "mcp_server": _mcp_server}
-
-
-def _result(e: dict[str, Any], cap: int | None) -> list[str]:
-    output = e.get("output")
-    text = output if isinstance(output, str) else json.dumps(output, indent=2, ensure_ascii=False)
-    label = "error" if e.get("is_error") else "result"
-    took = f" ({_duration(float(e['duration_s']))})" if e.get("duration_s") is not None else ""
-    return [f"{label}{took}:", "", fence(text or "(no output)", "text", cap), ""]
-
-
-def _user_texts(messages: list[dict[str, Any]]) -> list[str]:
-    texts = []
-    for m in messages:
-        if m.get("role") != "user":
-            continue
-        content = m.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        texts += [b["text"] for b in blocks if b.get("type") == "text" and str(b.get("text", "")).strip()]
-    return texts
-
-
-def _diff(old: str, new: str) -> str:
-    a, b = old.splitlines(), new.splitlines()
-    lines = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            lines += [" " + x for x in a[i1:i2]]
-        else:
-            lines += ["-" + x for x in a[i1:i2]] + ["+" + x for x in b[j1:j2]]
-    return "\n".join(lines)
-
-
-def _lang(path: str) -> str:
-    return _LANGS.get(path.rsplit(".", 1)[-1].lower(), "") if "." in path else ""
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(round(seconds)), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    return f"{minutes // 60}h {minutes % 60:02d}m"
