@@ -84,6 +84,7 @@ class FakeAnthropic:
         self.replies: list[dict[str, Any]] = []
         self.totals = Usage()
         self._turns: list[list[dict[str, Any]]] = []
+        self._sessions: list[tuple[str, list[list[dict[str, Any]]]]] = []
         self._served = 0
         self._by_position = False
         self._pauses: dict[int, Pause] = {}
@@ -126,6 +127,16 @@ class FakeAnthropic:
             self._turns = [normalize_turn(t, i) for i, t in enumerate(turns)]
             self._served = 0
             self._by_position = by_position
+        return self
+
+    def sessions(self, sessions: dict[str, list[Any]]) -> "FakeAnthropic":
+        """Replace the session by several, as `scripted:` files hold them (bot/model/scripted.py): a request
+        gets, for its place in its conversation, the turn of the first session whose key occurs in its
+        first user message (the task), so concurrent runs of different tasks each replay their own."""
+        with self._lock:
+            self._sessions = [(when, [normalize_turn(t, i) for i, t in enumerate(turns)])
+                              for when, turns in sessions.items()]
+            self._turns, self._served, self._by_position = [], 0, True
         return self
 
     def pause(self, position: int) -> Pause:
@@ -215,6 +226,8 @@ class FakeAnthropic:
                 check_thinking(body, self.thinking)
                 edited, applied = apply_edits(body, headers, self.context_edits)
                 self._check_window(edited)
+                if self._sessions:
+                    self._turns = self._session_for(body)
                 if self._by_position:
                     self._served = min(_position(body), len(self._turns))
                 if self._served >= len(self._turns):
@@ -229,6 +242,14 @@ class FakeAnthropic:
                 return e.status, extra, {"type": "error", "error": error, "request_id": request_id}
             received.status = 200
             return 200, extra, Streamed(stream_events(reply), self._pace_s) if body.get("stream") else reply
+
+    def _session_for(self, body: dict[str, Any]) -> list[list[dict[str, Any]]]:
+        """The turns of the first session whose key occurs in the request's first user message."""
+        first = json.dumps(body["messages"][0].get("content"), ensure_ascii=False) if body.get("messages") else ""
+        for when, turns in self._sessions:
+            if json.dumps(when, ensure_ascii=False)[1:-1] in first:
+                return turns
+        raise ApiError(500, "fake Anthropic API: no scripted session matches the request's first message")
 
     def _count(self, body: Any) -> dict[str, Any]:
         """POST /v1/messages/count_tokens (https://docs.anthropic.com/en/api/messages-count-tokens): the
