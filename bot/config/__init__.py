@@ -67,6 +67,7 @@ class GitHubSettings:
     api_url: str
     trigger_label: str
     command: str
+    max_bot_runs: int
     client_id: str | None
     client_secret: str | None = field(repr=False)  # a secret
 

@@ -286,6 +286,12 @@ ROWS: tuple[Row, ...] = (
         "the issue label that starts a run"),
     Row("command", "DECODE_COMMAND", "github.command", "/decode", text,
         "the comment command that starts a run"),
+    Row("max_bot_runs", "DECODE_MAX_BOT_RUNS", "github.max_bot_runs", 3,
+        count("DECODE_MAX_BOT_RUNS={raw!r} is not valid: set it to how many runs bots may start on one issue or "
+              "pull request (default {default}; 0: none)"),
+        "how many runs the bots `allowed_bots` lists may start on one issue or pull request; past it, one reply "
+        "says so and their commands and labels there are ignored (a writer's still start runs). Bots' commands "
+        "on decode-bot's own pull requests (`decode/` branches) are always ignored"),
     Row("github_client_id", "GITHUB_CLIENT_ID", "github.client_id", None, text,
         "the App's OAuth client id, for the dashboard's GitHub sign-in"),
     Row("github_client_secret", "GITHUB_CLIENT_SECRET", "github.client_secret", None, text,

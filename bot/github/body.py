@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.run.markdown import code_span
+from bot.run.markdown import clip, code_span, span_edges
 from bot.run.verify import Verification
 
 BODY_LIMIT = 65_536
@@ -31,7 +31,8 @@ def split_markdown(text: str, limit: int, first_limit: int | None = None) -> lis
     fence: str | None = None  # the open fence's marker, e.g. "````"
     opener = ""  # the line that opened it, to reopen in the next part
     longest = min(limit, first_limit or limit) // 2
-    for line in _lines(text, longest):
+    for line in (piece for raw in text.splitlines(keepends=True)
+                 for piece in _pieces(raw, longest, spans=fence is None)):
         closing = f"{fence}\n" if fence else ""
         room = first_limit if first_limit is not None and not parts else limit
         if current and size + len(line) + len(closing) > room:
@@ -51,15 +52,28 @@ def split_markdown(text: str, limit: int, first_limit: int | None = None) -> lis
     return parts
 
 
-def _lines(text: str, longest: int) -> list[str]:
-    """The lines of `text`, a line longer than `longest` cut into pieces."""
+def _pieces(line: str, longest: int, *, spans: bool) -> list[str]:
+    """`line`, cut into pieces of about `longest` characters when it is longer. With `spans` (a line outside a
+    fenced block) a cut inside a code span closes the span at the end of one piece and reopens it at the start
+    of the next, as `split_markdown` does for fences: a part must never end inside a span, where the rest of
+    the span's text would render as Markdown (an image, a link) rather than code."""
     out = []
-    for line in text.splitlines(keepends=True):
-        while len(line) > longest:
-            out.append(line[:longest] + "\n")
-            line = line[longest:]
-        out.append(line)
-    return out
+    while len(line) > longest:
+        cut = longest
+        span = next(((s, e, run) for s, e, run in span_edges(line) if s < cut < e), None) if spans else None
+        if span is not None:
+            start, end, run = span
+            while cut > start + len(run) and "`" in line[cut - 1:cut + 1]:
+                cut -= 1  # a backtick beside the cut would lengthen the closing run
+            if cut <= start + len(run):
+                cut = start if start > 0 else end
+        if span is None or cut in (span[0], span[1]):
+            out.append(line[:cut] + "\n")
+            line = line[cut:]
+        else:
+            out.append(line[:cut] + span[2] + "\n")
+            line = span[2] + line[cut:]
+    return out + [line]
 
 
 def _details(summary: str, content: str) -> str:
@@ -93,7 +107,7 @@ class Report:
             head += f"📜 [The full transcript]({self.transcript_url}), live while the run goes.\n\n"
         first_room = limit - len(head) - _WRAPPER_ROOM
         if first_room < 1000:  # an enormous summary: keep the contract parts, move the transcript out entirely
-            head = head[: limit - _WRAPPER_ROOM - 200] + "\n\n(summary truncated)\n\n"
+            head = clip(head, limit - _WRAPPER_ROOM - 200) + "\n\n(summary truncated)\n\n"
             first_room = 1000
         parts = split_markdown(self.transcript, limit - _WRAPPER_ROOM, first_limit=first_room)
         if len(parts) == 1:

@@ -24,10 +24,10 @@ from bot.github.body import verification_section
 from bot.github.conclusion import Conclusion
 from bot.github.forge import Forge
 from bot.github.info import CheckRunState
-from bot.github.notes import restarts_note
+from bot.github.notes import agent_summary, restarts_note
 from bot.github.tracking import PHASES
 from bot.github.work import CHECK_NAME as NAME, CheckSuite, Work, check_ref
-from bot.run.markdown import fence, safe_prose
+from bot.run.markdown import clip, fence
 from bot.run.transcript import render_figures
 from bot.run.verify import Verification
 
@@ -140,7 +140,7 @@ def completed(conclusion: Conclusion, redact: Callable[[str], str], *, details_u
     result = outcome(conclusion)
     head = conclusion.message.split("\n\n", 1)[0].strip() or conclusion.state
     ran = conclusion.ran
-    said = safe_prose(redact(ran.agent.summary)) if ran is not None else ""
+    said = agent_summary(ran, redact) if ran is not None else ""
     title = TITLES[result]
     if result == "failure" and ran is not None and ran.verification.verified == "failed":
         title = "Verification failed"
@@ -166,7 +166,7 @@ def verification_text(v: Verification) -> str:
 
 
 def _cap(text: str) -> str:
-    return text if len(text) <= LIMIT else text[:LIMIT - 40] + "\n\n[… cut at GitHub's limit]"
+    return text if len(text) <= LIMIT else clip(text, LIMIT - 40) + "\n\n[… cut at GitHub's limit]"
 
 
 def start_check_run(forge: Forge, work: Work, tag: str, details_url: str | None,

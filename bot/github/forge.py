@@ -53,6 +53,8 @@ class Forge(Protocol):
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None: ...
 
+    def find_comments(self, repo: str, number: int, marker: str) -> list[int]: ...
+
     def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]: ...
 
     def find_review_comment(self, repo: str, number: int, marker: str) -> int | None: ...
@@ -181,16 +183,18 @@ class GitHubForge:
         Only our own comments count: anyone who may comment can copy a marker into theirs, to hide
         what we would post or to have us edit their comment.
         """
+        found = self.find_comments(repo, number, marker)
+        return found[-1] if found else None
+
+    def find_comments(self, repo: str, number: int, marker: str) -> list[int]:
+        """Every comment on issue/PR `number` that we wrote and whose body contains `marker`, oldest first."""
         return self._call(lambda: self._ours(self._gh(repo).get_repo(repo).get_issue(number).get_comments(), marker))
 
-    def _ours(self, comments: Iterable[Any], marker: str) -> int | None:
-        """The id of the last of `comments` that we wrote and that contains `marker`."""
+    def _ours(self, comments: Iterable[Any], marker: str) -> list[int]:
+        """The ids of `comments` that we wrote and that contain `marker`, in order."""
         me = (self.bot_login() or "").lower()
-        found = None
-        for c in comments:
-            if me and marker in (c.body or "") and c.user is not None and c.user.login.lower() == me:
-                found = c.id
-        return found
+        return [c.id for c in comments
+                if me and marker in (c.body or "") and c.user is not None and c.user.login.lower() == me]
 
     def post_comment(self, repo: str, number: int, body: str, marker: str) -> int:
         """Post `body` (which must contain `marker`) once, even when an attempt's answer was lost."""
@@ -225,8 +229,9 @@ class GitHubForge:
 
     def find_review_comment(self, repo: str, number: int, marker: str) -> int | None:
         """The newest review comment on pull request `number` that we wrote and whose body contains `marker`."""
-        return self._call(lambda: self._ours(self._gh(repo).get_repo(repo).get_pull(number).get_review_comments(),
-                                             marker))
+        found = self._call(lambda: self._ours(
+            self._gh(repo).get_repo(repo).get_pull(number).get_review_comments(), marker))
+        return found[-1] if found else None
 
     def reply_to_review_comment(self, repo: str, number: int, thread: int, body: str, marker: str) -> int:
         """Reply `body` (holding `marker`) in the thread whose first comment is `thread`, once even when an

@@ -24,7 +24,8 @@ from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
-from bot.github.bots import acted_by, bot_allowed, is_bot
+from bot.core.names import BRANCH_PREFIX
+from bot.github.bots import BOT_RUN, acted_by, bot_allowed, cap_text, is_bot
 from bot.github.check_run import CheckRun, start_check_run
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem
@@ -82,7 +83,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         if isinstance(admitted, Skip):
             _notify(work, forge, admitted)
             return Conclusion("skipped", admitted.reason)
-        if admitted.authorize and (refused := _refuse(work, forge, ctx.settings)) is not None:
+        if admitted.authorize and (refused := _refuse(work, forge, ctx.settings, ctx.tag)) is not None:
             return refused
         resume = _resumable(ctx, work) if isinstance(work, Continue) else None
         if isinstance(resume, Conclusion):
@@ -212,16 +213,16 @@ def _refusal(e: GithubException, work: Work, forge: Forge, api_url: str) -> Deco
                        f"see ({e.status}): check the number", status=e.status)
 
 
-def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
+def _refuse(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusion | None:
     """None when the sender may start work; else the skipped conclusion, after one polite reply."""
     login, me = work.sender_login, forge.bot_login()
     if login.lower() == (me or "").lower():
         return Conclusion("skipped", f"{login} is decode-bot itself, which never starts its own work")
-    if is_bot(login, work.sender_type):  # silent either way: a reply to a bot feeds a loop of bots
-        if bot_allowed(login, _default_config(work.repo, forge).allowed_bots, me):
-            return None
-        return Conclusion("skipped", f"{login} is a bot that allowed_bots in {PATH} on the default branch does "
-                                     "not list")
+    if is_bot(login, work.sender_type):  # silent but for the cap's one reply: a reply to a bot feeds a loop
+        if not bot_allowed(login, _default_config(work.repo, forge).allowed_bots, me):
+            return Conclusion("skipped", f"{login} is a bot that allowed_bots in {PATH} on the default branch "
+                                         "does not list")
+        return _bot_limits(work, forge, settings, tag)
     permission = forge.permission(work.repo, login)
     if may_trigger(permission):
         return None
@@ -231,6 +232,28 @@ def _refuse(work: Work, forge: Forge, settings: Settings) -> Conclusion | None:
             forge.post_comment(work.repo, work.number,
                                refusal_text(login, permission, settings.github.command) + "\n\n" + tag, tag)
     return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
+
+
+def _bot_limits(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusion | None:
+    """An allowed bot's work: None, or skipped on a pull request from a `decode/` branch (decode-bot's own: a CI
+    workflow there runs the agent's code, which could post the command as the bot), or past the runs bots may
+    start on this issue or pull request (`DECODE_MAX_BOT_RUNS`), said once. This job's own comment (a retry)
+    does not count."""
+    login, repo, number = work.sender_login, work.repo, work.number
+    if number is None:
+        return None
+    if getattr(work, "is_pull_request", False) and forge.pull(repo, number).head_ref.startswith(BRANCH_PREFIX):
+        return Conclusion("skipped", f"{login} is a bot, and bots' commands on decode-bot's own pull requests "
+                                     f"({BRANCH_PREFIX} branches) are ignored")
+    own = forge.find_comment(repo, number, marker("run", tag))
+    runs = len([found for found in forge.find_comments(repo, number, BOT_RUN) if found != own])
+    cap = settings.github.max_bot_runs
+    if runs < cap:
+        return None
+    said = marker("bot-runs-capped", number)
+    if forge.find_comment(repo, number, said) is None:
+        forge.post_comment(repo, number, f"{cap_text(login, runs, cap, settings.github.command)}\n\n{said}", said)
+    return Conclusion("skipped", f"bots have started {runs} runs on #{number}, DECODE_MAX_BOT_RUNS ({cap})")
 
 
 def _default_config(repo: str, forge: Forge) -> RepoConfig:

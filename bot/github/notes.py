@@ -9,11 +9,15 @@ that it cannot close, and nothing in them can mention anyone or link anywhere.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bot.github.body import split_markdown
-from bot.run.markdown import safe_prose
+from bot.run.markdown import home_of, safe_prose
 from bot.workspace.patch_check import WORKFLOW_REASON
+
+if TYPE_CHECKING:
+    from bot.run.pipeline import Ran
 
 _HOST = re.compile(r"[^A-Za-z0-9.\-_:\[\]*]")
 
@@ -26,13 +30,19 @@ def code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
+def agent_summary(ran: Ran, redact: Callable[[str], str]) -> str:
+    """The agent's summary as GitHub shows it: redacted, then `safe_prose` keeping links to the run's own
+    repository only."""
+    return safe_prose(redact(ran.agent.summary), home_of(ran.job.repo))
+
+
 def restarts_note(restarts: Sequence[str]) -> str:
     """Markdown saying the sandbox died and the run went on in a new one, each time with why ("" when it never
     did); the reasons are the harness's own words (`Launcher.death`)."""
     if not restarts:
         return ""
     times = "once" if len(restarts) == 1 else f"{len(restarts)} times"
-    why = "\n".join(f"- {safe_prose(reason[:300])}" for reason in restarts)
+    why = "\n".join(f"- {safe_prose(reason[:300], inline=True)}" for reason in restarts)
     return (f"**Sandbox:** the sandbox died {times} during the run, and a new one carried on with the kept "
             f"workspace (`DECODE_MAX_RESTARTS` bounds how often):\n{why}")
 

@@ -19,10 +19,10 @@ from bot.github.body import BODY_LIMIT, Report, verification_section
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge
 from bot.github.info import PullInfo
-from bot.github.notes import files_changed, harness_notes, patch_parts
+from bot.github.notes import agent_summary, files_changed, harness_notes, patch_parts
 from bot.github.plan import OpenPull, Plan, PushToPull, Resume, Threads, ToFork
 from bot.github.resume import TASK_CHARS, PullState, earlier_runs, last_steps, note_of, record_run, with_state
-from bot.run.markdown import safe_prose
+from bot.run.markdown import clip
 from bot.run.pipeline import Ran
 from bot.run.transcript import load_events, render_figures, render_markdown
 from bot.workspace.clone import Workspace
@@ -37,11 +37,11 @@ def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     the server has a public URL. A review's threads get one reply each."""
     conclusion = _deliver(the_plan, ran, forge, repo, tag, redact, transcript_url=transcript_url)
     if isinstance(the_plan.delivery, PushToPull) and the_plan.delivery.stateful:
-        note = note_of(tag, ran.agent.stop_reason, safe_prose(redact(ran.agent.summary)), ran.result.figures)
+        note = note_of(tag, ran.agent.stop_reason, agent_summary(ran, redact), ran.result.figures)
         record_run(forge, repo, the_plan.delivery.number, note, the_plan.task, last_steps(load_events(
             ran.transcript_jsonl)))
     if the_plan.threads is not None:
-        summary = safe_prose(redact(ran.agent.summary))
+        summary = agent_summary(ran, redact)
         answer_threads(forge, repo, the_plan.threads, _thread_reply(conclusion, summary))
     return conclusion
 
@@ -65,7 +65,7 @@ def _thread_reply(conclusion: Conclusion, summary: str) -> str:
         return "📎 decode-bot could not push to the fork's branch; the change for this review is in the patch on " \
                "this pull request."
     head = conclusion.message.split("\n\n", 1)[0]
-    why = summary if len(summary) <= 1500 else summary[:1500] + " …"
+    why = summary if len(summary) <= 1500 else clip(summary, 1500) + "\n\n…"
     return f"{head.rstrip('.')}. Nothing was pushed for this review.\n\n{why}".rstrip()
 
 
@@ -76,7 +76,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     commit, ws = ran.result.commit, ran.workspace
     assert ran.result.figures is not None, "a finished run's result carries its figures"
     figs = render_figures(ran.result.figures, result.stop_reason)
-    summary = safe_prose(redact(result.summary))  # whole, before any cap
+    summary = agent_summary(ran, redact)  # whole, before any cap
     notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked),
                           restarts=ran.result.restarts)
     changes = b"" if commit is None or ws is None else ws.git(

@@ -50,7 +50,7 @@ from typing import Any, TextIO
 from bot.agent.context import TRIM_AT
 from bot.core.redact import Redactor
 from bot.core.utf8 import utf8_safe
-from bot.run.markdown import code_span, fence, safe_prose
+from bot.run.markdown import code_span, fence, home_of, safe_prose
 from bot.model.protocol import Usage
 from bot.run.result import Figures
 
@@ -212,6 +212,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     """
     cap = max_block_chars
     start = dict(next((e for e in events if e["type"] == "run_start"), {}))
+    home = home_of(str(start.get("repo") or ""))  # model prose links to this repository only
     results = {e.get("id"): e for e in events if e["type"] == "tool_result"}
     called = {e.get("id") for e in events if e["type"] == "tool_call"}
     out = ["# decode-bot transcript", ""]
@@ -233,7 +234,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
                 label = "prompt" if e.get("turn") in (0, 1, None) else "user message"
                 out += [f"<details><summary>{label}</summary>", "", fence(text, "text", cap), "", "</details>", ""]
         elif kind == "model_response":
-            out += _response(e, results, called, shown, cap)
+            out += _response(e, results, called, shown, cap, home)
         elif kind == "tool_call":
             out += _call(e.get("name", "?"), e.get("input") or {}, results.get(e.get("id")), cap)
             shown.add(e.get("id"))
@@ -241,12 +242,13 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += [f"**{e.get('name', 'tool')}** result", "", *_result(e, cap)]
         elif kind == "instructions":
             used = ", ".join(code_span(str(f)) for f in e.get("files") or []) or "none"
-            out += [f"> **repository instructions:** {used}"] + [f"> - {safe_prose(str(n))}" for n in e.get("notes") or []]
+            notes = [f"> - {safe_prose(str(n), inline=True)}" for n in e.get("notes") or []]
+            out += [f"> **repository instructions:** {used}", *notes]
             out += [""]
         elif kind == "context_trim":
             out += _context_trim(e)
         elif kind == "note":
-            out += [f"> **note:** {safe_prose(str(e.get('text', '')))}".replace("\n", "\n> "), ""]
+            out += [f"> **note:** {safe_prose(str(e.get('text', '')), home, inline=True)}", ""]
         elif kind == "egress_blocked":
             rows = [f"{dest} x{count}" for dest, count in (e.get("destinations") or {}).items()]
             out += ["**network:** the egress policy blocked", "", fence("\n".join(rows), "text", cap), ""]
@@ -256,23 +258,24 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
             out += [_ONE_LINE[kind](e), ""]
         elif kind == "run_end":
             if str(e.get("summary") or "").strip() and not brief:
-                out += ["## Summary", "", safe_prose(str(e["summary"]).strip()), ""]
+                out += ["## Summary", "", safe_prose(str(e["summary"]).strip(), home), ""]
             if e.get("error"):
                 out += ["## Error", "", fence(str(e["error"]), "text", cap), ""]
     return "\n".join(out).rstrip() + "\n"
 
 
 def _response(e: dict[str, Any], results: dict[Any, dict[str, Any]], called: set[Any], shown: set[Any],
-              cap: int | None) -> list[str]:
-    """A `model_response` event's lines: its text, its thinking, and its tool calls with their results where no
-    `tool_call` event of the same id follows (those are added to `shown`)."""
+              cap: int | None, home: str | None) -> list[str]:
+    """A `model_response` event's lines: its text, its thinking (links kept to `home` only, `safe_prose`), and
+    its tool calls with their results where no `tool_call` event of the same id follows (those are added to
+    `shown`)."""
     what = ": a summary of the older turns, to save context" if e.get("purpose") == "context_summary" else ""
     out = [f"## Turn {e.get('turn', '?')}{what}", "", _turn_meta(e), ""]
     for block in e.get("content") or []:
         if block.get("type") == "text" and block.get("text", "").strip():
-            out += [safe_prose(block["text"].strip()), ""]
+            out += [safe_prose(block["text"].strip(), home), ""]
         elif block.get("type") == "thinking" and block.get("thinking", "").strip():
-            out += ["> " + safe_prose(block["thinking"].strip()).replace("\n", "\n> "), ""]
+            out += ["> " + safe_prose(block["thinking"].strip(), home).replace("\n", "\n> "), ""]
         elif block.get("type") == "redacted_thinking":
             out += ["> *(thinking the API keeps encrypted)*", ""]
         elif block.get("type") == "tool_use" and block.get("id") not in called:
@@ -347,7 +350,7 @@ def _context_trim(e: dict[str, Any]) -> list[str]:
     sizes = f"~{int(e.get('tokens_before') or 0):,} → ~{int(e.get('tokens_after') or 0):,} tokens"
     window = f" of a {int(e['window']):,}-token window" if e.get("window") else ""
     out = [f"> **context trimmed** ({why}): {what}, {sizes}{window}"]
-    return out + [f"> - {safe_prose(str(item))}" for item in (e.get("trimmed") or [])[:50]] + [""]
+    return out + [f"> - {safe_prose(str(item), inline=True)}" for item in (e.get("trimmed") or [])[:50]] + [""]
 
 
 def _setup_cache(e: dict[str, Any]) -> str:
@@ -356,13 +359,14 @@ def _setup_cache(e: dict[str, Any]) -> str:
     if e.get("result") == "hit":
         return f"> **setup cache:** hit, key {key}: setup skipped, its state restored"
     if e.get("result") == "refused":
-        return f"> **setup cache:** entry {key} refused and removed: {safe_prose(str(e.get('reason', '')))}"
-    return f"> **setup cache:** miss, key {key}: setup ran; {safe_prose(str(e.get('saved', '')))}"
+        why = safe_prose(str(e.get("reason", "")), inline=True)
+        return f"> **setup cache:** entry {key} refused and removed: {why}"
+    return f"> **setup cache:** miss, key {key}: setup ran; {safe_prose(str(e.get('saved', '')), inline=True)}"
 
 
 def _sandbox_restart(e: dict[str, Any]) -> str:
     return (f"> **sandbox restarted ({e.get('restart')} of at most {e.get('max_restarts')}):** "
-            f"{safe_prose(str(e.get('reason', '')))}")
+            f"{safe_prose(str(e.get('reason', '')), inline=True)}")
 
 
 _ONE_LINE = {"setup_cache": _setup_cache, "sandbox_restart": _sandbox_restart}  # event type -> its one line

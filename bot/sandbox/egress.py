@@ -17,9 +17,11 @@ it): anything else is a 403 before any lookup, so no data leaves in DNS labels.
 It resolves names on the host, checks every address, and connects to the
 address it checked, so a DNS answer cannot change between the check and the
 connection. A plain-HTTP request's Host header must name the destination
-checked, and a tunnel let through by name must open with a TLS ClientHello
-whose server name (SNI) is that name (peeked at, never terminated): a shared
-front end cannot be asked for another site.
+checked, and that one request is all its connection carries upstream (a
+pipelined second one could name another site); a tunnel let through by name
+must open with a TLS ClientHello whose server name (SNI) is that name (peeked
+at, never terminated). What happens inside TLS the proxy cannot see: a request
+in a tunnel may name another site of the same front end (docs/security.md).
 
 The limit: only clients that honour the proxy variables (curl, pip, git, npm,
 apt, Python's urllib and requests...) get out. Raw TCP or UDP, DNS lookups and
@@ -44,8 +46,8 @@ from typing import Protocol
 
 from bot.sandbox.egress_policy import (METADATA, NEVER, EgressPolicy, IPAddress, own_addresses, refuse_host_header,
                                        refuse_server_name)
-from bot.sandbox.egress_wire import (ACCESS_DENIED, TLS_HANDSHAKE, Reply, Request, answer, bind_unix, cut,
-                                     parse_request, read_client_hello, relay)
+from bot.sandbox.egress_wire import (ACCESS_DENIED, TLS_HANDSHAKE, OneExchange, Reply, Request, answer, bind_unix,
+                                     cut, parse_request, read_client_hello, relay)
 
 __all__ = ["EgressPolicy", "EgressProxy", "HostUpstream", "Upstream"]
 ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"
@@ -204,9 +206,12 @@ class EgressProxy:
                     client.sendall(ESTABLISHED)
             self._track(upstream, policy)
             client.settimeout(None)
+            only = None if request.method == "CONNECT" else OneExchange(request)  # plain HTTP: one exchange
+            if only is not None:
+                rest = only.from_client(rest)
             if rest or request.forward:
                 upstream.sendall(request.forward + rest)
-            relay(client, upstream, self.IDLE_TIMEOUT_S)
+            relay(client, upstream, self.IDLE_TIMEOUT_S, only)
         except Reply as reply:
             answer(client, reply.status, reply.body)
         except OSError:

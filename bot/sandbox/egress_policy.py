@@ -71,6 +71,7 @@ EMBEDDING = tuple(ipaddress.ip_network(net) for net in (
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
 TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+COMPATIBLE = ipaddress.ip_network("::/96")
 
 
 @dataclass(frozen=True)
@@ -210,17 +211,21 @@ def networks(cidrs: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.
 
 
 def in_cidrs(address: IPAddress, cidrs: tuple[str, ...]) -> bool:
-    for network in networks(cidrs):
-        for candidate in (address, *embedded_ipv4(address)):
-            if candidate.version == network.version and candidate in network:
-                return True
-    return False
+    """Whether `address` and every IPv4 address it carries (`embedded_ipv4`) are all inside `cidrs`: a 6to4,
+    Teredo, NAT64 or IPv4-compatible address is routed as IPv6 and lands on the IPv4 host too, so both ends
+    must be allowed. An IPv4-mapped address is the IPv4 address itself, and is judged as that."""
+    address = ipaddress.ip_address(address)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    ranges = networks(cidrs)
+    return all(any(candidate.version == network.version and candidate in network for network in ranges)
+               for candidate in (address, *embedded_ipv4(address)))
 
 
 def embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
     """Every IPv4 address an IPv6 one carries (mapped, translated, NAT64 in both formats a local prefix
-    may use, 6to4, Teredo's server and client), each of which may be reached. The deprecated
-    IPv4-compatible form (::/96) is routed as IPv6, and denied as a whole in `DENIED`."""
+    may use, 6to4, Teredo's server and client, the deprecated IPv4-compatible form `::a.b.c.d`), each of
+    which may be reached. (`::` and `::1` and the rest of ::/112 carry nothing: 0.0.x.x is no host.)"""
     if address.version != 6:
         return []
     assert isinstance(address, ipaddress.IPv6Address)
@@ -228,7 +233,7 @@ def embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
     found = [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
     if address.teredo is not None:
         found += address.teredo
-    if address in NAT64 or address in TRANSLATED:
+    if address in NAT64 or address in TRANSLATED or (address in COMPATIBLE and value >> 16):
         found.append(ipaddress.IPv4Address(value & 0xFFFFFFFF))
     if address in LOCAL_NAT64:  # RFC 6052: the /96 format, or the /48 one (16 bits, a reserved octet, 16 bits)
         formats = (value & 0xFFFFFFFF, (value >> 64 & 0xFFFF) << 16 | value >> 40 & 0xFFFF)

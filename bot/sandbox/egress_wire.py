@@ -37,11 +37,14 @@ class Request:
     port: int
     forward: bytes = b""
     host_headers: tuple[str, ...] = ()
+    length: int = 0  # the body's Content-Length (plain HTTP)
+    chunked: bool = False  # the body is chunked (Transfer-Encoding: chunked)
 
 
 def parse_request(head: bytes) -> Request:
     """The CONNECT or absolute-form HTTP request in `head`; a 400 Reply when it is neither."""
     lines = head.decode("latin-1").split("\r\n")
+    _refuse_ambiguous(lines)
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/"):
         raise Reply("400 Bad Request", f"not an HTTP request line: {lines[0][:200]!r}")
@@ -65,7 +68,96 @@ def parse_request(head: bytes) -> Request:
     if not named:
         headers.insert(0, f"Host: {url.netloc.rpartition('@')[2]}")
     forward = "\r\n".join([f"{method} {path} {version}", *headers, "Connection: close", "", ""])
-    return Request(method, host, port, forward.encode("latin-1"), named)
+    length, chunked = _framing(lines[1:])
+    return Request(method, host, port, forward.encode("latin-1"), named, length, chunked)
+
+
+def _refuse_ambiguous(lines: list[str]) -> None:
+    """A 400 Reply for a head an upstream server might read otherwise than this proxy: a bare CR or LF, NUL,
+    a folded header line (obs-fold, RFC 9112 section 5.2: a server may join it to the line above, a Host
+    header the proxy never checked), a line without a name, or space before the colon."""
+    for line in lines[1:]:
+        if any(c in line for c in "\r\n\0"):
+            raise Reply("400 Bad Request", "a bare CR, LF or NUL in the request head: end each line with CRLF")
+        if line[:1] in (" ", "\t"):
+            raise Reply("400 Bad Request", "a folded header line (obs-fold): write each header on one line")
+        name = line.split(":", 1)[0]
+        if ":" not in line or not name or name != name.strip():
+            raise Reply("400 Bad Request", f"not a header line: {line[:200]!r}")
+
+
+def _framing(headers: list[str]) -> tuple[int, bool]:
+    """(Content-Length, chunked) of a plain-HTTP request; a 400 Reply when its length is ambiguous (both
+    headers, a transfer coding other than `chunked` alone, differing or malformed lengths), which is how one
+    request smuggles another past a proxy (RFC 9112 section 6.3)."""
+    values = {"content-length": [], "transfer-encoding": []}  # type: dict[str, list[str]]
+    for line in headers:
+        name, _, value = line.partition(":")
+        if name.strip().lower() in values:
+            values[name.strip().lower()] += [v.strip().lower() for v in value.split(",")]
+    lengths, codings = set(values["content-length"]), values["transfer-encoding"]
+    if lengths and codings:
+        raise Reply("400 Bad Request", "both Content-Length and Transfer-Encoding: send one")
+    if codings and codings != ["chunked"]:
+        raise Reply("400 Bad Request", f"Transfer-Encoding {', '.join(codings)[:100]!r}: only chunked is taken")
+    if len(lengths) > 1 or any(not v.isdigit() for v in lengths):
+        raise Reply("400 Bad Request", "a missing, malformed or repeated Content-Length: send one")
+    return (int(next(iter(lengths))) if lengths else 0), bool(codings)
+
+
+class Body:
+    """A message body framed by a Content-Length (`length`) or chunked: `take` keeps the part of the next bytes
+    that belongs to it, and `done` says it is complete. A malformed chunk raises OSError (the connection
+    ends)."""
+
+    LINE_MAX = 4096
+
+    def __init__(self, length: int, chunked: bool) -> None:
+        self.left, self.chunked = length, chunked
+        self.state = "size" if chunked else "data"
+        self.line = b""
+        self.done = not chunked and length == 0
+
+    def take(self, data: bytes) -> bytes:
+        """The part of `data` (the next bytes) that belongs to the body."""
+        out, at = bytearray(), 0
+        while at < len(data) and not self.done:
+            if self.state == "data":
+                piece = data[at:at + self.left]
+                out += piece
+                at += len(piece)
+                self.left -= len(piece)
+                if self.left == 0:
+                    self.state, self.done = "crlf", not self.chunked
+                continue
+            end = data.find(b"\n", at)
+            piece = data[at:] if end < 0 else data[at:end + 1]
+            out += piece
+            at += len(piece)
+            self.line += piece
+            if len(self.line) > self.LINE_MAX:
+                raise OSError("a chunk line passed 4096 bytes")
+            if end >= 0:
+                self._line(self.line)
+                self.line = b""
+        return bytes(out)
+
+    def _line(self, line: bytes) -> None:
+        """One whole line of a chunked body: a chunk's size, the CRLF after its data, or a trailer."""
+        if not line.endswith(b"\r\n") or b"\r" in line[:-2]:
+            raise OSError("a chunked body's line does not end with CRLF")
+        if self.state == "crlf":
+            if line != b"\r\n":
+                raise OSError("a chunk's data is longer than its size")
+            self.state = "size"
+        elif self.state == "size":
+            size = line[:-2].split(b";", 1)[0]
+            if not size or size.strip(b"0123456789abcdefABCDEF") or len(size) > 16:
+                raise OSError(f"not a chunk size: {size[:20]!r}")
+            self.left = int(size, 16)
+            self.state = "data" if self.left else "trailer"
+        elif line == b"\r\n":  # the empty line that ends the trailers: the request is complete
+            self.done = True
 
 
 def read_client_hello(sock: socket.socket, data: bytes, limit: int) -> tuple[bytes, str | None]:
@@ -131,9 +223,78 @@ def server_name(hello: bytes) -> str | None:
     return None
 
 
-def relay(a: socket.socket, b: socket.socket, idle_s: float) -> None:
+class OneExchange:
+    """One plain-HTTP request and its response. The client's first request (its body framed as its head says)
+    goes upstream and nothing after it; the server's first final response comes back, and then the exchange
+    is `finished` and the connection ends. So a pipelined or later request (which could name another Host)
+    never reaches upstream and is never left waiting: the client sends it again on a new connection, where it
+    is checked. A response without a length runs to its close; an upgrade (101) makes a tunnel both ways."""
+
+    HEAD_MAX = 64 * 1024
+
+    def __init__(self, request: Request) -> None:
+        self.request = Body(request.length, request.chunked)
+        self.bodiless = request.method == "HEAD"
+        self.response: Body | None = None
+        self.head = b""
+        self.through = self.tunnel = self.finished = False
+
+    def from_client(self, data: bytes) -> bytes:
+        """What of the client's `data` goes upstream."""
+        return data if self.tunnel else self.request.take(data)
+
+    def from_server(self, data: bytes) -> bytes:
+        """What of the server's `data` goes back to the client (`finished` once the response is complete)."""
+        if self.through:
+            return data
+        out = bytearray()
+        while data and not self.finished:
+            if self.response is not None:
+                taken = self.response.take(data)
+                out += taken
+                data, self.finished = data[len(taken):], self.response.done
+                continue
+            self.head += data
+            end = self.head.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.head) > self.HEAD_MAX:
+                    out, self.through = out + self.head, True
+                return bytes(out)
+            head, data, self.head = self.head[:end + 4], self.head[end + 4:], b""
+            out += head
+            self._start(head.decode("latin-1").split("\r\n")[:-2])
+            if self.through:
+                return bytes(out + data)
+        return bytes(out)
+
+    def _start(self, lines: list[str]) -> None:
+        """Frame the response whose head is `lines`: an interim one (1xx) waits for the final one."""
+        parts = lines[0].split(" ")
+        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        if status == 101 or not 100 <= status < 600:  # an upgrade: a tunnel both ways; not HTTP: as it comes
+            self.through, self.tunnel = True, status == 101
+            return
+        if status < 200:
+            return
+        if self.bodiless or status in (204, 304):
+            self.finished = True
+            return
+        try:
+            length, chunked = _framing(lines[1:])
+        except Reply:  # framed two ways: to its close, as any client would read it
+            length, chunked = -1, False
+        if length < 0 or not (chunked or any(h.split(":", 1)[0].strip().lower() == "content-length"
+                                              for h in lines[1:])):
+            self.through = True  # no length: the body runs to the close
+            return
+        self.response = Body(length, chunked)
+        self.finished = self.response.done
+
+
+def relay(a: socket.socket, b: socket.socket, idle_s: float, only: OneExchange | None = None) -> None:
     """Copy bytes both ways until both sides have finished sending, or `idle_s` pass in silence
-    (`HALF_CLOSED_S` once one side has finished: a keep-alive client would otherwise hold its slot)."""
+    (`HALF_CLOSED_S` once one side has finished: a keep-alive client would otherwise hold its slot). With
+    `only` (client `a`, server `b`), one plain-HTTP exchange passes, then the relay ends."""
     peer = {a.fileno(): (a, b), b.fileno(): (b, a)}
     poller = select.poll()
     for fd in peer:
@@ -149,11 +310,21 @@ def relay(a: socket.socket, b: socket.socket, idle_s: float) -> None:
                 data = source.recv(65536)
             except OSError:
                 return
+            if data and only is not None:
+                try:
+                    data = only.from_client(data) if source is a else only.from_server(data)
+                except OSError:
+                    return
+                if not data and not only.finished:
+                    continue
             if data:
                 try:
                     target.sendall(data)
                 except OSError:
                     return
+            if only is not None and only.finished:
+                return
+            if data:
                 continue
             poller.unregister(fd)
             open_ends -= 1

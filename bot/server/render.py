@@ -1,9 +1,9 @@
 """A transcript as safe HTML: `render_markdown`, then markdown-it, then nh3 with a short allow-list.
 
 A transcript holds untrusted text (issue bodies, tool output, whatever the model wrote), so the HTML
-keeps only formatting tags, links to http(s) and mailto, and `language-*` classes on code; no script,
-style, event handler, image or iframe survives (https://nh3.readthedocs.io/). The page's
-Content-Security-Policy is the second wall.
+keeps only formatting tags, links to http(s) and mailto (the model's prose links to the run's repository
+only: `safe_prose`), and `language-*` classes on code; no script, style, event handler, image or iframe
+survives (https://nh3.readthedocs.io/). The page's Content-Security-Policy is the second wall.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def refusal(policy: EgressPolicy, host: str, *addresses: str, own: tuple[str, ..
     ("100.64.0.1", "carrier-grade NAT"), ("fd12:3456::1", "unique local"), ("fc00::1", "unique local"),
     ("224.0.0.251", "multicast"), ("ff02::1", "multicast"), ("240.0.0.1", "reserved"),
     ("255.255.255.255", "reserved"), ("::ffff:10.0.0.1", "private"), ("64:ff9b::a00:1", "private"),
-    ("::7f00:1", "IPv4-compatible"),
+    ("::808:808", "IPv4-compatible"), ("::a00:1", "private"),
 ])
 def test_the_internet_never_includes_the_deny_list(address: str, why: str) -> None:
     reason = refusal(INTERNET, address, address)

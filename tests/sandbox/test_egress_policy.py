@@ -49,7 +49,8 @@ def test_a_ceiling_that_does_not_parse_is_a_setting_error() -> None:
     ("64:ff9b:1:a9fe:a9:fe00::", ["169.254.169.254"]),  # local-use NAT64, /48 format
     ("2002:a9fe:a9fe::1", ["169.254.169.254"]),  # 6to4
     ("2001:0:c633:6401::9b9b:9b37", ["198.51.100.1", "100.100.100.200"]),  # Teredo server, client
-    ("2606:4700::1111", []), ("::7f00:1", []),  # IPv4-compatible: routed as IPv6, denied as a range
+    ("::7f00:1", ["127.0.0.1"]),  # IPv4-compatible (deprecated, but a stack may still route it)
+    ("2606:4700::1111", []), ("::1", []), ("::", []),  # ::/112 carries no host
 ])
 def test_ipv6_forms_carry_the_ipv4_they_embed(address: str, carried: list[str]) -> None:
     assert embedded_ipv4(ipaddress.ip_address(address)) == [ipaddress.ip_address(a) for a in carried]

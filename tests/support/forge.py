@@ -105,8 +105,11 @@ class MemoryForge:
         self.edits.append((comment_id, body))
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
-        found = [c.id for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
+        found = self.find_comments(repo, number, marker)
         return found[-1] if found else None
+
+    def find_comments(self, repo: str, number: int, marker: str) -> list[int]:
+        return [c.id for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
 
     def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]:
         self._check("review_comments")
