@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--issue", type=int, help="work on this GitHub issue (or pull request) and open a PR")
     run.add_argument("--base", help="branch to start from (default: the repository's default branch)")
     run.add_argument("--no-pr", action="store_true", help="leave a local branch and the transcript, open no pull request")
+    run.add_argument("--attempts", type=int, metavar="N", help="run N attempts at once (1-5) and keep the best: the first "
+                                                         "that passes verify, then the fewest changed lines "
+                                                         "(default: decode.yml's attempts, else 1)")
     run.add_argument("--max-turns", type=int, help="turn cap (DECODE_MAX_TURNS)")
     run.add_argument("--max-cost", type=float, help="cost cap in USD (DECODE_MAX_COST_USD)")
     run.add_argument("--timeout-minutes", type=float, help="wall-clock cap (DECODE_TIMEOUT_MINUTES)")
