@@ -47,6 +47,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a git URL: give a local "
                           "repository's path, owner/name or a git URL")
     run_id = Job.new_run_id()
+    if github_repo and not args.no_pr and (args.attempts or 1) > 1:
+        raise ConfigError("--attempts on GitHub is not built yet: add --no-pr to run the attempts and keep the "
+                          "best as a local branch (docs/decode-yml.md, Attempts)")
     if github_repo and not args.no_pr:
         return run_on_github(args, settings, github_repo, run_id, progress)
     if args.issue is not None:
