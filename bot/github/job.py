@@ -25,6 +25,7 @@ from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
 from bot.core.names import BRANCH_PREFIX
+from bot.github.attempts import attempts_of, best_of
 from bot.github.bots import BOT_RUN, acted_by, bot_allowed, cap_text, is_bot
 from bot.github.check_run import CheckRun, start_check_run
 from bot.github.conclusion import Conclusion, marker
@@ -290,7 +291,9 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token)
     try:
-        outcome = execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check))
+        count = attempts_of(forge, repo, the_plan.config_base or the_plan.clone_base or info.default_branch)
+        outcome, attempts = (execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check)),
+                             "") if count == 1 else best_of(job, settings, count, progress, tracking, check)
     except Exception as e:
         if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details
             text = one_line(settings.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]
@@ -305,7 +308,7 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
     check.move("publishing")
     try:
         return publish(the_plan, outcome, forge, repo, ctx.tag, settings.redactor.plus(token).redact,
-                       transcript_url=page)
+                       transcript_url=page, attempts=attempts)
     except Exception as e:
         raise Unpublished(e, outcome) from e
 

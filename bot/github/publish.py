@@ -31,11 +31,12 @@ OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request
 
 
 def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
-             redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
+             redact: Callable[[str], str], *, transcript_url: str | None = None, attempts: str = "") -> Conclusion:
     """Deliver the outcome as the plan says, and the report for the tracking comment; `tag` is the run's tag
     (`core.names.run_tag`) for the markers of its comments, `transcript_url` the run's transcript page, when
-    the server has a public URL. A review's threads get one reply each."""
-    conclusion = _deliver(the_plan, ran, forge, repo, tag, redact, transcript_url=transcript_url)
+    the server has a public URL, `attempts` the list of a run's attempts (bot/github/attempts.py), with the
+    notes. A review's threads get one reply each."""
+    conclusion = _deliver(the_plan, ran, forge, repo, tag, redact, transcript_url=transcript_url, attempts=attempts)
     if isinstance(the_plan.delivery, PushToPull) and the_plan.delivery.stateful:
         note = note_of(tag, ran.agent.stop_reason, agent_summary(ran, redact), ran.result.figures)
         record_run(forge, repo, the_plan.delivery.number, note, the_plan.task, last_steps(load_events(
@@ -70,7 +71,7 @@ def _thread_reply(conclusion: Conclusion, summary: str) -> str:
 
 
 def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
-             redact: Callable[[str], str], *, transcript_url: str | None = None) -> Conclusion:
+             redact: Callable[[str], str], *, transcript_url: str | None = None, attempts: str = "") -> Conclusion:
     """The delivery itself: a pull request, commits on one, or a fork's branch or patch."""
     result, branch, delivery = ran.agent, the_plan.branch, the_plan.delivery
     commit, ws = ran.result.commit, ran.workspace
@@ -79,6 +80,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     summary = agent_summary(ran, redact)  # whole, before any cap
     notes = harness_notes(left_out=dict(ran.result.left_out), blocked=dict(ran.result.blocked),
                           restarts=ran.result.restarts)
+    notes = "\n\n".join(filter(None, [redact(attempts), notes]))
     changes = b"" if commit is None or ws is None else ws.git(
         "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
     if commit is not None and ws is not None and not isinstance(delivery, ToFork):

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Any
 
 from bot.config import Settings
 from bot.run.pipeline import Job, Ran, execute
@@ -44,11 +45,13 @@ def pick(attempts: Sequence[Attempt]) -> Attempt | None:
     return min(pool, key=lambda a: (a.changed_lines, a.cost_usd, a.number)) if pool else None
 
 
-def run_attempts(job: Job, settings: Settings, count: int, progress: Progress) -> tuple[Ran | None, list[Attempt],
-                                                                                      list[Ran | None]]:
+def run_attempts(job: Job, settings: Settings, count: int, progress: Progress,
+                 watch: Callable[[int, dict[str, Any]], None] | None = None
+                 ) -> tuple[Ran | None, list[Attempt], list[Ran | None]]:
     """`count` attempts of `job` at once, on threads: the one `pick` chose (None: none to publish), what each
     did, and each one's `Ran` (None for one that failed). Each runs as its own job (run id `RUN-N`), on the
-    job's branch in its own clone, with 1/`count` of the cost cap."""
+    job's branch in its own clone, with 1/`count` of the cost cap; `watch` sees each one's transcript events
+    with its number (the tracking comment's view of every attempt)."""
     share = settings.replace(budget=replace(settings.budget, max_cost_usd=settings.budget.max_cost_usd / count))
     lock = threading.Lock()
 
@@ -57,7 +60,8 @@ def run_attempts(job: Job, settings: Settings, count: int, progress: Progress) -
             with lock:
                 progress(f"[attempt {number}] {line}")
 
-        return execute(replace(job, run_id=f"{job.run_id}-{number}"), share, progress=said)
+        seen = None if watch is None else lambda event: watch(number, event)
+        return execute(replace(job, run_id=f"{job.run_id}-{number}"), share, progress=said, watch=seen)
 
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="attempt") as pool:
         futures = [pool.submit(one, n) for n in range(1, count + 1)]
