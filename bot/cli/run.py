@@ -47,9 +47,6 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a git URL: give a local "
                           "repository's path, owner/name or a git URL")
     run_id = Job.new_run_id()
-    if github_repo and not args.no_pr and (args.attempts or 1) > 1:
-        raise ConfigError("--attempts on GitHub is not built yet: add --no-pr to run the attempts and keep the "
-                          "best as a local branch (docs/decode-yml.md, Attempts)")
     if github_repo and not args.no_pr:
         return run_on_github(args, settings, github_repo, run_id, progress)
     if args.issue is not None:
@@ -142,7 +139,7 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
     conclusion = run_github_job(JobContext(work, settings, forge, run_id, run_tag(CLI_ORIGIN, run_id),
-                                           authorize=False, progress=progress))
+                                           authorize=False, progress=progress, attempts=args.attempts))
     if conclusion.ran is not None:
         report(conclusion.ran, None)
     if conclusion.pr_url:

@@ -14,11 +14,14 @@ from bot.github.forge import Forge
 from bot.github.tracking import Tracker
 from bot.run.attempts import pick, run_attempts, table, why
 from bot.run.pipeline import Job, Ran
-from bot.run.repo_config import PATH, config_of
+from bot.run.repo_config import PATH, config_of, parse_attempts
 
 
-def attempts_of(forge: Forge, repo: str, ref: str) -> int:
-    """decode.yml's `attempts` on `ref` (1 without the file or the key)."""
+def attempts_of(asked: int | str | None, forge: Forge, repo: str, ref: str) -> int:
+    """How many attempts a run gets: `asked` (`decode run --attempts N`, `/decode attempts=N`) when given, else
+    decode.yml's `attempts` on `ref` (1 without the file or the key); a `ConfigError` for a bad count."""
+    if asked is not None:
+        return parse_attempts(int(asked) if str(asked).isdigit() else asked, f"attempts={asked}: the count")
     return config_of(forge.file_at(repo, PATH, ref), f" on {ref}").attempts
 
 

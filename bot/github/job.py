@@ -72,6 +72,7 @@ class JobContext:
     run_url: str | None = None
     model: Model | None = None
     authorize: bool = True
+    attempts: int | None = None  # `decode run --attempts N`; None: the comment's `attempts=N`, else decode.yml's
     progress: Callable[[str], None] = _quiet
 
 
@@ -291,7 +292,8 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token)
     try:
-        count = attempts_of(forge, repo, the_plan.config_base or the_plan.clone_base or info.default_branch)
+        count = attempts_of(ctx.attempts or getattr(ctx.work, "attempts", None), forge, repo,
+                            the_plan.config_base or the_plan.clone_base or info.default_branch)
         outcome, attempts = (execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check)),
                              "") if count == 1 else best_of(job, settings, count, progress, tracking, check)
     except Exception as e:
