@@ -53,7 +53,8 @@ def test_a_fresh_install_is_the_core_at_its_pinned_versions_and_runs(installed):
                            env={"PATH": os.environ["PATH"], "HOME": str(venv.parent), "GITHUB_TOKEN": "t",
                                 "GITHUB_WEBHOOK_SECRET": "s", "DECODE_DATA_DIR": str(venv.parent / "data")})
     assert serve.returncode == 2 and serve.stderr.strip().splitlines() == [
-        "decode: decode serve needs flask, which is not installed: pip install 'decode-bot[server]'"]
+        "decode: decode serve needs flask, which is not installed: pip install 'decode-bot[server] @ "
+        "git+https://github.com/decode-bot/decode-bot'"]
     if limit := os.environ.get("DECODE_TEST_INSTALL_SECONDS"):
         assert took < float(limit), f"the install step took {took:.1f} s, over {limit} s"
 

@@ -3,7 +3,8 @@
 `decode run` (bot/cli/run.py) is the headless run; progress goes to stderr, the
 results (branch, commit, transcript paths) to stdout. `decode check` (check.py),
 `decode runs` (runs.py) and `decode cache` (cache.py) read the settings, a
-repository and the data directory; `decode eval` (eval.py) runs a task file and measures it; `decode serve`, `decode worker`
+repository and the data directory; `decode image build` builds the docker sandbox's image
+(bot/sandbox/images.py); `decode eval` (eval.py) runs a task file and measures it; `decode serve`, `decode worker`
 (bot/server/run.py) and `decode action` (bot/action.py) start the other doors.
 Exit status: 0 when the agent finished, 3 when it stopped at a budget cap (the
 partial work is still handed back), 1 for an error, 2 for bad usage or
@@ -16,13 +17,17 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import signal
 import sys
+import tempfile
 import threading
+import traceback
 
 from bot.cli import eval as eval_door
 from bot.cli.cache import cmd_cache
 from bot.cli.run import cmd_run
+from bot.cli.streams import guarded_streams
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError, Interrupted
 from bot.core.extras import requires_extra
@@ -80,10 +85,18 @@ the data dir), the server starts in setup mode: /webhook answers 503 and the log
 exit status: 0 stopped, 1 GitHub unreachable, 2 a bad setting (one line naming the fix) or a
 port in use."""
 
-CHECK_HELP = """Validates the settings and the repository's .github/decode.yml (as committed on the
-branch a run starts from) and says what a run would do there: model, sandbox and image,
-setup commands, network, verify, setup cache, budget. Nothing is started or sent.
-exit status: 0 valid, 2 a setting or decode.yml to fix (one line naming it)."""
+CHECK_HELP = """Validates the settings and a .github/decode.yml (--file PATH; else a local repository's working
+tree, with a note when it differs from the committed file a run reads; else a GitHub repository's default
+branch) and says what a run would do there: model, sandbox and image, setup commands, network, verify,
+setup cache, budget. Needs no API key: without ANTHROPIC_API_KEY the model is not checked (it says so).
+Nothing is started or sent.
+exit status: 0 valid, 2 a setting or decode.yml to fix (one line naming it), a missing sandbox image among them."""
+
+IMAGE_HELP = """Builds the docker sandbox's image on this machine with the script that ships in the package:
+debootstrap makes a Debian root, `docker import` makes it an image (python3, git, pip and venv, a C toolchain,
+curl, node and npm). Needs root (debootstrap), debootstrap and a running Docker engine; a few minutes.
+An image that exists and carries that toolchain is kept unless --force.
+exit status: 0 the image is there, 1 the build failed, 2 something to fix first (one line naming it)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--attempts", type=int, metavar="N", help="run N attempts at once (1-5) and keep the best: the first "
                                                          "that passes verify, then the fewest changed lines "
                                                          "(default: decode.yml's attempts, else 1)")
+    run.add_argument("--plan", action="store_true", help="print a plan for the task (or --issue) and change nothing")
     run.add_argument("--max-turns", type=int, help="turn cap (DECODE_MAX_TURNS)")
     run.add_argument("--max-cost", type=float, help="cost cap in USD (DECODE_MAX_COST_USD)")
     run.add_argument("--timeout-minutes", type=float, help="wall-clock cap (DECODE_TIMEOUT_MINUTES)")
@@ -118,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate the settings and .github/decode.yml; say what a run would do",
                            description=CHECK_HELP)
     check.add_argument("--repo", default=".", help="a local path or owner/name on GitHub (default: .)")
+    check.add_argument("--file", metavar="PATH", help="check this decode.yml instead of the repository's")
+    image = sub.add_parser("image", help="the docker sandbox's image: build it on this machine")
+    build = image.add_subparsers(dest="image_command", required=True).add_parser(
+        "build", help="build the sandbox image (needs root and a Docker engine)", description=IMAGE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("image", nargs="?", help="the image to build (default: DECODE_SANDBOX_IMAGE, else "
+                                                "decode-sandbox:latest)")
+    build.add_argument("--force", action="store_true", help="rebuild even when the image exists")
     cache = sub.add_parser("cache", help="the setup cache (docker, bwrap, modal) and the repository mirrors: list "
                                          "or clear them")
     cache_sub = cache.add_subparsers(dest="cache_command", required=True)
@@ -136,12 +158,17 @@ INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The console script `decode`: parse `argv` (default: the process's), run the command; the exit status."""
-    args = build_parser().parse_args(argv)
-    if args.command in ("run", "action", "eval"):
-        with sigterm_interrupts():
-            return _main(args)
-    return _main(args)
+    """The console script `decode`: parse `argv` (default: the process's), run the command; the exit status.
+    Standard streams whose other end is closed are dealt with first (bot/cli/streams.py)."""
+    with guarded_streams() as stderr_closed:
+        if stderr_closed:
+            print(stderr_closed)
+            return 2
+        args = build_parser().parse_args(argv)
+        if args.command in ("run", "action", "eval"):
+            with sigterm_interrupts():
+                return _main(args)
+        return _main(args)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -167,6 +194,10 @@ def _main(args: argparse.Namespace) -> int:
             return server.work(settings, args.host, args.port)
         if args.command == "cache":
             return cmd_cache(args, settings)
+        if args.command == "image":
+            from bot.sandbox.images import build
+
+            return build(args.image or settings.sandbox.image, args.force)
         if args.command == "check":
             from bot.cli.check import cmd_check
 
@@ -190,6 +221,24 @@ def _main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("decode: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except Exception as e:  # noqa: BLE001 (the last guard: one line, never a traceback on the terminal)
+        return unexpected(e)
+
+
+def unexpected(e: Exception) -> int:
+    """One line for an error no check foresaw. An OSError on a path (a data dir that cannot be written, a full
+    disk) names the path: exit 2. Anything else is a bug: its traceback goes to a private file the line names,
+    for the report: exit 1."""
+    if isinstance(e, OSError) and e.filename:
+        print(f"decode: {e.filename}: {e.strerror or e}: check that this user may write there (DECODE_DATA_DIR, "
+              "or the path given)", file=sys.stderr)
+        return 2
+    fd, path = tempfile.mkstemp(prefix="decode-crash-", suffix=".txt")
+    with os.fdopen(fd, "w") as report:
+        traceback.print_exception(e, file=report)
+    print(f"decode: unexpected {type(e).__name__}: {e}; this is a bug in decode-bot: please report it with "
+          f"{path}, which holds its traceback", file=sys.stderr)
+    return 1
 
 
 class sigterm_interrupts:

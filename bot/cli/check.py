@@ -1,13 +1,15 @@
 """`decode check`: is this setup right, and what would a run do in this repository?
 
-It validates the settings (`Settings.from_env`, already done by the caller) and the
-repository's `.github/decode.yml` with the loaders a run uses (bot/run/repo_config.py),
-read the way a run reads it: a blob of the commit the run would start from (a local
-repository's HEAD, a GitHub repository's default branch, never a working tree). Then it
-says, one line per topic, what a run there would do: the model, the sandbox and its
-image, the setup commands, the network of each phase, verification, the setup cache and
-the budget. Nothing is cloned, started or sent to the model; any problem is a
-`ConfigError` (exit status 2) naming the fix.
+It validates the settings (`Settings.from_env`, already done by the caller) and a
+`.github/decode.yml` with the loaders a run uses (bot/run/repo_config.py): `--file PATH`,
+else a local repository's working-tree file (the edit being made; a note says when it
+differs from the committed file a run reads), else a GitHub repository's default branch.
+Then it says, one line per topic, what a run there would do: the model, the sandbox and
+its image (for docker: whether the engine has it), the setup commands, the network of
+each phase, verification, the setup cache and the budget. It is a linter first: without
+an API key the model is not checked (the output says so), everything else is. Nothing is
+cloned, started or sent to the model; any problem is a `ConfigError` (exit status 2)
+naming the fix.
 """
 
 from __future__ import annotations
@@ -20,35 +22,54 @@ from pathlib import Path
 
 from bot.cli.repo import github_repo_name, local_repository
 from bot.config import Settings
-from bot.core.errors import ConfigError
+from bot.core.errors import ConfigError, SandboxError
 from bot.model.thinking import DEFAULT_BUDGET
-from bot.run.repo_config import PATH, RepoConfig, config_of, load_repo_config
+from bot.run.repo_config import PATH, RepoConfig, config_of
 from bot.sandbox import capabilities, offering
 from bot.sandbox.egress_policy import check_ceiling
+from bot.workspace.trusted_files import read_trusted
 
 
 @dataclass(frozen=True)
 class Found:
-    """A repository's decode.yml as a run would read it: where from (for people) and its parsed value."""
+    """A decode.yml: where from (the line for people, `repository: ...` or `file: ...`), its parsed value, and
+    a note when a run would read another version of it."""
 
     where: str
     config: RepoConfig
     present: bool
+    note: str = ""
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    """`decode check --repo R`: find R's decode.yml (a local repository's HEAD, else GitHub's) and `check` it."""
+    """`decode check [--repo R] [--file F]`: find the decode.yml (F, a local repository's working tree, else
+    GitHub's) and `check` it."""
+    if args.file is not None:
+        return check(settings, file_config(Path(args.file).expanduser()))
     local = Path(args.repo).expanduser()
     if local.exists():
-        return check(settings, local_config(local_repository(local)))
+        return check(settings, local_config(local_repository(local, warn=False)))
     github_repo = github_repo_name(args.repo, settings.github.api_url)
     if github_repo is None:
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a GitHub URL")
     return check(settings, github_config(github_repo, settings))
 
 
+def file_config(path: Path) -> Found:
+    """The decode.yml at `path` (`--file`); its errors name that file."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"--file {path}: {e.strerror}: name the decode.yml to check") from None
+    try:
+        return Found(f"file: {path}", config_of(raw), True)  # `file: PATH: valid`
+    except ConfigError as e:
+        raise ConfigError(str(e).replace(PATH, str(path), 1)) from None
+
+
 def local_config(top: str) -> Found:
-    """decode.yml at HEAD of the local repository whose top level is `top` (see bot/cli/repo.py's local_repository)."""
+    """decode.yml in the working tree of the local repository whose top level is `top` (see bot/cli/repo.py's
+    local_repository), with a note when it differs from HEAD's, which a run reads."""
 
     def git(*argv: str, what: str = "") -> bytes:
         done = subprocess.run(["git", "-C", top, *argv], capture_output=True)
@@ -58,8 +79,20 @@ def local_config(top: str) -> Found:
 
     commit = git("rev-parse", "--verify", "HEAD^{commit}", what="finding HEAD").decode().strip()
     branch = git("rev-parse", "--abbrev-ref", "HEAD", what="naming HEAD").decode().strip()
-    present = bool(git("ls-tree", "--full-tree", "--name-only", commit, "--", PATH, what=f"looking up {PATH}"))
-    return Found(f"{top} at {branch} {commit[:12]}", load_repo_config(git, commit), present)
+    committed = read_trusted(git, commit, PATH)
+    at = f"{branch} {commit[:12]}"
+    if git("rev-parse", "--is-bare-repository", what="looking for a working tree").strip() == b"true":
+        return Found(f"repository: {top} at {at}; {PATH}", config_of(committed, f" on {branch}"), committed is not None)
+    try:
+        raw = (Path(top) / PATH).read_bytes()
+    except FileNotFoundError:
+        raw = None
+    except OSError as e:
+        raise ConfigError(f"{Path(top) / PATH}: cannot read it ({e.strerror})") from None
+    note = "" if raw == committed else (f"the working tree's {PATH} is not the one committed at {at}, which a run "
+                                       "reads: commit it for runs to use it")
+    return Found(f"repository: {top} at {at} (working tree); {PATH}", config_of(raw, " (working tree)"),
+                 raw is not None, note)
 
 
 def github_config(repo: str, settings: Settings) -> Found:
@@ -70,15 +103,19 @@ def github_config(repo: str, settings: Settings) -> Found:
     forge = GitHubForge(credentials_from(settings))
     branch = forge.repository(repo).default_branch
     raw = forge.file_at(repo, PATH, branch)
-    return Found(f"{repo} at {branch}", config_of(raw, f" on {branch}"), raw is not None)
+    return Found(f"repository: {repo} at {branch}; {PATH}", config_of(raw, f" on {branch}"), raw is not None)
 
 
 def check(settings: Settings, found: Found, say: Callable[[str], None] = print) -> int:
     """Say what a run with `settings` would do in `found`'s repository; 0, or a ConfigError naming the fix."""
     check_ceiling(found.config.allow_cidrs, settings.sandbox.allow_cidrs_max)
-    model_line(settings, say)
     config = found.config
-    say(f"repository: {found.where}; {PATH}: {'valid' if found.present else 'none, so the defaults'}")
+    keyed = model_line(settings, say)
+    if settings.sandbox.mode == "docker":
+        docker_image(config.image or settings.sandbox.image)
+    say(f"{found.where}: {'valid' if found.present else 'none, so the defaults'}")
+    if found.note:
+        say(f"note: {found.note}")
     say(f"thinking: {thinking_line(settings.model.thinking if config.thinking is None else config.thinking)} "
         f"({'thinking: in ' + PATH if config.thinking is not None else 'DECODE_THINKING'})")
     mode = settings.sandbox.mode
@@ -99,6 +136,8 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
     network_lines(config, offers.egress_policy, say)
     say(f"verify: {'; '.join(config.verify)}, a failure goes back to the agent up to {config.verify_rounds} "
         "times" if config.verify else "verify: none (the pull request says the harness verified nothing)")
+    say("self-review: " + ("a read-only pass reviews the diff; findings that matter go back to the agent once"
+                           if config.review else "off (review: true turns it on)"))
     say(f"setup cache: {cache_state(settings, config, offers.setup_cache)}")
     b = settings.budget
     say(f"budget: {b.max_turns} turns, {b.max_tokens:,} tokens, ${b.max_cost_usd:g}, {b.max_wall_s / 60:g} minutes "
@@ -110,8 +149,20 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
     extras += [f"allowed_bots: {', '.join(config.allowed_bots)}"] if config.allowed_bots else []
     say(f"triggers: label {settings.github.trigger_label!r}, command {settings.github.command!r}"
         + "".join(f"; {e}" for e in extras))
-    say("ok: a run would start with these settings")
+    say("ok: a run would start with these settings" if keyed else
+        "ok: the settings and decode.yml are valid; a run needs ANTHROPIC_API_KEY too")
     return 0
+
+
+def docker_image(image: str) -> None:
+    """A ConfigError unless the Docker engine answers and has `image`; the missing image's names the command that
+    builds it."""
+    from bot.sandbox.docker import image_id
+
+    try:
+        image_id(image)
+    except SandboxError as e:
+        raise ConfigError(str(e)) from None
 
 
 def thinking_line(setting: str | int) -> str:
@@ -123,28 +174,31 @@ def thinking_line(setting: str | int) -> str:
     return f"a budget of {setting:,} tokens where the model supports it"
 
 
-def model_line(settings: Settings, say: Callable[[str], None]) -> None:
-    """The model a run would call; a missing API key, or the region or project of Bedrock or Vertex AI (which
-    would end every run), is the error."""
+def model_line(settings: Settings, say: Callable[[str], None]) -> bool:
+    """The model a run would call, and whether it is checked: without ANTHROPIC_API_KEY it is not (a linter
+    needs no key); a missing session file, or the region or project of Bedrock or Vertex AI (which would end
+    every run), is the error."""
     if settings.model.name.startswith("scripted:"):
         session = Path(settings.model.name.removeprefix("scripted:"))
         if not session.is_file():
             raise ConfigError(f"DECODE_MODEL={settings.model.name}: no file {session}: name a session JSON or a "
                               "transcript.jsonl to replay")
         say(f"model: replaying {session} (no API key needed)")
-        return
+        return True
     if settings.model.provider != "anthropic":
         from bot.model import make_model  # builds the provider's client, without a request
 
         model = make_model(settings.model)  # a ConfigError names the variable the provider lacks
         say(f"model: {settings.model.name} on {settings.model.provider} at {getattr(model, 'base_url', '')} "
             "(the credentials are checked by the first request of a run)")
-        return
+        return True
     if not settings.model.api_key:
-        raise ConfigError("ANTHROPIC_API_KEY is not set: set it to an Anthropic API key "
-                          "(or DECODE_MODEL=scripted:FILE to replay a recorded session)")
+        say(f"model: {settings.model.name}, not checked: ANTHROPIC_API_KEY is not set, and a run needs it (or "
+            "DECODE_MODEL=scripted:FILE to replay a recorded session)")
+        return False
     say(f"model: {settings.model.name} at {settings.model.base_url or 'the Anthropic API'} "
         "(the key is checked by the first request of a run)")
+    return True
 
 
 def network_lines(config: RepoConfig, enforced: bool, say: Callable[[str], None]) -> None:

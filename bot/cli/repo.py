@@ -13,8 +13,9 @@ from bot.config import Settings
 from bot.core.errors import ConfigError
 
 
-def local_repository(path: Path, base: str | None = None) -> str:
-    """The top level of the git repository holding `path` (a subdirectory is fine), warning about uncommitted changes.
+def local_repository(path: Path, base: str | None = None, *, warn: bool = True) -> str:
+    """The top level of the git repository holding `path` (a subdirectory is fine), warning (`warn`) about
+    uncommitted changes.
 
     A folder outside any repository, a repository without commits, or a `base` that is none of its branches,
     tags or commits is a ConfigError: bad input, refused before the model is asked or a run directory made.
@@ -36,7 +37,7 @@ def local_repository(path: Path, base: str | None = None) -> str:
                                     for ref in (f"refs/heads/{base}", f"refs/tags/{base}", base)):
         raise ConfigError(f"--base {base}: no branch, tag or commit of {top} has that name: give one of its "
                           "branches (git branch), tags or commits")
-    if not is_bare and git("status", "--porcelain").stdout.strip():
+    if warn and not is_bare and git("status", "--porcelain").stdout.strip():
         print(f"decode: warning: uncommitted changes in {top} are not part of the run (it starts from committed "
               "history): commit them first to include them", file=sys.stderr, flush=True)
     return top

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from bot.cli.plan import issue_task, run_plan
 from bot.cli.repo import github_clone_url, github_repo_name, local_repository
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
@@ -47,8 +48,11 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a git URL: give a local "
                           "repository's path, owner/name or a git URL")
     run_id = Job.new_run_id()
-    if github_repo and not args.no_pr:
+    if github_repo and not args.no_pr and not args.plan:
         return run_on_github(args, settings, github_repo, run_id, progress)
+    if args.issue is not None and args.plan and github_repo:
+        args.task = issue_task(settings, github_repo, args.issue, args.task or "")
+        args.issue = None
     if args.issue is not None:
         raise ConfigError("--issue needs a GitHub repository (owner/name or its URL) and GITHUB_TOKEN, without --no-pr")
     token = settings.github.token  # for a git URL that needs it
@@ -58,6 +62,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         repo, token = github_clone_url(github_repo, settings)
     else:
         repo = args.repo
+    if args.plan:
+        return run_plan(args, settings, repo, token, args.task, run_id, progress)
     job = Job(repo=repo, task=args.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id, base=args.base,
               token=token)
     count = args.attempts or (attempts_at(repo, args.base) if local.exists() else 1)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core.errors import ConfigError
+from bot.core.files import unusable_dir
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 MIN_THINKING_BUDGET = 1024  # the Messages API's smallest `budget_tokens`
@@ -99,9 +100,14 @@ def fixed(env: Mapping[str, str], row: Row) -> Any:
 
 
 def data_dir(env: Mapping[str, str], row: Row) -> Path:
-    """DECODE_DATA_DIR made absolute (a relative one is taken from the current directory)."""
+    """DECODE_DATA_DIR made absolute (a relative one is taken from the current directory); a ConfigError when
+    it is a file, or cannot be made or written by this user, before any command starts on it."""
     raw = env.get(row.var or "")
-    return Path(raw).expanduser().resolve() if raw else Path(row.default).expanduser()
+    path = Path(raw).expanduser().resolve() if raw else Path(row.default).expanduser()
+    if problem := unusable_dir(path):
+        given = f"{row.var}={raw}" if raw else f"{row.var} (unset: {path})"
+        raise ConfigError(f"{given} {problem}: set {row.var} to a directory this user may write")
+    return path
 
 
 def choice(allowed: tuple[str, ...]) -> Parser:

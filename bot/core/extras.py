@@ -3,16 +3,19 @@
 The core install (what the GitHub Action installs) runs `decode run` and `decode action`; the web
 server, the PostgreSQL job store and Modal come with pyproject.toml's extras of those names. A
 feature whose extra is missing says which one to install where it is first used, instead of an
-ImportError traceback.
+ImportError traceback, with the command that installs it (from the git repository: the project is
+published on no package index).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bot.core.errors import ConfigError
 
+SOURCE = "git+https://github.com/decode-bot/decode-bot"  # where decode-bot is installed from (docs/cli.md)
 # Each extra, with the top-level modules it provides that decode-bot imports.
 EXTRAS: dict[str, frozenset[str]] = {
     "server": frozenset({"flask", "werkzeug", "waitress", "prometheus_client", "markdown_it", "nh3"}),
@@ -21,10 +24,17 @@ EXTRAS: dict[str, frozenset[str]] = {
 }
 
 
+def install_command(extra: str) -> str:
+    """The command that adds pyproject.toml's `extra` to this install: decode-bot is installed from its git
+    repository (it is on no package index), with pipx when this interpreter is one of pipx's."""
+    requirement = f"'decode-bot[{extra}] @ {SOURCE}'"
+    return f"pipx install --force {requirement}" if "/pipx/venvs/" in sys.prefix else f"pip install {requirement}"
+
+
 def missing_extra(extra: str, purpose: str, module: str) -> ConfigError:
     """The one-line error for `purpose` (e.g. "SANDBOX_MODE=modal") when `module`, which pyproject.toml's
     `extra` installs, is not installed."""
-    return ConfigError(f"{purpose} needs {module}, which is not installed: pip install 'decode-bot[{extra}]'")
+    return ConfigError(f"{purpose} needs {module}, which is not installed: {install_command(extra)}")
 
 
 @contextmanager

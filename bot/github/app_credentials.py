@@ -10,13 +10,12 @@ the environment always wins, and is never mixed with the file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from bot.config import Settings
 from bot.core.errors import ConfigError
+from bot.core.files import write_atomic
 
 FILE = "app.json"
 
@@ -61,17 +60,7 @@ def path_in(data_dir: Path) -> Path:
 def save(data_dir: Path, app: StoredApp) -> Path:
     """Write `app` to `data_dir/app.json`, mode 0600, atomically (a temporary file renamed over it)."""
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=".app-", suffix=".json", dir=data_dir)  # mkstemp creates it 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(asdict(app), out, indent=2)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path_in(data_dir))
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path_in(data_dir)
+    return write_atomic(path_in(data_dir), json.dumps(asdict(app), indent=2))
 
 
 def load(data_dir: Path) -> StoredApp | None:

@@ -152,7 +152,8 @@ def completed(conclusion: Conclusion, redact: Callable[[str], str], *, details_u
     if ran is not None:
         figures = ran.result.figures
         text = "\n\n".join(filter(None, [
-            verification_text(ran.verification), restarts_note(ran.result.restarts),
+            verification_text(ran.verification), ran.review.line if ran.review else "",
+            restarts_note(ran.result.restarts),
             render_figures(figures, ran.result.stop_reason or "") if figures is not None else ""]))
     return CheckRunState("completed", title, _cap(f"{head}\n\n{said}".strip()), _cap(text), result,
                          details_url=details_url, external_id=external_id)

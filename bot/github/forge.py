@@ -20,7 +20,7 @@ from bot.github.auth import Credentials, client
 from bot.github import checks
 from bot.github.checks import CommitIdentity, FailedChecks
 from bot.github.info import (
-    CheckRunState, IssueInfo, MergedPull, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo,
+    CheckRunState, IssueInfo, MergedPull, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo, TreeEntry,
 )
 from bot.github.retry import GitHubRetry
 
@@ -55,6 +55,8 @@ class Forge(Protocol):
 
     def find_comments(self, repo: str, number: int, marker: str) -> list[int]: ...
 
+    def comment_text(self, repo: str, number: int, marker: str) -> tuple[int, str, str] | None: ...
+
     def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]: ...
 
     def find_review_comment(self, repo: str, number: int, marker: str) -> int | None: ...
@@ -79,6 +81,8 @@ class Forge(Protocol):
                             draft: bool) -> PullRef: ...
 
     def make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str: ...
+
+    def commit_file(self, repo: str, *, base: str, branch: str, path: str, content: bytes, message: str) -> str: ...
 
 
 class GitHubForge:
@@ -189,6 +193,15 @@ class GitHubForge:
     def find_comments(self, repo: str, number: int, marker: str) -> list[int]:
         """Every comment on issue/PR `number` that we wrote and whose body contains `marker`, oldest first."""
         return self._call(lambda: self._ours(self._gh(repo).get_repo(repo).get_issue(number).get_comments(), marker))
+
+    def comment_text(self, repo: str, number: int, marker: str) -> tuple[int, str, str] | None:
+        """(id, body as it is now, html_url) of the comment `find_comment` finds, None when there is none."""
+        def fetch() -> tuple[int, str, str] | None:
+            comments = list(self._gh(repo).get_repo(repo).get_issue(number).get_comments())
+            ids = self._ours(comments, marker)
+            found = next((c for c in comments if ids and c.id == ids[-1]), None)
+            return (found.id, found.body or "", found.html_url) if found is not None else None
+        return self._call(fetch)
 
     def _ours(self, comments: Iterable[Any], marker: str) -> list[int]:
         """The ids of `comments` that we wrote and that contain `marker`, in order."""
@@ -335,6 +348,17 @@ class GitHubForge:
                 str(x.get("message") or "") for x in data.get("errors") or [] if isinstance(x, dict)]))
             raise DecodeError(f"GitHub answered {e.status}{' ' + said if said else ''}", status=e.status) from None
 
+    def commit_file(self, repo: str, *, base: str, branch: str, path: str, content: bytes, message: str) -> str:
+        """A commit on branch `base`'s head changing only `path` (a regular file) to `content`, made through the
+        Git Database API like `make_commit` (so GitHub signs it), with `branch` created or moved to it."""
+        def parent() -> tuple[str, str]:
+            r = self._gh(repo).get_repo(repo)
+            sha = r.get_branch(base).commit.sha
+            return sha, r.get_git_commit(sha).tree.sha
+        sha, tree = self._call(parent)
+        return self.make_commit(repo, NewCommit(sha, tree, message, (TreeEntry(path, "100644", content),), None),
+                                branch=branch, force=True)
+
     def _make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str:
         r = self._gh(repo).get_repo(repo)
         elements = []
@@ -345,7 +369,7 @@ class GitHubForge:
                 sha = self._call(lambda data=data: r.create_git_blob(data, "base64").sha)
             elements.append(InputGitTreeElement(entry.path, entry.mode, "blob", sha=sha))
         tree = self._call(lambda: r.create_git_tree(elements, r.get_git_tree(commit.parent_tree)))
-        if tree.sha != commit.tree:
+        if commit.tree is not None and tree.sha != commit.tree:
             raise DecodeError(f"GitHub built the tree {tree.sha[:12]}, not the commit's {commit.tree[:12]}")
         made = self._call(lambda: r.create_git_commit(commit.message, tree, [r.get_git_commit(commit.parent)]).sha)
         self._call(lambda: self._point(r, branch, made, force=force))

@@ -93,13 +93,13 @@ class TreeEntry:
 class NewCommit:
     """A commit to make through GitHub's Git Database API: `entries` over the `parent`'s tree
     (`parent_tree`), with the `message` the bot wrote; `tree` is the tree sha git computed for it, which
-    GitHub's must equal."""
+    GitHub's must equal (None: made without a clone, nothing to compare with)."""
 
     parent: str
     parent_tree: str
     message: str
     entries: tuple[TreeEntry, ...]
-    tree: str
+    tree: str | None
 
 
 @dataclass(frozen=True)

@@ -26,18 +26,22 @@ from bot.github.links import run_link
 from bot.core.text import one_line
 from bot.core.names import BRANCH_PREFIX
 from bot.github.attempts import attempts_of, best_of
+from bot.github.allow import open_allow_pull
 from bot.github.bots import BOT_RUN, acted_by, bot_allowed, cap_text, is_bot
 from bot.github.check_run import CheckRun, start_check_run
 from bot.github.conclusion import Conclusion, marker
 from bot.github.forge import Forge, access_problem
 from bot.github.info import IssueInfo, PullInfo, RepoInfo
-from bot.github.plan import CiRound, Facts, OptIn, Plan, Skip, admit, plan, unasked
+from bot.github.plan import AllowHosts, CiRound, Facts, OptIn, Plan, PlanComment, Skip, admit, plan, unasked
+from bot.github.planning import PlanText, publish_plan, read_plan
 from bot.github.publish import answer_threads, publish
 from bot.github.task_text import ci_task_text
 from bot.github.tracking import Tracker
 from bot.github.triggers import may_trigger, refusal_text
 from bot.github.resume import PullState, continues_marker, note_of, read_state, record_run, resumable
-from bot.github.work import CheckSuite, Continue, Dispatch, Labels, Review, Work, asked_by, reaction_target
+from bot.github.work import (
+    Allow, CheckSuite, Continue, Dispatch, Go, Labels, Review, Work, asked_by, reaction_target,
+)
 from bot.model import Model
 from bot.run.pipeline import Job, Ran, execute
 from bot.run.repo_config import PATH, RepoConfig, config_of
@@ -90,6 +94,9 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         resume = _resumable(ctx, work) if isinstance(work, Continue) else None
         if isinstance(resume, Conclusion):
             return resume
+        approved = _approved(ctx, work) if isinstance(work, Go) else None
+        if isinstance(approved, Conclusion):
+            return approved
         page = run_link(ctx.settings, run_id)
         tracking = _track(ctx, page, admitted.doing, continues_marker(resume) if resume else "") \
             if admitted.track else None
@@ -102,7 +109,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         return Conclusion("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
-        facts = dataclasses.replace(_facts(ctx, info, admitted.ci), resume=resume)
+        facts = dataclasses.replace(_facts(ctx, info, admitted.ci), resume=resume, plan=approved)
         decided = plan(work, facts, tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
         conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
             _work(ctx, decided, info, tracking, check, page)
@@ -172,6 +179,20 @@ def _resumable(ctx: JobContext, work: Continue) -> PullState | Conclusion:
     return Conclusion("skipped", decided)
 
 
+def _approved(ctx: JobContext, work: Go) -> PlanText | Conclusion:
+    """The issue's plan comment as it reads now, or the skipped conclusion after one reply saying there is none."""
+    forge, repo, number = ctx.forge, work.repo, work.number
+    found = read_plan(forge, repo, number)
+    if found is not None:
+        return found
+    tag, command = marker("go-refused", work.comment_id), ctx.settings.github.command
+    if forge.find_comment(repo, number, tag) is None:
+        forge.post_comment(repo, number, f"There is no plan on this issue yet, so `{command} go` has nothing to carry "
+                                         f"out. Comment `{command} plan` first (instructions may follow), read the "
+                                         f"plan, then `{command} go`.\n\n{tag}", tag)
+    return Conclusion("skipped", f"#{number} has no plan comment to carry out")
+
+
 def _record_failure(ctx: JobContext, state: PullState, text: str) -> None:
     """A continuing run that failed before it wrote the pull request's description: its failure is recorded
     there as the stop the next `/decode continue` carries on (with the task and steps it was given). Best
@@ -221,6 +242,8 @@ def _refuse(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusio
     if login.lower() == (me or "").lower():
         return Conclusion("skipped", f"{login} is decode-bot itself, which never starts its own work")
     if is_bot(login, work.sender_type):  # silent but for the cap's one reply: a reply to a bot feeds a loop
+        if isinstance(work, Go | Allow):
+            return Conclusion("skipped", f"{login} is a bot: only a person approves a plan or allows a host")
         if not bot_allowed(login, _default_config(work.repo, forge).allowed_bots, me):
             return Conclusion("skipped", f"{login} is a bot that allowed_bots in {PATH} on the default branch "
                                          "does not list")
@@ -288,12 +311,17 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
     forge, settings, run_id, repo = ctx.forge, ctx.settings, ctx.run_id, ctx.work.repo
     model, progress, attempt = ctx.model, ctx.progress, ctx.attempt
     token = forge.token_for(repo)
+    if isinstance(the_plan.delivery, AllowHosts):
+        assert ctx.work.number is not None
+        return open_allow_pull(forge, repo, the_plan, number=ctx.work.number, asker=ctx.work.sender_login,
+                               command=settings.github.command)
     job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
-              config_base=the_plan.config_base, attempt=attempt, token=token)
+              config_base=the_plan.config_base, attempt=attempt, token=token, tools=the_plan.mode.tools)
     try:
         count = attempts_of(ctx.attempts or getattr(ctx.work, "attempts", None), forge, repo,
-                            the_plan.config_base or the_plan.clone_base or info.default_branch)
+                            the_plan.config_base or the_plan.clone_base or info.default_branch) \
+            if job.tools.keeps_changes else 1  # a planning run is one: it publishes no diff to pick from
         outcome, attempts = (execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check)),
                              "") if count == 1 else best_of(job, settings, count, progress, tracking, check)
     except Exception as e:
@@ -308,9 +336,13 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
     if tracking is not None:
         tracking.move("publishing")
     check.move("publishing")
+    redact = settings.redactor.plus(token).redact
     try:
-        return publish(the_plan, outcome, forge, repo, ctx.tag, settings.redactor.plus(token).redact,
-                       transcript_url=page, attempts=attempts)
+        if isinstance(the_plan.delivery, PlanComment):
+            return publish_plan(forge, repo, the_plan.delivery.number, outcome, redact,
+                                command=settings.github.command, transcript_url=page)
+        return publish(the_plan, outcome, forge, repo, ctx.tag, redact, transcript_url=page,
+                       command=settings.github.command, attempts=attempts)
     except Exception as e:
         raise Unpublished(e, outcome) from e
 

@@ -30,7 +30,11 @@ from bot.run.repo_config import PATH, RepoConfig, config_of
 from bot.sandbox import ISOLATING
 from bot.workspace.clone import BOT_IDENTITY
 from bot.github.resume import PullState, continue_task, read_state
-from bot.github.work import CheckSuite, Comment, Continue, Dispatch, Issue, Labels, Review, ReviewComment, Work
+from bot.github.modes import ALLOW, GO, IMPLEMENT, PLAN, REVIEW, RunMode
+from bot.github.planning import PlanText, go_task, planning_task
+from bot.github.work import (
+    Allow, CheckSuite, Comment, Continue, Dispatch, Go, Issue, Labels, PlanRequest, Review, ReviewComment, Work,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,22 @@ class OpenPull:
 
     base: str
     closes: int | None
+    plan_url: str | None = None  # `/decode go`: the plan comment the run carried out, linked from the body
+
+
+@dataclass(frozen=True)
+class PlanComment:
+    """`/decode plan`: nothing is pushed; the run's answer is the plan comment on issue `number`."""
+
+    number: int
+
+
+@dataclass(frozen=True)
+class AllowHosts:
+    """`/decode allow`: a pull request against `base` adding `hosts` to decode.yml's `allow_domains`."""
+
+    hosts: tuple[str, ...]
+    base: str
 
 
 @dataclass(frozen=True)
@@ -70,7 +90,7 @@ class Resume:
     state: PullState
 
 
-Delivery = OpenPull | PushToPull | ToFork | Resume
+Delivery = OpenPull | PushToPull | ToFork | Resume | PlanComment | AllowHosts
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,7 @@ class Plan:
     delivery: Delivery
     threads: Threads | None = None  # a review's threads, each answered once the run is published
     note: str | None = None  # for the report: the issue or pull request was edited after the event
+    mode: RunMode = IMPLEMENT  # the kind of run: its tools, whether an agent runs
 
 
 @dataclass(frozen=True)
@@ -118,6 +139,7 @@ class Facts:
     review: tuple[ReviewCommentInfo, ...] = ()  # the comments of a `Review`
     ci: CiRound | None = None  # a `CheckSuite`: the round, and its task from the failed checks
     resume: PullState | None = None  # a `Continue`: the runs the pull request's description records
+    plan: PlanText | None = None  # a `Go`: the issue's plan comment as it reads now
 
 
 @dataclass(frozen=True)
@@ -186,7 +208,9 @@ def admit(work: Work, opt_in: OptIn | None, *, authorize: bool) -> Admission | S
         # a failed suite's sender is whoever GitHub names; its authority is decode.yml's ci_fix
         return Admission(authorize=False, track=True, doing=f"fixing the failing checks (round {ci[0]} of {ci[1]})",
                          ci=ci)
-    doing = "continuing the run that stopped early" if isinstance(work, Continue) else Admission.doing
+    doing = {Continue: "continuing the run that stopped early", PlanRequest: "making a plan (it changes nothing)",
+             Go: "carrying out the plan", Allow: "opening a pull request that allows those hosts"
+             }.get(type(work), Admission.doing)
     return Admission(authorize=authorize, track=not isinstance(work, Dispatch), doing=doing)
 
 
@@ -287,7 +311,7 @@ def fork_refusal(sandbox_mode: str) -> str:
 def edited_note(work: Work, now: IssueInfo | None) -> str | None:
     """A note for the report when the issue or pull request (`now`, as GitHub has it) was edited after the event
     that started the job; None when the event carried no text or the text is the same."""
-    if isinstance(work, Dispatch | Labels) or work.title is None or now is None:
+    if isinstance(work, Dispatch | Labels | Allow) or work.title is None or now is None:
         return None
 
     def same(a: str | None, b: str | None) -> bool:
@@ -314,6 +338,9 @@ def _plan(work: Work, facts: Facts, *, tag: str) -> Plan:
                     delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:
         raise ValueError(f"work on #{work.number} is planned with the facts of its issue")
+    if isinstance(work, Allow):
+        return Plan(task="", branch=run_branch(tag), clone_base=None, config_base=None, title="", co_author=co_author,
+                    delivery=AllowHosts(work.hosts, repo.default_branch), mode=ALLOW)
     if isinstance(work, CheckSuite):
         if pull is None or facts.ci is None:
             raise ValueError(f"a CI fix of #{work.number} is planned with its pull request and failed checks")
@@ -331,12 +358,29 @@ def _plan(work: Work, facts: Facts, *, tag: str) -> Plan:
         if pull is None:
             raise ValueError(f"review {work.review_id} is planned with the facts of pull request #{work.number}")
         threads = Threads(pull.number, work.review_id, tuple(dict.fromkeys(c.thread for c in facts.review)))
-        return dataclasses.replace(_on_pull(work, pull, task, issue.title, co_author), threads=threads)
+        return dataclasses.replace(_on_pull(work, pull, task, issue.title, co_author), threads=threads, mode=REVIEW)
     if pull is None:
-        return Plan(task=task, branch=issue_branch(issue.number, issue.title), clone_base=None, config_base=None,
-                    title=issue.title, co_author=co_author,
-                    delivery=OpenPull(base=repo.default_branch, closes=issue.number))
+        return _on_issue(work, facts, task, co_author)
     return _on_pull(work, pull, task, issue.title, co_author)
+
+
+def _on_issue(work: Issue | Comment | ReviewComment | PlanRequest | Go, facts: Facts, task: str,
+              co_author: str | None) -> Plan:
+    """A new pull request resolving the issue; for `/decode plan`, the plan comment instead, and for `/decode go`,
+    a task that holds the plan."""
+    issue = as_triggered(work, facts.issue) if facts.issue is not None else None
+    assert issue is not None
+    opened = Plan(task=task, branch=issue_branch(issue.number, issue.title), clone_base=None, config_base=None,
+                  title=issue.title, co_author=co_author,
+                  delivery=OpenPull(base=facts.repo.default_branch, closes=issue.number))
+    if isinstance(work, PlanRequest):
+        return dataclasses.replace(opened, task=planning_task(task), delivery=PlanComment(issue.number), mode=PLAN)
+    if isinstance(work, Go):
+        if facts.plan is None:
+            raise ValueError(f"`go` on #{work.number} is planned with the issue's plan comment")
+        return dataclasses.replace(opened, task=go_task(task, facts.plan), mode=GO,
+                                   delivery=dataclasses.replace(opened.delivery, plan_url=facts.plan.url))
+    return opened
 
 
 def _on_pull(work: Work, pull: PullInfo, task: str, title: str, co_author: str | None) -> Plan:
@@ -350,7 +394,7 @@ def _on_pull(work: Work, pull: PullInfo, task: str, title: str, co_author: str |
                 config_base=pull.base_ref, title=title, co_author=co_author, delivery=ToFork(pull))
 
 
-def as_triggered(work: Issue | Comment | ReviewComment | Review, issue: IssueInfo) -> IssueInfo:
+def as_triggered(work: Issue | Comment | ReviewComment | Review | PlanRequest | Go, issue: IssueInfo) -> IssueInfo:
     """`issue` with the title and body the event carried, when it carried them: the job works on the text
     the maintainer saw when they triggered it, not on what its author changed it to since."""
     if work.title is None:

@@ -21,11 +21,14 @@ from typing import Any
 
 from bot.config import Settings
 from bot.github.work import (
-    CHECK_NAME, CheckSuite, Comment, Continue, Dispatch, Issue, Labels, Review, ReviewComment, Work, work_of_check,
+    CHECK_NAME, Allow, CheckSuite, Comment, Continue, Dispatch, Go, Issue, Labels, PlanRequest, Review, ReviewComment,
+    Work, work_of_check,
 )
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 CONTINUE = "continue"  # `/decode continue`: carry on from a pull request's last run (bot/github/resume.py)
+ON_ISSUES = {"plan": PlanRequest, "go": Go}  # `/decode plan`, `/decode go`: plan first, then run it (planning.py)
+ALLOW = "allow"  # `/decode allow HOST ...`: a pull request adding hosts to allow_domains (bot/github/allow.py)
 
 
 @dataclass(frozen=True)
@@ -143,10 +146,18 @@ def _issue_comment(payload: dict[str, Any], rules: Rules) -> Decision:
     issue = payload["issue"]
     is_pr = "pull_request" in issue
     word, _, rest = instructions.partition("\n")[0].partition(" ")
+    more = "\n".join([rest, *instructions.split("\n")[1:]]).strip()
     if word.lower() == CONTINUE:
-        more = "\n".join([rest, *instructions.split("\n")[1:]]).strip()
         return Continue(number=issue["number"], comment_id=comment["id"], instructions=more, is_pull_request=is_pr,
                         **_text(issue), **_common(payload))
+    if word.lower() == ALLOW:
+        return Allow(number=issue["number"], comment_id=comment["id"], hosts=tuple(more.split()), is_pull_request=is_pr,
+                     **_common(payload))
+    if word.lower() in ON_ISSUES:
+        if is_pr:
+            return Ignore(f"{rules.command} {word.lower()} works on issues, not on pull requests")
+        return ON_ISSUES[word.lower()](number=issue["number"], comment_id=comment["id"], instructions=more,
+                                       **_text(issue), **_common(payload))
     attempts = ATTEMPTS.match(instructions)
     return Comment(
         is_pull_request=is_pr,

@@ -80,6 +80,59 @@ class Continue:
 
 
 @dataclass(frozen=True)
+class PlanRequest:
+    """`/decode plan [instructions]` on an issue: a planning run that changes nothing and answers with the plan,
+    in the issue's plan comment (bot/github/planning.py)."""
+
+    repo: str
+    number: int
+    sender_login: str
+    sender_type: str
+    comment_id: int
+    instructions: str = ""
+    title: str | None = None
+    body: str | None = None
+    kind: ClassVar[str] = "plan"
+    is_pull_request: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class Go:
+    """`/decode go [instructions]` on an issue with a plan comment: resolve the issue as the plan (as it reads
+    when the job starts) says, in a new pull request. Only a person may approve a plan."""
+
+    repo: str
+    number: int
+    sender_login: str
+    sender_type: str
+    comment_id: int
+    instructions: str = ""
+    title: str | None = None
+    body: str | None = None
+    kind: ClassVar[str] = "go"
+    is_pull_request: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class Allow:
+    """`/decode allow HOST ...` on an issue or pull request: a pull request adding `hosts` (as written, checked
+    by the job) to `allow_domains` in the default branch's decode.yml. No agent runs."""
+
+    repo: str
+    number: int
+    sender_login: str
+    sender_type: str
+    comment_id: int
+    hosts: tuple[str, ...] = ()
+    is_pull_request: bool = False
+    kind: ClassVar[str] = "allow"
+    title: ClassVar[None] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hosts", tuple(self.hosts))  # a list when read back from the queue
+
+
+@dataclass(frozen=True)
 class ReviewComment:
     """A review comment starting with the command, on line `line` of `path` in a pull request's diff."""
 
@@ -171,21 +224,23 @@ class Labels:
         return self.repos[0]
 
 
-Work = Issue | Comment | Continue | ReviewComment | Review | CheckSuite | Dispatch | Labels
-_BY_KIND: dict[str, type[Issue | Comment | Continue | ReviewComment | Review | CheckSuite | Dispatch | Labels]] = {
+Work = Issue | Comment | Continue | PlanRequest | Go | Allow | ReviewComment | Review | CheckSuite | Dispatch | Labels
+_BY_KIND: dict[str, type[Work]] = {
     "issue": Issue, "issue_comment": Comment, "pr_comment": Comment, "continue": Continue,
+    "plan": PlanRequest, "go": Go, "allow": Allow,
     "review_comment": ReviewComment,
     "review": Review, "ci_fix": CheckSuite, "dispatch": Dispatch, "labels": Labels,
 }
 
 
-def reaction_target(work: Issue | Comment | Continue | ReviewComment | Review | CheckSuite) -> tuple[str, int] | None:
+def reaction_target(work: Issue | Comment | Continue | PlanRequest | Go | Allow | ReviewComment | Review | CheckSuite
+                    ) -> tuple[str, int] | None:
     """What the job puts its 👀 on: the comment that asked, or the labeled issue. None for a review: GitHub
     has no reactions on reviews (https://docs.github.com/en/rest/reactions), and one on a single comment
     would read as "only this one"; the tracking comment on the pull request acknowledges it. None for a
     failed check suite too: nobody asked."""
     match work:
-        case Comment() | Continue():
+        case Comment() | Continue() | PlanRequest() | Go() | Allow():
             return ("comment", work.comment_id)
         case ReviewComment():
             return ("review_comment", work.comment_id)
@@ -198,7 +253,7 @@ def reaction_target(work: Issue | Comment | Continue | ReviewComment | Review | 
 def asked_by(work: Work) -> str:
     """A stable name for the request itself, so a refusal is answered once however often it comes."""
     match work:
-        case Comment() | Continue() | ReviewComment():
+        case Comment() | Continue() | PlanRequest() | Go() | Allow() | ReviewComment():
             return str(work.comment_id)
         case Review():
             return f"review-{work.review_id}"

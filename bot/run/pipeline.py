@@ -31,6 +31,7 @@ from bot.run.instructions import Instructions, load_instructions
 from bot.run.messages import commit_message, repo_facts, review_hand_back
 from bot.run.repo_config import RepoConfig, load_repo_config
 from bot.run.restart import Restarting
+from bot.run.self_review import Outcome, SelfReview, with_review
 from bot.run.result import Figures, RunResult, state_of, write_record
 from bot.run.setup import plan_setup_cache, run_setup
 from bot.run.setup_cache import RunCache
@@ -80,6 +81,7 @@ class Ran:
     verification: Verification  # decode.yml's `verify:` (bot.run.verify), with each check's output
     run_dir: Path
     workspace: Workspace | None = None
+    review: Outcome | None = None  # decode.yml's `review: true` (bot.run.self_review)
 
     @property
     def transcript_jsonl(self) -> Path:
@@ -118,6 +120,7 @@ class _Work:
     blocked: dict[str, int]
     hand: HandBack
     restarts: tuple[str, ...]
+    review: Outcome | None = None
 
 
 @dataclass(frozen=True)
@@ -247,7 +250,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
                          max_restarts=ctx.settings.sandbox.max_restarts, record=ctx.transcript.record,
                          progress=ctx.progress)
     try:
-        agent, verification = run_the_agent(ctx, repo, sandbox, model)
+        agent, verification, review = run_the_agent(ctx, repo, sandbox, model)
         blocked = sandbox.blocked()
         if blocked:
             ctx.transcript.record("egress_blocked", destinations=blocked)
@@ -257,7 +260,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
         elif agent.stop_reason == "sandbox_lost":
             ctx.progress(f"{agent.error}: keeping the work so far")
         hand = sandbox.hand_back(repo.ws.base_sha, **caps) if ctx.job.tools.keeps_changes else HandBack(b"", {})
-        return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts))
+        return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts), review)
     finally:
         sandbox.close()
 
@@ -330,8 +333,10 @@ def set_up(ctx: _Context, sandbox: AgentdSandbox, cache: RunCache | None, config
         ctx.progress(f"setup cache {cache.key[:12]}: {saved}")
 
 
-def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model) -> tuple[AgentResult, Verification]:
-    """The agent loop on the task, with the hand-back review and decode.yml's `verify:` before its answer."""
+def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting,
+                  model: Model) -> tuple[AgentResult, Verification, Outcome | None]:
+    """The agent loop on the task, with the hand-back review, decode.yml's `verify:` and its `review:` before its
+    answer; the agent's result counts the review pass's turns and cost."""
     ctx.transcript.record("phase", name="agent")
     config, settings, redact = repo.config, ctx.settings, ctx.redactor.redact
     network = network_rule(internet=config.network, allow_domains=config.allow_domains,
@@ -339,6 +344,9 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model)
     verifier = Verifier(sandbox, config, ctx.transcript, ctx.progress, redact, ctx.deadline)
     ctx.beside.after_first_request(repo.ws.keep_tree, "decode-keep-tree")  # for the next run, off this one's path
     max_file = settings.sandbox.max_file_mb * MB
+    reviewer = SelfReview(model, sandbox, repo.ws.base_sha, ctx.job.task, settings.budget, ctx.transcript, redact,
+                          ctx.started, dict(settings.model.prices)) \
+        if config.review and ctx.job.tools.keeps_changes else None
     agent = run_agent(
         model=model, sandbox=sandbox,
         system=system_prompt(root=sandbox.root, network=network, instructions=repo.instructions.parts),
@@ -346,9 +354,12 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model)
         recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
         started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript)
-                                  if ctx.job.tools.keeps_changes else None, verifier), tools=ctx.job.tools,
+                                  if ctx.job.tools.keeps_changes else None, verifier, reviewer),
+        tools=ctx.job.tools,
     )
-    return agent, verifier.verification
+    if reviewer is None:
+        return agent, verifier.verification, None
+    return with_review(agent, reviewer.outcome), verifier.verification, reviewer.outcome
 
 
 def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
@@ -367,7 +378,7 @@ def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
         branch=job.branch, attempt=job.attempt, commit=commit, changed=tuple(applied.changed), left_out=left_out,
         blocked=work.blocked, verified=work.verification.verified, stop_reason=agent.stop_reason,
         figures=Figures.of(agent), error=agent.error, exit_code=agent.exit_code, restarts=work.restarts)
-    return Ran(job, result, agent, work.verification, ctx.run_dir, repo.ws)
+    return Ran(job, result, agent, work.verification, ctx.run_dir, repo.ws, work.review)
 
 
 def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:

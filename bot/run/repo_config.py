@@ -44,7 +44,7 @@ from bot.workspace.trusted_files import Git, read_trusted
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
         "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking", "allowed_bots",
-        "attempts")
+        "review", "attempts")
 MAX_CACHE_KEY_FILES = 20
 MAX_VERIFY_ROUNDS = 5
 MAX_ATTEMPTS = 5
@@ -76,6 +76,7 @@ class RepoConfig:
     thinking: str | int | None = None  # "on", "off" or a budget in tokens; None: DECODE_THINKING decides
     allowed_bots: tuple[str, ...] = ()  # bot logins, lower-cased, whose labels and commands start runs
     attempts: int = 1  # how many attempts of a run go at once, the best published (bot/run/attempts.py)
+    review: bool = False  # a read-only pass reviews the diff before the run publishes (bot/run/self_review.py)
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
@@ -89,10 +90,42 @@ def config_of(raw: bytes | None, where: str = "") -> RepoConfig:
     if raw is None:
         return RepoConfig()
     try:
-        data = yaml.safe_load(raw.decode("utf-8"))
+        data = yaml.load(raw.decode("utf-8"), Loader=_Loader)  # noqa: S506 (a SafeLoader)
     except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{PATH}{where} is not valid YAML: {e}") from None
+        raise ConfigError(f"{PATH}{where} is not valid YAML: {_one_line(e)}") from None
     return parse_repo_config(data)
+
+
+def _one_line(e: Exception) -> str:
+    """A YAML error as one line: where and what, without PyYAML's quoted excerpt of the file."""
+    if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
+        return f"line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}: {e.problem}"
+    return " ".join(str(e).split())
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: PyYAML would keep the last one silently,
+    so `network: true` further down than `network: false` would turn the network on unseen."""
+
+
+def _mapping_once(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[object, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults`: its keys may be overridden
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: construct_mapping names it
+            continue
+        if first is not None:
+            raise yaml.YAMLError(f"line {line}: the key {key!r} is given twice (first on line {first}): keep one")
+        seen[key] = line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
 
 
 def parse_repo_config(data: object) -> RepoConfig:
@@ -140,7 +173,18 @@ def parse_repo_config(data: object) -> RepoConfig:
                       thinking=None if data.get("thinking") is None else thinking_value(data["thinking"],
                                                                                          f"{PATH}: thinking"),
                       allowed_bots=parse_allowed_bots(data.get("allowed_bots")),
+                      review=parse_review(data.get("review")),
                       attempts=parse_attempts(data.get("attempts", 1), f"{PATH}: 'attempts'"))
+
+
+def parse_review(value: object) -> bool:
+    """decode.yml's `review`: true makes the run review its own diff before it publishes; default false."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ConfigError(f"{PATH}: 'review' must be true (review the diff before publishing) or false, not "
+                          f"{_shown(value)}")
+    return value
 
 
 def parse_attempts(value: object, where: str) -> int:

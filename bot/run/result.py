@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.loop import AgentResult
+from bot.core.files import write_atomic
 from bot.model.protocol import Usage
 
 RECORD = "record.json"  # in each run directory (bot/workspace/run_dirs.py)
@@ -155,8 +156,7 @@ def write_record(run_dir: Path, result: RunResult) -> Path:
     """record.json: the run's result, in one small file (no secrets: its fields are redacted where they are
     made)."""
     path = run_dir / RECORD
-    path.write_text(json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n")
-    return path
+    return write_atomic(path, json.dumps(result.to_json(), indent=1, sort_keys=True) + "\n", 0o644)
 
 
 def read_record(run_dir: Path | None) -> RunResult | None:

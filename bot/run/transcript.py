@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bot.agent.context import TRIM_AT
+from bot.core.files import write_atomic
 from bot.core.redact import Redactor
 from bot.core.utf8 import utf8_safe
 from bot.run.markdown import code_span, fence, home_of, safe_prose
@@ -104,8 +105,7 @@ class Transcript:
 
     def write_markdown(self) -> Path:
         """Render the events on disk to `transcript.md` and return its path."""
-        self.md_path.write_text(render_markdown(self.events()), encoding="utf-8")
-        return self.md_path
+        return write_atomic(self.md_path, render_markdown(self.events()), 0o644)  # the page may be reading it
 
     def close(self) -> None:
         """Flush to disk and close. Safe to call twice."""

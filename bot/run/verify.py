@@ -141,9 +141,11 @@ class Verifier:
         return replace(check, tail=tail), tail
 
 
-def finish_gate(review: Callable[[], str | None], verifier: Verifier) -> Callable[[bool], str | None]:
+def finish_gate(review: Callable[[], str | None], verifier: Verifier,
+                self_review: Callable[[], str | None] | None = None) -> Callable[[bool], str | None]:
     """The agent loop's `before_finish`: the hand-back review once (at the first answer with budget left),
-    then, at every answer, the verification."""
+    then, at every answer, the verification; once that stands, the self-review (`review: true`, which asks
+    only once) while the budget leaves room for the agent to answer it."""
     reviewed = False
 
     def ask(can_continue: bool) -> str | None:
@@ -152,6 +154,8 @@ def finish_gate(review: Callable[[], str | None], verifier: Verifier) -> Callabl
             reviewed = True
             if message := review():
                 return message
-        return verifier(can_continue)
+        if (message := verifier(can_continue)) is not None:
+            return message
+        return self_review() if can_continue and self_review is not None else None
 
     return ask

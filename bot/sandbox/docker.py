@@ -1,7 +1,7 @@
 """`SANDBOX_MODE=docker`: one long-lived container per sandbox, agentd in one `docker exec -i`.
 
 The container (`spec.image`, default `decode-sandbox:latest` built by
-`sandbox-image/build.sh`) runs `sleep infinity` under `--init` with:
+`decode image build`, bot/sandbox/images.py) runs `sleep infinity` under `--init` with:
 no network but loopback in every phase (`--network none`), memory, cpu and
 pids limits, every capability dropped (`--cap-drop ALL`), `no-new-privileges`,
 as a non-root user (below), the workspace bind-mounted at /workspace, /tmp
@@ -78,6 +78,7 @@ from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.egress_wire import bind_unix
+from bot.sandbox.images import missing_image
 from bot.sandbox.agentd.rpc import CHANNEL_SOCKET
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, out_of_memory, stopped_from_outside
@@ -148,7 +149,7 @@ class DockerLauncher:
         if warm is not None:
             self._adopt(warm)
             return
-        self._check_image(spec.image)
+        image_id(spec.image, self._docker, self._env)
         self.egress = _egress_near(spec.workspace.resolve())
         try:
             self.user = self._user(spec.workspace.resolve())
@@ -193,16 +194,6 @@ class DockerLauncher:
                                   timeout=timeout)
         except subprocess.TimeoutExpired:
             raise SandboxError(f"docker {args[0]} did not answer in {timeout:.0f}s: is the engine healthy?") from None
-
-    def _check_image(self, image: str) -> None:
-        res = self._cli("image", "inspect", "--format", "{{.Id}}", image)
-        if res.returncode == 0:
-            return
-        err = res.stderr.strip()
-        if "no such image" in err.lower():
-            raise _missing(image)
-        raise SandboxError(f"the Docker engine is not answering ({err}): start dockerd or check DOCKER_HOST",
-                           stderr=err)
 
     def _user(self, workspace: Path) -> tuple[int, int]:
         """The uid:gid commands run as: the workspace owner's, or `SANDBOX_UID` (the workspace to be handed to
@@ -257,7 +248,7 @@ class DockerLauncher:
         if res.returncode != 0:
             raise ConfigError(
                 f"DECODE_SANDBOX_IMAGE={image} cannot run agentd: it needs python3 (3.8+) with its standard "
-                f"library on PATH; build the image with sandbox-image/build.sh ({res.stderr.strip()[-300:]})"
+                f"library on PATH; build one with `decode image build IMAGE` ({res.stderr.strip()[-300:]})"
             )
 
     def _kill_all(self) -> None:
@@ -305,11 +296,7 @@ class DockerLauncher:
     @classmethod
     def setup_cache_base(cls, image: str) -> str:
         """The id of `image` on the engine: what a setup cache entry made from it is keyed on."""
-        res = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
-                             text=True, timeout=120)
-        if res.returncode != 0 or not res.stdout.strip():
-            raise _missing(image)
-        return res.stdout.strip()
+        return image_id(image)
 
     @classmethod
     def drop_setup_cache(cls, tag: str) -> bool:
@@ -400,10 +387,21 @@ class DockerLauncher:
             self.slot = None
 
 
-def _missing(image: str) -> ConfigError:
-    """The error for a sandbox image the engine does not have, with how to get it."""
-    return ConfigError(f"the sandbox image {image} (DECODE_SANDBOX_IMAGE, or image: in .github/decode.yml) is not on "
-                       f"this Docker engine: build it with sandbox-image/build.sh or docker pull {image}")
+def image_id(image: str, docker: str = "docker", client_env: Mapping[str, str] | None = None) -> str:
+    """The id of `image` on the engine; `missing_image`'s error when the engine lacks it, a SandboxError when
+    the engine does not answer."""
+    found, env = _engine(docker, client_env)
+    try:
+        res = subprocess.run([found, "image", "inspect", "--format", "{{.Id}}", image], env=env, capture_output=True,
+                             text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise SandboxError("docker image inspect did not answer in 120s: is the engine healthy?") from None
+    if res.returncode == 0 and res.stdout.strip():
+        return res.stdout.strip()
+    if "no such image" in res.stderr.lower():
+        raise missing_image(image)
+    raise SandboxError(f"the Docker engine is not answering ({res.stderr.strip()}): start dockerd or check "
+                       "DOCKER_HOST", stderr=res.stderr)
 
 
 def _chown_tree(top: Path, uid: int, gid: int) -> None:

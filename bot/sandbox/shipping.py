@@ -15,12 +15,13 @@ from __future__ import annotations
 import atexit
 import functools
 import io
-import os
 import shutil
 import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+
+from bot.core.files import write_atomic
 
 PACKAGE = Path(__file__).with_name("agentd")
 MAIN = b"import sys\n\nfrom agentd.rpc import main\n\nsys.exit(main())\n"
@@ -52,11 +53,7 @@ def agentd_file() -> Path:
         atexit.register(shutil.rmtree, _dirs[-1], True)
     path = _dirs[-1] / "agentd.pyz"
     if not path.is_file():
-        fd, tmp = tempfile.mkstemp(dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(zipapp_bytes())
-        os.chmod(tmp, 0o444)
-        os.replace(tmp, path)
+        write_atomic(path, zipapp_bytes(), 0o444)
     return path
 
 

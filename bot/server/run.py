@@ -23,6 +23,7 @@ jobs wait in the store instead of failing on their issues; it is asked again eve
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +77,11 @@ def listen(app: Any, host: str, port: int) -> Any:
 
     from bot.server import MAX_BODY
 
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)  # waitress's own lookup fails as a bare ValueError
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host}: {e.strerror}: give an address of this machine (127.0.0.1, 0.0.0.0, ::) "
+                          "or a name that resolves to one") from None
     try:
         # waitress answers 413 from the headers (or, chunked, as soon as the count passes the limit),
         # before buffering the body; its check is `>=`, Flask's `>`, hence the + 1.

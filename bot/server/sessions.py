@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bot.core.files import write_atomic
 
 DIRECTORY = "sessions"
 
@@ -43,11 +44,7 @@ class Sessions:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         sid = secrets.token_urlsafe(32)
         record = {"login": login, "repos": sorted(r.lower() for r in repos), "expires_at": time.time() + lifetime_s}
-        tmp = self._path(sid).with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
-        tmp.replace(self._path(sid))
+        write_atomic(self._path(sid), json.dumps(record))
         self._prune(lifetime_s)
         return sid
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from bot.core.files import write_atomic
+
 
 class Kept(Protocol):
     key: str
@@ -52,6 +54,4 @@ def write_entry(directory: Path, entry: Kept) -> None:
     """Write `entry` (a dataclass) as `directory/<key>.json`, atomically; the directory is made private."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
-    tmp = directory / f".{entry.key}.json.tmp"
-    tmp.write_text(json.dumps(asdict(entry)))  # type: ignore[call-overload]
-    tmp.replace(directory / f"{entry.key}.json")
+    write_atomic(directory / f"{entry.key}.json", json.dumps(asdict(entry)))  # type: ignore[call-overload]

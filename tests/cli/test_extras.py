@@ -28,14 +28,18 @@ def without(tmp_path: Path, module: str, args: list[str], env: dict[str, str]) -
 
 @pytest.mark.parametrize(("module", "args", "env", "says"), [
     ("flask", ["serve", "--port", "{port}"], SERVE,
-     "decode serve needs flask, which is not installed: pip install 'decode-bot[server]'"),
+     "decode serve needs flask, which is not installed: pip install 'decode-bot[server] @ "
+     "git+https://github.com/decode-bot/decode-bot'"),
     ("flask", ["worker"], SERVE,
-     "decode worker needs flask, which is not installed: pip install 'decode-bot[server]'"),
+     "decode worker needs flask, which is not installed: pip install 'decode-bot[server] @ "
+     "git+https://github.com/decode-bot/decode-bot'"),
     ("psycopg", ["serve", "--port", "{port}"], {**SERVE, "DECODE_DATABASE_URL": "postgresql://decode@127.0.0.1:1/none"},
-     "DECODE_DATABASE_URL needs psycopg, which is not installed: pip install 'decode-bot[postgres]'"),
+     "DECODE_DATABASE_URL needs psycopg, which is not installed: pip install 'decode-bot[postgres] @ "
+     "git+https://github.com/decode-bot/decode-bot'"),
     ("modal", ["run", "--repo", "{repo}", "Fix the weekend check"],
      {"SANDBOX_MODE": "modal", "GITHUB_TOKEN": "ghp_" + "0" * 36},
-     "SANDBOX_MODE=modal needs modal, which is not installed: pip install 'decode-bot[modal]'"),
+     "SANDBOX_MODE=modal needs modal, which is not installed: pip install 'decode-bot[modal] @ "
+     "git+https://github.com/decode-bot/decode-bot'"),
 ], ids=["serve without server", "worker without server", "serve on postgres without psycopg", "run on modal"])
 def test_a_missing_extra_is_one_line_naming_what_to_install(tmp_path, buggy_repo, fake_anthropic, module, args, env,
                                                             says):

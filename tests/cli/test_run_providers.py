@@ -86,7 +86,8 @@ def test_a_wrong_aws_secret_is_one_line_naming_the_aws_variables(fake_bedrock, f
      "DECODE_PROVIDER=bedrock: the AWS configuration cannot be read (The config profile (nosuch) could not be "
      "found): check AWS_PROFILE"),
     ({"PYTHONPATH": "{blocker}:{root}"}, "DECODE_PROVIDER=bedrock needs boto3, which is not installed: "
-                                         "pip install 'decode-bot[bedrock]'"),
+                                         "pip install 'decode-bot[bedrock] @ "
+                                         "git+https://github.com/decode-bot/decode-bot'"),
     ({"DECODE_PROVIDER": "vertex"}, "DECODE_PROVIDER=vertex: CLOUD_ML_REGION is not set"),
     ({"DECODE_PROVIDER": "vertex", "CLOUD_ML_REGION": "us-east5"},
      "DECODE_PROVIDER=vertex: ANTHROPIC_VERTEX_PROJECT_ID is not set"),

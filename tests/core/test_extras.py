@@ -13,7 +13,7 @@ def test_a_module_of_the_extra_names_the_install():
     with pytest.raises(ConfigError) as caught, requires_extra("postgres", "DECODE_DATABASE_URL"):
         raise ModuleNotFoundError("No module named 'psycopg.pq'", name="psycopg.pq")
     assert str(caught.value) == ("DECODE_DATABASE_URL needs psycopg, which is not installed: "
-                                 "pip install 'decode-bot[postgres]'")
+                                 "pip install 'decode-bot[postgres] @ git+https://github.com/decode-bot/decode-bot'")
 
 
 def test_another_import_error_passes_unchanged():

@@ -36,7 +36,8 @@ def spec(workspace: Path, image: str = IMAGE) -> SandboxSpec:
 def test_missing_image_says_how_to_build_it(workspace: Path) -> None:
     with pytest.raises(ConfigError, match=r"the sandbox image decode-nope:0 \(DECODE_SANDBOX_IMAGE, or image: in "
                                           r"\.github/decode\.yml\) is not on this Docker engine: build it with "
-                                          r"sandbox-image/build.sh or docker pull decode-nope:0"):
+                                          r"`decode image build decode-nope:0` \(a few minutes\), or docker pull "
+                                          r"decode-nope:0 from a registry that has it"):
         DockerLauncher(spec(workspace, "decode-nope:0"))
 
 
