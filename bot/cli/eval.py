@@ -25,6 +25,7 @@ from bot.eval.runner import Judge, Outcome, run_task
 from bot.eval.swebench import is_instance_file, read_instances, write_outputs
 from bot.eval.summary import Results, last_lines, table
 from bot.eval.tasks import Task, read_tasks
+from bot.run.repo_config import parse_attempts
 from bot.sandbox import close_all
 from bot.workspace.clone import git_url
 
@@ -47,6 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--parallel", type=int, default=1, metavar="N", help="run N tasks at once (default 1)")
     p.add_argument("--max-turns", type=int, help="turn cap of each task (DECODE_MAX_TURNS)")
     p.add_argument("--max-cost", type=float, help="cost cap in USD of each task (DECODE_MAX_COST_USD)")
+    p.add_argument("--attempts", type=int, default=1, metavar="N", help="N attempts of each task (1-5): the "
+                                                                        "verify-picked score and pass@N side by side")
     p.add_argument("--test-cmd", metavar="CMD", help="SWE-bench instances: the command that runs the tests and prints "
                                                      "each one's status, e.g. 'python3 -m pytest -rA' (an instance's "
                                                      "own test_cmd wins)")
@@ -64,6 +67,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                                 "FILE"),
            (args.write is not None, "--write goes with --from-history: to run a task file, give it alone"),
            (args.parallel < 1, f"--parallel {args.parallel} is not valid: give 1 or more tasks at once"))
+    parse_attempts(args.attempts, "--attempts")
     settings = with_budget_flags(settings.replace(pool_size=0), args)
     instances = read_instances(Path(args.tasks), args.test_cmd) if is_instance_file(Path(args.tasks)) else None
     refuse((instances is None and args.test_cmd is not None, "--test-cmd goes with SWE-bench instances (a task "
@@ -77,7 +81,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--out {out}: cannot write results.jsonl there ({e.strerror}): give a directory") from None
     started = time.monotonic()
     try:
-        outcomes = run_all(tasks, settings, out, results, args.parallel, judges)
+        outcomes = run_all(tasks, settings, out, results, args.parallel, judges, args.attempts)
     finally:
         results.close()
     report = [] if instances is None else [f"SWE-bench: {write_outputs(out, instances, outcomes, settings.model.name)}"]
@@ -94,7 +98,7 @@ def refuse(*rules: tuple[bool, str]) -> None:
 
 
 def run_all(tasks: list[Task], settings: Settings, out: Path, results: Results, parallel: int,
-            judges: dict[str, Judge]) -> list[Outcome]:
+            judges: dict[str, Judge], attempts: int = 1) -> list[Outcome]:
     """Every task, `parallel` at a time on threads (each its own run id, sandbox and branch), in file order;
     a task in `judges` has its checks judged by it (SWE-bench's per-test rule)."""
     lock = threading.Lock()
@@ -104,7 +108,8 @@ def run_all(tasks: list[Task], settings: Settings, out: Path, results: Results, 
             with lock:
                 print(f"[{task.id}] {line}", file=sys.stderr, flush=True)
 
-        outcome = run_task(task, settings, lambda repo: resolve(repo, settings), out, progress, judges.get(task.id))
+        outcome = run_task(task, settings, lambda repo: resolve(repo, settings), out, progress, judges.get(task.id),
+                           attempts)
         progress(f"{outcome.status} ({outcome.seconds:.1f}s)")
         results.add(outcome)
         return outcome

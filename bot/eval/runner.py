@@ -27,7 +27,8 @@ from bot.core.errors import DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.eval.tasks import Task
 from bot.run.beside import Beside
-from bot.run.pipeline import Job, execute
+from bot.run.attempts import run_attempts
+from bot.run.pipeline import Job, Ran, execute
 from bot.run.repo_config import PATH as CONFIG_PATH, RepoConfig, load_repo_config
 from bot.run.setup import run_setup
 from bot.run.transcript import Transcript
@@ -62,6 +63,8 @@ class Outcome:
     reason: str | None = None
     changes_config: bool = False  # the result changes .github/decode.yml (the check used the base's)
     patch: str = ""  # the result's diff from the base (empty when nothing was committed); not in results.jsonl
+    attempts: int = 1  # `--attempts N`: the status is the verify-picked attempt's, turns and cost all of theirs
+    pass_at_n: bool = False  # with attempts: whether any attempt resolved the task
 
     def to_json(self) -> dict[str, object]:
         """The contract's fields, `reason` when there is one, and `changes_decode_yml` when true."""
@@ -72,16 +75,18 @@ class Outcome:
             data["reason"] = self.reason
         if self.changes_config:
             data["changes_decode_yml"] = True
+        if self.attempts > 1:
+            data.update(attempts=self.attempts, pass_at_n=self.pass_at_n)
         return data
 
 
 def run_task(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress,
-             judge: Judge = None) -> Outcome:
+             judge: Judge = None, attempts: int = 1) -> Outcome:
     """Run `task` to its outcome, its checks judged by `judge`; any error (a clone, the sandbox, the model) is
     its `error` outcome, never an exception, so the other tasks go on."""
     started = time.monotonic()
     try:
-        return _run(task, settings, resolve, out, progress, started, judge)
+        return _run(task, settings, resolve, out, progress, started, judge, attempts)
     except Exception as e:  # noqa: BLE001 - one task's failure is its outcome, whatever it was
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         progress(f"error: {reason}")
@@ -96,7 +101,7 @@ def passes(result: CommandResult, judge: Judge) -> bool:
 
 
 def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress,
-         started: float, judge: Judge) -> Outcome:
+         started: float, judge: Judge, attempts: int) -> Outcome:
     source, token = resolve(task.repo)
     logs = out / "checks" / slug(task.id)
     progress(f"checking the base {task.base}")
@@ -112,22 +117,42 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
     run_id = Job.new_run_id()
     job = Job(repo=source, task=task.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id,
               base=task.base, token=token)
-    ran = execute(job, settings, progress=progress)
-    result, figures = ran.result, ran.result.figures
-    status, reason = "unresolved", None
+    if attempts == 1:
+        ran = execute(job, settings, progress=progress)
+        rans, shown = [ran], ran
+    else:  # what the bot would publish: the picked attempt, else (none passed verify) the first that finished
+        chosen, _, found = run_attempts(job, settings, attempts, progress)
+        rans = [r for r in found if r is not None]
+        if not rans:
+            raise DecodeError(f"none of the {attempts} attempts finished (see {out})")
+        shown = chosen or rans[0]
+    verdicts = [_verdict(task, settings, r, config, logs / ("result" if attempts == 1 else f"result-{n}"), judge,
+                         progress) for n, r in enumerate(rans, 1)]
+    status, reason = verdicts[rans.index(shown)]
+    result = shown.result
+    every = [r.result.figures for r in rans if r.result.figures]
+    return Outcome(task.id, status, turns=sum(f.turns for f in every), cost_usd=sum(f.cost_usd for f in every),
+                   seconds=time.monotonic() - started, branch=job.branch if result.commit else None,
+                   transcript=str(shown.transcript_md), reason=reason, changes_config=CONFIG_PATH in result.changed,
+                   patch=_diff(shown.workspace.clean, shown.workspace.base_sha, job.branch)
+                   if result.commit and shown.workspace else "",
+                   attempts=attempts, pass_at_n=any(v[0] == "resolved" for v in verdicts))
+
+
+def _verdict(task: Task, settings: Settings, ran: Ran, config: RepoConfig, log_dir: Path, judge: Judge,
+             progress: Progress) -> tuple[str, str | None]:
+    """One run's status and reason: its result checked (a run that committed nothing is unresolved; one
+    that ended in an error and resolved nothing is an error)."""
+    result = ran.result
     if result.commit is not None and ran.workspace is not None:
         progress("checking the result")
-        after, _ = run_check(task.check, settings, str(ran.workspace.clean), job.branch, None, logs / "result",
+        after, _ = run_check(task.check, settings, str(ran.workspace.clean), ran.job.branch, None, log_dir,
                              config=config)
-        status = "resolved" if passes(after, judge) else status
-    if status == "unresolved" and result.stop_reason == "error":
-        status, reason = "error", result.error or "the run ended in an error"
-    return Outcome(task.id, status, turns=figures.turns if figures else 0,
-                   cost_usd=figures.cost_usd if figures else 0.0, seconds=time.monotonic() - started,
-                   branch=job.branch if result.commit else None, transcript=str(ran.transcript_md), reason=reason,
-                   changes_config=CONFIG_PATH in result.changed,
-                   patch=_diff(ran.workspace.clean, ran.workspace.base_sha, job.branch) if result.commit and ran.workspace
-                   else "")
+        if passes(after, judge):
+            return "resolved", None
+    if result.stop_reason == "error":
+        return "error", result.error or "the run ended in an error"
+    return "unresolved", None
 
 
 def _diff(clean: Path, base: str, branch: str) -> str:
