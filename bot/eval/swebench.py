@@ -135,9 +135,8 @@ def check_command(base: str, test_patch: str, test_cmd: str) -> str:
     body = test_patch if test_patch.endswith("\n") else test_patch + "\n"
     touched = sorted(set(re.findall(r"^--- a/(.+?)\s*$", test_patch, flags=re.MULTILINE)))
     restore = [f"git checkout -q {shlex.quote(base)} -- {shlex.quote(path)} 2>/dev/null || true" for path in touched]
-    return "\n".join([*restore,
-                      f"git apply --whitespace=nowarn - <<'{end}' || {{ echo '{APPLY_FAILED}'; exit 97; }}\n{body}{end}",
-                      test_cmd])
+    apply = f"git apply --whitespace=nowarn - <<'{end}' || {{ echo '{APPLY_FAILED}'; exit 97; }}"
+    return "\n".join([*restore, f"{apply}\n{body}{end}", test_cmd])
 
 
 def parse_statuses(log: str) -> dict[str, str]:
@@ -183,7 +182,8 @@ def write_outputs(out: Path, instances: Sequence[Instance], outcomes: Sequence[O
         "total_instances": len(instances), "submitted_instances": len(asked), "completed_instances": len(completed),
         "resolved_instances": len(ids["resolved"]), "unresolved_instances": len(ids["unresolved"]),
         "empty_patch_instances": len(empty), "error_instances": len(errors),
-        "completed_ids": completed, "incomplete_ids": sorted({i.instance_id for i in instances} - {o.id for o in asked}),
+        "completed_ids": completed,
+        "incomplete_ids": sorted({i.instance_id for i in instances} - {o.id for o in asked}),
         "empty_patch_ids": sorted(empty), "submitted_ids": sorted(o.id for o in asked),
         "resolved_ids": ids["resolved"], "unresolved_ids": ids["unresolved"], "error_ids": errors,
         "schema_version": 2,

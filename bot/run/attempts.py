@@ -31,7 +31,7 @@ class Attempt:
     turns: int = 0
     cost_usd: float = 0.0
     transcript: str = ""
-    error: str | None = None  # why it has no result (it failed, or could not start)
+    error: str | None = None  # why it did not finish ("error: ...", "stopped: max_cost"): never picked
 
 
 def pick(attempts: Sequence[Attempt]) -> Attempt | None:
@@ -72,7 +72,8 @@ def run_attempts(job: Job, settings: Settings, count: int, progress: Progress,
             ran = future.result()
         except Exception as e:  # noqa: BLE001 - one attempt's failure is its line in the list, the others go on
             rans.append(None)
-            attempts.append(Attempt(number, "none", 0, error=str(e).splitlines()[0] if str(e) else type(e).__name__))
+            said = str(e).splitlines()[0] if str(e) else type(e).__name__
+            attempts.append(Attempt(number, "none", 0, error=f"error: {said}"))
             continue
         rans.append(ran)
         attempts.append(attempt_of(number, ran))
@@ -85,7 +86,9 @@ def attempt_of(number: int, ran: Ran) -> Attempt:
     figures = ran.result.figures
     return Attempt(number, ran.verification.verified, changed_lines(ran), turns=figures.turns if figures else 0,
                    cost_usd=figures.cost_usd if figures else 0.0, transcript=str(ran.transcript_md),
-                   error=ran.result.error if ran.result.stop_reason == "error" else None)
+                   error=None if ran.result.stop_reason == "completed" else
+                   f"error: {ran.result.error}" if ran.result.stop_reason == "error" else
+                   f"stopped: {ran.result.stop_reason}")  # a cap (its share of the cost), an interrupt
 
 
 def changed_lines(ran: Ran) -> int:
@@ -106,7 +109,7 @@ def table(attempts: Sequence[Attempt], chosen: Attempt | None) -> list[str]:
     rows = ["| attempt | verify | changed lines | turns | cost | transcript |", "| --- | --- | --- | --- | --- | --- |"]
     for a in attempts:
         mark = " (published)" if chosen is not None and a.number == chosen.number else ""
-        verify = f"error: {a.error}" if a.error else a.verified
+        verify = a.error or a.verified
         rows.append(f"| {a.number}{mark} | {verify} | {a.changed_lines} | {a.turns} | ${a.cost_usd:.4f} | "
                     f"{a.transcript or '-'} |")
     return rows
@@ -119,4 +122,5 @@ def why(attempts: Sequence[Attempt], chosen: Attempt | None) -> str:
     if chosen.verified == "none":
         return (f"attempt {chosen.number} of {len(attempts)}: there was nothing to verify by (no `verify:` in "
                 ".github/decode.yml), so the fewest changed lines of those that changed anything")
-    return f"attempt {chosen.number} of {len(attempts)}: it passed `verify`, with the fewest changed lines of those that did"
+    return (f"attempt {chosen.number} of {len(attempts)}: it passed `verify`, with the fewest changed lines of those "
+            "that did")
