@@ -40,7 +40,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -209,7 +209,7 @@ def main() -> int:
     with ExitStack() as stack:
         try:
             database_url = stack.enter_context(bench_database(args.database_url))
-            stores["postgresql"] = replace(sqlite, database_url=database_url)
+            stores["postgresql"] = sqlite.replace(database_url=database_url)
         except psycopg.Error as e:
             problem = " ".join(Settings(database_url=args.database_url).redactor.redact(str(e)).split())
             print(f"postgresql: cannot use the server, so no PostgreSQL row ({problem}); "

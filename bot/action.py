@@ -30,7 +30,7 @@ from bot.github.job import JobContext, run_github_job
 from bot.model import Model, make_model
 from bot.run.pipeline import Job
 from bot.run.transcript import render_figures
-from bot.run.result import write_record
+from bot.sandbox import preflight
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
 from bot.github.work import Dispatch, Work
 
@@ -105,6 +105,7 @@ def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conc
     """The settings, the work, the token and the model for this event, or the skipped conclusion;
     a `ConfigError` for anything that cannot work."""
     settings = Settings.from_env(env, **runner_sandbox(env), pool_size=0)  # one run: no warm pool
+    preflight(settings.sandbox.mode)
     event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
     repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
     event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")
@@ -138,10 +139,8 @@ def read_event(path: str) -> dict:
 
 def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     """Write the step outputs and the job summary; the exit status for the conclusion."""
-    result = conclusion.result(env.get("GITHUB_RUN_ID", ""))
+    result = conclusion.recorded(env.get("GITHUB_RUN_ID", ""))  # the artifact's record.json: what the outputs say
     ran = conclusion.ran
-    if ran is not None:  # the artifact's record.json holds what the outputs say, links included
-        write_record(ran.run_dir, result)
     outputs = {"pr_url": result.pr_url or "", "branch": result.branch or "", "conclusion": result.state,
                "verified": result.verified, "cost_usd": f"{result.figures.cost_usd if result.figures else 0.0:.4f}",
                "transcript_path": str(ran.run_dir) if ran is not None else ""}

@@ -79,7 +79,8 @@ class CallLost(RunLost):
 class FunctionCall(Protocol):
     """The part of `modal.FunctionCall` the dispatcher uses (`run_job.spawn` returns one)."""
 
-    object_id: str
+    @property
+    def object_id(self) -> str: ...
 
     def get(self, timeout: float | None = None) -> Any:
         """The call's return value; the builtin TimeoutError while it runs, another exception if it died."""

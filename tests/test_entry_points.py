@@ -86,7 +86,7 @@ class Done:
 class Row:
     """One input on one entry point: `argv` after the command ({repo}, {tmp}, {issue}, {port} filled in),
     `env` on top of the entry point's, `arrange(world)` for the rest; the exit status and what the
-    last line of stderr says. A row with `until` runs until that holds, then gets SIGTERM."""
+    last line of stderr says. A row with `until` runs until that holds, then gets `signum`."""
 
     entry: str  # run | action | serve | worker
     code: int
@@ -97,6 +97,7 @@ class Row:
     until: Callable[[World, Path], bool] | None = None
     check: Callable[[World, Done], None] | None = None
     api: bool = False  # talk to the fake Messages API; else replay `World.turns` (DECODE_MODEL=scripted:)
+    signum: int = signal.SIGTERM  # what a row with `until` is sent
 
 
 # -- arrangements and checks --------------------------------------------------------------------------------
@@ -486,7 +487,7 @@ def launch(row: Row, w: World, marker: str) -> Done:
                 assert time.monotonic() < deadline, f"timed out: {err.read_text()}"
                 time.sleep(0.1)
         finally:
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(row.signum)
             code = proc.wait(timeout=30)
         done = Done(code, out.read_text(errors="replace"), err.read_text(errors="replace"))
     if row.entry == "action":
@@ -531,7 +532,11 @@ def world(fake_github, fake_anthropic, tmp_path) -> World:
 
 @pytest.mark.parametrize("row", PARAMS)
 def test_entry_point_input(world: World, row: Row):
-    w = world
+    exercise(world, row)
+
+
+def exercise(w: World, row: Row) -> Done:
+    """`row` run through its entry point in `w`, with what every row asserts; what it did."""
     w.argv, w.env = list(row.argv), dict(row.env)
     if row.arrange is not None:
         row.arrange(w)
@@ -555,3 +560,4 @@ def test_entry_point_input(world: World, row: Row):
         assert done.summary.strip(), everything
     if row.check is not None:
         row.check(w, done)
+    return done

@@ -231,7 +231,7 @@ def render_turns(task: str, earlier: str, messages: list[Message], *, limit: int
             elif kind == "tool_result":
                 output = _clip(_text_of(block), RESULT_CHARS)
                 failed = " (failed)" if block.get("is_error") else ""
-                lines.append(f"result of {_describe(uses.get(block.get('tool_use_id')), {})}{failed}:\n{output}")
+                lines.append(f"result of {_describe(uses.get(block.get('tool_use_id') or ''), {})}{failed}:\n{output}")
     return _clip("\n\n".join(lines), limit)
 
 
@@ -260,7 +260,7 @@ def _trimmable(block: dict[str, Any]) -> bool:
 
 def _trimmed(block: dict[str, Any], uses: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The tool_result `block` with its content replaced by a note of what it was and how to get it again."""
-    use = uses.get(block.get("tool_use_id")) or {}
+    use = uses.get(block.get("tool_use_id") or "") or {}
     again = "run it again" if use.get("name") == "bash" else f"call {use.get('name', 'the tool')} again"
     note = (f"{NOTE_PREFIX}the {'output' if use.get('name') == 'bash' else 'result'} of {_describe(use, {})} "
             f"({len(_text_of(block)):,} chars); {again} if you need it]")

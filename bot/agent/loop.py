@@ -1,7 +1,8 @@
 """The agent loop: ask the model, run its tool calls in the sandbox, repeat.
 
 The run ends when the model answers without a tool call (that answer is the
-summary), at the first budget cap (turns, tokens, USD or wall clock), or at an
+summary), at the first budget cap (turns, tokens, USD, wall clock, or the disk: the
+backend stops the sandbox and the next call says so), or at an
 interrupt (Ctrl-C, or SIGTERM where the entry point turns it into one). A cap, a
 model error or an interrupt never throws the work away: the loop returns what it
 has, marked with the reason, and the pipeline hands the workspace back as usual.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,7 +24,7 @@ from bot.model import Model, ModelInfo, PromptTooLong, Reply, Usage
 from bot.model.pricing import cost_usd
 from bot.model.thinking import ThinkingPlan
 from bot.sandbox import Sandbox
-from bot.sandbox.protocol import SandboxLost
+from bot.sandbox.protocol import CapReached, SandboxLost
 
 MAX_OUTPUT_TOKENS = 16_000  # room for the answer (at most a quarter of a small window); thinking gets more
 SUMMARY_SYSTEM = (
@@ -39,6 +40,7 @@ STOP_MESSAGES = {
     "max_tokens": "stopped at the token budget",
     "max_cost": "stopped at the cost budget",
     "wall_clock": "stopped at the time limit",
+    "max_disk": "stopped at the disk cap",
     "error": "stopped by an error",
     "interrupted": "stopped by an interrupt",
     "sandbox_lost": "stopped: the sandbox died and the run could not go on in a new one",
@@ -46,7 +48,7 @@ STOP_MESSAGES = {
 
 
 class Recorder(Protocol):
-    def record(self, type: str, **fields: Any) -> None: ...
+    def record(self, type: str, **fields: Any) -> object: ...
 
 
 @dataclass
@@ -119,7 +121,7 @@ def run_agent(
     task: str,
     budget: Budget,
     recorder: Recorder,
-    prices: dict[str, dict[str, float]] | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
     progress: Callable[[str], None] = lambda line: None,
     redact: Callable[[str], str] = lambda text: text,
     before_finish: Callable[[bool], str | None] | None = None,
@@ -146,8 +148,9 @@ def run_agent(
     told in `progress` lines and `model_progress` events while it streams. `info` is the model's figures when the
     caller has them already (the pipeline asks once, to plan thinking from them too), else they are asked here.
     `after_tools` runs after each turn's tool calls (the pipeline checkpoints a copied workspace there,
-    bot/run/restart.py); a `SandboxLost` from a call stops the run as incomplete, its work kept. `tools` is what
-    the model is offered and how each call runs (the run's `Toolset`), the same every turn.
+    bot/run/restart.py); a `SandboxLost` from a call, or a `CapReached` from a call or from `before_finish`,
+    stops the run as incomplete, its work kept. `tools` is what the model is offered and how each call runs (the
+    run's `Toolset`), the same every turn.
     """
     meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
@@ -183,6 +186,8 @@ def _converse(turn: _Turn, messages: list[dict[str, Any]], tools: Toolset, sandb
                 return turn.finish("completed", reply.text)
             try:
                 results = _call_tools(reply.tool_uses, tools, sandbox, meter, turn.recorder, turn.progress, redact)
+            except CapReached:
+                raise
             except SandboxLost as e:
                 return turn.finish("sandbox_lost", last_text, error=str(e))
             except DecodeError as e:
@@ -191,6 +196,8 @@ def _converse(turn: _Turn, messages: list[dict[str, Any]], tools: Toolset, sandb
             after_tools()
     except KeyboardInterrupt:
         return turn.finish("interrupted", last_text)
+    except CapReached as e:  # the backend stopped the sandbox (the disk cap), under a tool call or a check
+        return turn.finish(e.stop_reason, last_text, error=str(e))
 
 
 @dataclass
@@ -201,7 +208,7 @@ class _Turn:
     system: str
     meter: _Meter
     recorder: Recorder
-    prices: dict[str, dict[str, float]] | None
+    prices: Mapping[str, Mapping[str, float]] | None
     progress: Callable[[str], None]
     context: Context
     thinking: dict[str, Any] | None  # the request's `thinking` (None: off); a summary never thinks
@@ -259,7 +266,7 @@ class _Turn:
 
 
 def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, meter: _Meter, recorder: Recorder,
-         prices: dict[str, dict[str, float]] | None, *, max_tokens: int,
+         prices: Mapping[str, Mapping[str, float]] | None, *, max_tokens: int,
          tools: list[dict[str, Any]], purpose: str | None = None, thinking: dict[str, Any] | None = None,
          progress: Callable[[str], None] | None = None, context_management: dict[str, Any] | None = None) -> Reply:
     """One model turn, recorded (the request with the messages after the first `sent`, and the context edits it
@@ -307,10 +314,11 @@ def _call_tools(uses: list[dict[str, Any]], tools: Toolset, sandbox: Sandbox, me
                          redact=redact)
         took = time.monotonic() - began
         recorder.record("tool_result", turn=meter.turns, id=use["id"], name=use["name"],
-                        output=obs.text, is_error=obs.is_error, duration_s=took)
+                        output=obs.text, is_error=obs.is_error, duration_s=took,
+                        **({"images": len(obs.images)} if obs.images else {}))
         progress(_progress_line(meter, use, took, obs.is_error))
         results.append({"type": "tool_result", "tool_use_id": use["id"],
-                        "content": obs.text or "(no output)", "is_error": obs.is_error})
+                        "content": obs.content(), "is_error": obs.is_error})
     return results
 
 
@@ -327,7 +335,8 @@ def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
     recorder.record("run_end", stop_reason=reason, summary=summary, turns=meter.turns,
                     usage=_usage_dict(meter.usage), cost_usd=meter.cost, wall_s=result.seconds, error=error,
                     trims=meter.trims)
-    progress(f"done: {STOP_MESSAGES[reason]} after {meter.turns} turns, "
+    said = STOP_MESSAGES[reason] if reason == "completed" else "stopped"  # the reason: the caller's last line
+    progress(f"done: {said} after {meter.turns} turns, "
              f"{meter.usage.total:,} tokens, ${meter.cost:.4f}, {result.seconds:.1f}s")
     return result
 

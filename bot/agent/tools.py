@@ -31,8 +31,17 @@ READ_LIMIT_LINES = 2000
 
 @dataclass(frozen=True)
 class Observation:
+    """A tool call's answer: text for the model, whether it failed, and images (Messages API image blocks; an
+    MCP tool's)."""
+
     text: str
     is_error: bool = False
+    images: tuple[dict[str, Any], ...] = ()
+
+    def content(self) -> str | list[dict[str, Any]]:
+        """The `tool_result` block's content."""
+        text = self.text or "(no output)"
+        return [{"type": "text", "text": text}, *self.images] if self.images else text
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -231,7 +240,7 @@ class Toolset:
         The text is passed through `redact` whole, then truncated to fit the model's context.
         """
         obs = self._call(sb, name, args, time_left)
-        return Observation(truncate(redact(utf8_safe(obs.text))), obs.is_error)
+        return Observation(truncate(redact(utf8_safe(obs.text))), obs.is_error, obs.images)
 
     def _call(self, sb: Sandbox, name: str, args: Any, time_left: float) -> Observation:
         tool = self._by_name.get(name)

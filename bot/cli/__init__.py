@@ -23,20 +23,19 @@ import sys
 import tempfile
 import threading
 import traceback
+from typing import NoReturn
 
-from bot.cli import eval as eval_door
-from bot.cli.cache import cmd_cache
-from bot.cli.run import cmd_run
 from bot.cli.streams import guarded_streams
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError, Interrupted
 from bot.core.extras import requires_extra
+from bot.sandbox import preflight
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error as one line like every other error."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -99,6 +98,36 @@ An image that exists and carries that toolchain is kept unless --force.
 exit status: 0 the image is there, 1 the build failed, 2 something to fix first (one line naming it)."""
 
 
+EVAL_HELP = """Each line of TASKS.jsonl: {"id", "repo" (a local path, git URL or OWNER/NAME), "base" (commit or
+branch), "task", "check" (a shell command run in the sandbox: exit 0 = resolved)}. The check runs on the base
+first (passing there: `invalid`, the model is not asked), then on the run's result. DIR/results.jsonl gets one
+object a task: id, status (resolved, unresolved, invalid, error), turns, cost_usd, seconds, branch, transcript.
+--from-history REPO --write TASKS.jsonl makes a task file from REPO's merged pull requests that changed tests
+(GITHUB_TOKEN). Guide: docs/eval.md.
+exit status: 0 every task ran, 1 a task errored, 2 a bad input or setting (one line naming the fix)."""
+
+
+def add_eval_parser(sub: argparse._SubParsersAction) -> None:
+    """`decode eval`'s arguments."""
+    p = sub.add_parser("eval", help="run a task file and measure how many tasks the agent resolves",
+                       description=EVAL_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("tasks", nargs="?", metavar="TASKS.jsonl", help="the task file (one JSON object a line)")
+    p.add_argument("--out", metavar="DIR", help="where results.jsonl and the checks' logs go "
+                                                "(default: decode-eval-YYYYmmdd-HHMMSS)")
+    p.add_argument("--parallel", type=int, default=1, metavar="N", help="run N tasks at once (default 1)")
+    p.add_argument("--max-turns", type=int, help="turn cap of each task (DECODE_MAX_TURNS)")
+    p.add_argument("--max-cost", type=float, help="cost cap in USD of each task (DECODE_MAX_COST_USD)")
+    p.add_argument("--attempts", type=int, default=1, metavar="N", help="N attempts of each task (1-5): the "
+                                                                        "verify-picked score and pass@N side by side")
+    p.add_argument("--test-cmd", metavar="CMD", help="SWE-bench instances: the command that runs the tests and prints "
+                                                     "each one's status, e.g. 'python3 -m pytest -rA' (an instance's "
+                                                     "own test_cmd wins)")
+    p.add_argument("--from-history", metavar="REPO", help="write tasks from REPO's merged pull requests (OWNER/NAME)")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="with --from-history: at most N tasks "
+                                                                       "(default 20)")
+    p.add_argument("--write", metavar="TASKS.jsonl", help="with --from-history: the task file to write")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="decode", description="A sandboxed coding agent that turns tasks into branches and pull "
                      "requests.", epilog=f"{SETTINGS}\n\n{EXIT_STATUS}", formatter_class=argparse.RawTextHelpFormatter)
@@ -132,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate the settings and .github/decode.yml; say what a run would do",
                            description=CHECK_HELP)
     check.add_argument("--repo", default=".", help="a local path or owner/name on GitHub (default: .)")
+    check.add_argument("--start", action="store_true", help="start each MCP server of decode.yml in a sandbox "
+                                                             "(after setup) and list its tools (a local repository)")
     check.add_argument("--file", metavar="PATH", help="check this decode.yml instead of the repository's")
     image = sub.add_parser("image", help="the docker sandbox's image: build it on this machine")
     build = image.add_subparsers(dest="image_command", required=True).add_parser(
@@ -150,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="the runs DECODE_DATA_DIR holds, newest first: id, repository, state, "
                                        "PR or branch, cost, time")
     runs.add_argument("--limit", type=int, default=20, help="show at most N runs (default 20)")
-    eval_door.add_parser(sub)
+    add_eval_parser(sub)
     return parser
 
 
@@ -178,6 +209,8 @@ def _main(args: argparse.Namespace) -> int:
 
             return run_action()
         settings = Settings.from_env()
+        if args.command in ("run", "eval", "serve", "worker"):
+            preflight(settings.sandbox.mode)  # before any clone or job: e.g. Modal's credentials
         if args.command in ("serve", "worker"):
             from bot.github.app_credentials import with_stored_app
             with requires_extra("server", f"decode {args.command}"):
@@ -193,6 +226,8 @@ def _main(args: argparse.Namespace) -> int:
                 return server.serve(settings, args.host, args.port)
             return server.work(settings, args.host, args.port)
         if args.command == "cache":
+            from bot.cli.cache import cmd_cache
+
             return cmd_cache(args, settings)
         if args.command == "image":
             from bot.sandbox.images import build
@@ -203,11 +238,15 @@ def _main(args: argparse.Namespace) -> int:
 
             return cmd_check(args, settings)
         if args.command == "eval":
-            return eval_door.cmd_eval(args, settings)
+            from bot.cli.eval import cmd_eval
+
+            return cmd_eval(args, settings)
         if args.command == "runs":
             from bot.cli.runs import cmd_runs
 
             return cmd_runs(args, settings.store.data_dir)
+        from bot.cli.run import cmd_run
+
         return cmd_run(args, settings)
     except ConfigError as e:
         print(f"decode: {e}", file=sys.stderr)

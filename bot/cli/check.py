@@ -6,10 +6,12 @@ else a local repository's working-tree file (the edit being made; a note says wh
 differs from the committed file a run reads), else a GitHub repository's default branch.
 Then it says, one line per topic, what a run there would do: the model, the sandbox and
 its image (for docker: whether the engine has it), the setup commands, the network of
-each phase, verification, the setup cache and the budget. It is a linter first: without
+each phase, verification, the setup cache, the budget and the MCP servers. It is a linter first: without
 an API key the model is not checked (the output says so), everything else is. Nothing is
 cloned, started or sent to the model; any problem is a `ConfigError` (exit status 2)
 naming the fix.
+With `--start` (a local repository), each MCP server of decode.yml is started in a sandbox, after setup,
+as a run starts it, and its tools are listed: exit 1 when one does not start.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from bot.cli.repo import github_repo_name, local_repository
 from bot.config import Settings
 from bot.core.errors import ConfigError, SandboxError
 from bot.model.thinking import DEFAULT_BUDGET
-from bot.run.repo_config import PATH, RepoConfig, config_of
+from bot.run.repo_config import PATH, McpServer, RepoConfig, config_of
 from bot.sandbox import capabilities, offering
 from bot.sandbox.egress_policy import check_ceiling
 from bot.workspace.trusted_files import read_trusted
@@ -39,6 +41,8 @@ class Found:
     config: RepoConfig
     present: bool
     note: str = ""
+    top: str | None = None  # a local repository's top level, and the commit read
+    commit: str | None = None
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
@@ -48,10 +52,17 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
         return check(settings, file_config(Path(args.file).expanduser()))
     local = Path(args.repo).expanduser()
     if local.exists():
-        return check(settings, local_config(local_repository(local, warn=False)))
+        found = local_config(local_repository(local, warn=False))
+        status = check(settings, found)
+        if getattr(args, "start", False):
+            from bot.cli.check_mcp import start_servers
+            return start_servers(settings, found, print)
+        return status
     github_repo = github_repo_name(args.repo, settings.github.api_url)
     if github_repo is None:
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a GitHub URL")
+    if getattr(args, "start", False):
+        raise ConfigError("--start needs a local repository (--repo PATH): its MCP servers start from its files")
     return check(settings, github_config(github_repo, settings))
 
 
@@ -82,7 +93,8 @@ def local_config(top: str) -> Found:
     committed = read_trusted(git, commit, PATH)
     at = f"{branch} {commit[:12]}"
     if git("rev-parse", "--is-bare-repository", what="looking for a working tree").strip() == b"true":
-        return Found(f"repository: {top} at {at}; {PATH}", config_of(committed, f" on {branch}"), committed is not None)
+        return Found(f"repository: {top} at {at}; {PATH}", config_of(committed, f" on {branch}"), committed is not None,
+                     top=top, commit=commit)
     try:
         raw = (Path(top) / PATH).read_bytes()
     except FileNotFoundError:
@@ -92,7 +104,7 @@ def local_config(top: str) -> Found:
     note = "" if raw == committed else (f"the working tree's {PATH} is not the one committed at {at}, which a run "
                                        "reads: commit it for runs to use it")
     return Found(f"repository: {top} at {at} (working tree); {PATH}", config_of(raw, " (working tree)"),
-                 raw is not None, note)
+                 raw is not None, note, top, commit)
 
 
 def github_config(repo: str, settings: Settings) -> Found:
@@ -149,6 +161,8 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
     extras += [f"allowed_bots: {', '.join(config.allowed_bots)}"] if config.allowed_bots else []
     say(f"triggers: label {settings.github.trigger_label!r}, command {settings.github.command!r}"
         + "".join(f"; {e}" for e in extras))
+    for server in config.mcp:
+        say(f"mcp: {server_line(server, settings)}")
     say("ok: a run would start with these settings" if keyed else
         "ok: the settings and decode.yml are valid; a run needs ANTHROPIC_API_KEY too")
     return 0
@@ -228,3 +242,14 @@ def cache_state(settings: Settings, config: RepoConfig, offered: bool) -> str:
     keyed = ", ".join(config.setup_cache_key) or "the image and setup commands alone"
     return (f"on, keyed on {keyed}; entries in {settings.store.data_dir / 'setup-cache'}, "
             f"up to {settings.sandbox.setup_cache_mb} MB (DECODE_SETUP_CACHE_MB)")
+
+
+def server_line(server: McpServer, settings: Settings) -> str:
+    """One MCP server of decode.yml, as a run would start it."""
+    required = ", required (a run fails when it does not start)" if server.required else ""
+    if server.operator:
+        known = any(r.name == server.name for r in settings.mcp.servers)
+        where = "the operator's, on the host" if known else "the operator's, but DECODE_MCP_SERVERS offers none " \
+                                                            "of that name: a run goes on without it"
+        return f"{server.name} ({where}){required}"
+    return f"{server.name}: {server.command} (in the sandbox, after setup){required}"

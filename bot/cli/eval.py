@@ -29,36 +29,6 @@ from bot.run.repo_config import parse_attempts
 from bot.sandbox import close_all
 from bot.workspace.clone import git_url
 
-EVAL_HELP = """Each line of TASKS.jsonl: {"id", "repo" (a local path, git URL or OWNER/NAME), "base" (commit or
-branch), "task", "check" (a shell command run in the sandbox: exit 0 = resolved)}. The check runs on the base
-first (passing there: `invalid`, the model is not asked), then on the run's result. DIR/results.jsonl gets one
-object a task: id, status (resolved, unresolved, invalid, error), turns, cost_usd, seconds, branch, transcript.
---from-history REPO --write TASKS.jsonl makes a task file from REPO's merged pull requests that changed tests
-(GITHUB_TOKEN). Guide: docs/eval.md.
-exit status: 0 every task ran, 1 a task errored, 2 a bad input or setting (one line naming the fix)."""
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """`decode eval`'s arguments."""
-    p = sub.add_parser("eval", help="run a task file and measure how many tasks the agent resolves",
-                       description=EVAL_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("tasks", nargs="?", metavar="TASKS.jsonl", help="the task file (one JSON object a line)")
-    p.add_argument("--out", metavar="DIR", help="where results.jsonl and the checks' logs go "
-                                                "(default: decode-eval-YYYYmmdd-HHMMSS)")
-    p.add_argument("--parallel", type=int, default=1, metavar="N", help="run N tasks at once (default 1)")
-    p.add_argument("--max-turns", type=int, help="turn cap of each task (DECODE_MAX_TURNS)")
-    p.add_argument("--max-cost", type=float, help="cost cap in USD of each task (DECODE_MAX_COST_USD)")
-    p.add_argument("--attempts", type=int, default=1, metavar="N", help="N attempts of each task (1-5): the "
-                                                                        "verify-picked score and pass@N side by side")
-    p.add_argument("--test-cmd", metavar="CMD", help="SWE-bench instances: the command that runs the tests and prints "
-                                                     "each one's status, e.g. 'python3 -m pytest -rA' (an instance's "
-                                                     "own test_cmd wins)")
-    p.add_argument("--from-history", metavar="REPO", help="write tasks from REPO's merged pull requests (OWNER/NAME)")
-    p.add_argument("--limit", type=int, default=20, metavar="N", help="with --from-history: at most N tasks "
-                                                                       "(default 20)")
-    p.add_argument("--write", metavar="TASKS.jsonl", help="with --from-history: the task file to write")
-
-
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     """`decode eval`: write a task file from history, or run one; the exit status."""
     if args.from_history is not None:

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from bot.cli.plan import issue_task, run_plan
@@ -146,8 +147,9 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
     conclusion = run_github_job(JobContext(work, settings, forge, run_id, run_tag(CLI_ORIGIN, run_id),
                                            authorize=False, progress=progress, attempts=args.attempts))
+    result = conclusion.recorded(run_id)  # the pull request and the commit GitHub has, for `decode runs`
     if conclusion.ran is not None:
-        report(conclusion.ran, None)
+        report(replace(conclusion.ran, result=result), None)
     if conclusion.pr_url:
         print(f"pull request: {conclusion.pr_url}")
     if conclusion.state == "failed":  # one line; the tracking comment and the PR hold the rest
@@ -177,11 +179,13 @@ def report(ran: Ran, delivered_to: str | None) -> None:
     result, figures = ran.result, ran.result.figures
     print(f"result: {result.stop_reason}")
     print(f"branch: {ran.job.branch}")
-    where = delivered_to or (ran.workspace.clean if ran.workspace else "")
+    clone = ran.workspace.clean if ran.workspace is not None and ran.workspace.clean.is_dir() else None
+    where = delivered_to or clone  # None: the commit is only on GitHub (the clone was dropped after publishing)
     if result.commit:
         print(f"commit: {result.commit}")
         print(f"changed: {', '.join(result.changed)}")
-        print(f"repository: {where}")
+        if where:
+            print(f"repository: {where}")
     else:
         lost = result.stop_reason == "sandbox_lost"
         print(f"commit: none ({'no sandbox could hand the work back' if lost else 'the agent made no changes'})")
@@ -196,8 +200,8 @@ def report(ran: Ran, delivered_to: str | None) -> None:
     print(f"transcript: {ran.transcript_md}")
     print(f"transcript (jsonl): {ran.transcript_jsonl}")
     if result.stop_reason == "interrupted":
-        kept = f"the work so far is commit {result.commit[:12]} on branch {ran.job.branch} in {where}" \
-            if result.commit else "the agent had made no changes"
+        kept = f"the work so far is commit {result.commit[:12]} on branch {ran.job.branch}" + \
+            (f" in {where}" if where else "") if result.commit else "the agent had made no changes"
         print(f"decode: interrupted: {kept}; the transcript is {ran.transcript_md}", file=sys.stderr)
     elif result.stop_reason != "completed":
         print(f"decode: {ran.agent.summary.splitlines()[0]}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """`decode runs`: the runs a data directory holds, newest first, read from their record.json.
 
 Each run directory under `DECODE_DATA_DIR/runs` (an attempt's included: `job-3.2`) is one line: its id,
-repository, state, pull request (or branch when it opened none), cost and wall time. Every figure is the
+repository, state, pull request (or branch when it opened none), final commit (on GitHub: the one GitHub
+has, as every door records it after publishing), cost and wall time. Every figure is the
 run's `RunResult` (bot/run/result.py), so a record of an earlier shape shows what it holds and a dash for
 the rest; a directory without record.json is a run still going, or one whose process died, and shows as
 `unfinished`.
@@ -17,7 +18,7 @@ from pathlib import Path
 from bot.core.errors import ConfigError
 from bot.run.result import RECORD, RunResult, read_record
 
-HEAD = ("id", "repository", "state", "pr or branch", "cost", "time")
+HEAD = ("id", "repository", "state", "pr or branch", "commit", "cost", "time")
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,11 @@ def row(run: Listed) -> tuple[str, ...]:
     """The cells of one run's line."""
     result = run.result
     if result is None:
-        return (run.name, "-", "unfinished", "-", "-", "-")
+        return (run.name, "-", "unfinished", "-", "-", "-", "-")
     figures = result.figures
     return (run.name, result.repo or "-", result.state, result.pr_url or result.branch or "-",
-            f"${figures.cost_usd:.2f}" if figures else "-", _duration(figures.seconds) if figures else "-")
+            (result.commit or "-")[:12], f"${figures.cost_usd:.2f}" if figures else "-",
+            _duration(figures.seconds) if figures else "-")
 
 
 def table(runs: list[Listed]) -> str:

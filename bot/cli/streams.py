@@ -83,9 +83,9 @@ def guarded_streams() -> Iterator[str | None]:
             _to_devnull(fd)
     saved = sys.stdout, sys.stderr
     if sys.stdout is not None:
-        sys.stdout = _Quiet(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = _Quiet(sys.stdout)
     if sys.stderr is not None:
-        sys.stderr = _Quiet(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = _Quiet(sys.stderr)
     try:
         yield STDERR_CLOSED if stderr_gone else None
     finally:

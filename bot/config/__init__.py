@@ -22,10 +22,11 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from bot.core.redact import Redactor, credential_values
-from bot.config.table import DEFAULT_MODEL, PRICE_KEYS, ROWS, SANDBOX_MODES, Row
+from bot.config.table import DEFAULT_MODEL, PRICE_KEYS, ROWS, SANDBOX_MODES, RemoteMcp, Row
 
 __all__ = ["DEFAULT_MODEL", "PRICE_KEYS", "ROWS", "SANDBOX_MODES", "Budget", "GitHubSettings", "ModelSettings",
-           "PoolSettings", "SandboxSettings", "Settings", "StoreSettings", "WebSettings", "database_password"]
+           "McpSettings", "PoolSettings", "RemoteMcp", "SandboxSettings", "Settings", "StoreSettings", "WebSettings",
+           "database_password"]
 
 
 ROW_KEYS = {row.key: row for row in ROWS}
@@ -105,6 +106,15 @@ class SandboxSettings:
 
 
 @dataclass(frozen=True)
+class McpSettings:
+    """MCP servers (bot/agent/mcp.py): the operator's remote ones, and the timeouts every server runs under."""
+
+    servers: tuple[RemoteMcp, ...] = field(repr=False)  # their headers are secrets
+    start_s: float
+    call_s: float
+
+
+@dataclass(frozen=True)
 class PoolSettings:
     """The job workers of one process."""
 
@@ -152,7 +162,8 @@ class Budget:
 
 
 GROUPS: dict[str, type] = {"model": ModelSettings, "github": GitHubSettings, "sandbox": SandboxSettings,
-                           "pool": PoolSettings, "store": StoreSettings, "web": WebSettings, "budget": Budget}
+                           "mcp": McpSettings, "pool": PoolSettings, "store": StoreSettings, "web": WebSettings,
+                           "budget": Budget}
 
 
 class Settings:
@@ -164,10 +175,12 @@ class Settings:
     model: ModelSettings
     github: GitHubSettings
     sandbox: SandboxSettings
+    mcp: McpSettings
     pool: PoolSettings
     store: StoreSettings
     web: WebSettings
     budget: Budget
+    _rows: dict[str, Any]  # row key -> value, set once in __init__
 
     def __init__(self, **values: Any) -> None:
         rows = dict(_defaults())
@@ -198,7 +211,7 @@ class Settings:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Settings) and self._rows == other._rows
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # equal by value and not hashable, as a dataclass with eq
 
     def __repr__(self) -> str:
         return "Settings(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in GROUPS) + ")"
@@ -210,9 +223,10 @@ class Settings:
         return Redactor(self.secrets())
 
     def secrets(self) -> list[str]:
-        """Every configured secret value, for redaction: the secret rows, the database password and what the
-        providers' credentials files hold (`file_secrets`)."""
-        values = [self._rows[row.key] for row in ROWS if row.secret]
+        """Every configured secret value, for redaction: the secret rows (the operator's MCP servers' header
+        values), the database password and what the providers' credentials files hold (`file_secrets`)."""
+        values = [self._rows[row.key] for row in ROWS if row.secret and isinstance(self._rows[row.key], str)]
+        values += [value for server in self.mcp.servers for _, value in server.headers]
         files = [value for path in self.sandbox.credential_files for value in _file_secrets(path)]
         return [v for v in [*values, database_password(self.store.database_url), *files] if v]
 

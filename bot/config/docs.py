@@ -13,6 +13,7 @@ PARTS = {
     "model": "The model",
     "github": "GitHub",
     "sandbox": "The sandbox",
+    "mcp": "MCP servers",
     "pool": "The job workers",
     "store": "The job store and the data dir",
     "web": "The server's web pages",

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.config.mcp_servers import RemoteMcp, mcp_servers
 from bot.core.errors import ConfigError
 from bot.core.files import unusable_dir
 
@@ -323,7 +324,8 @@ ROWS: tuple[Row, ...] = (
         "`bwrap` as non-root: a cgroup v2 directory delegated to the bot's user, where each sandbox gets its "
         "cgroup (without it, or root, bwrap refuses to start)"),
     Row("max_disk_mb", "DECODE_MAX_DISK_MB", "sandbox.max_disk_mb", 10240, positive(int),
-        "what one run's agent may write (workspace and temp), in MB; past it the run stops"),
+        "what one run's agent may write (workspace and temp), in MB (local, bwrap, docker); past it the agent "
+        "stops and its work so far is committed as incomplete (exit 3)"),
     Row("max_memory_mb", "DECODE_MAX_MEMORY_MB", "sandbox.max_memory_mb", 4096, positive(int),
         "the memory one sandbox may use, in MB (bwrap, docker, modal); past it the kernel kills a process, "
         "and the run names the limit (a dead sandbox is restarted, DECODE_MAX_RESTARTS)"),
@@ -348,6 +350,16 @@ ROWS: tuple[Row, ...] = (
         count("DECODE_POOL_SIZE={raw!r} is not valid: set it to a number of warm sandboxes (0 = none)"),
         "`docker` and `modal`: warm sandboxes kept ready per process and image by `decode serve`, "
         "`decode worker` and the Modal app; `decode run` and the Action keep none"),
+    Row("mcp_servers", "DECODE_MCP_SERVERS", "mcp.servers", (), mcp_servers,
+        "the operator's remote MCP servers (streamable HTTP), JSON: NAME -> {\"url\", \"headers\"}; called by the "
+        "harness on the host with those headers (their credentials, redacted everywhere); a repository chooses "
+        "among them by name in decode.yml (`NAME: {operator: true}`), never adds one", secret=True),
+    Row("mcp_start_s", "DECODE_MCP_START_SECONDS", "mcp.start_s", 60.0, positive(float),
+        "how long an MCP server may take to start and list its tools, in seconds; past it the run goes on "
+        "without it (or fails, when decode.yml says `required: true`)"),
+    Row("mcp_call_s", "DECODE_MCP_CALL_SECONDS", "mcp.call_s", 120.0, positive(float),
+        "how long one MCP tool call may take, in seconds; past it the server is stopped and the run goes on "
+        "without it"),
     # the job workers
     Row("workers", "DECODE_WORKERS", "pool.workers", 4,
         count("DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "

@@ -60,7 +60,7 @@ def parse_line(line: str, where: str) -> Task:
     """One line as a `Task`; `where` ("FILE:LINE") starts the error of a line that is not one."""
     try:
         data = json.loads(line)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise ConfigError(f"{where}: not JSON ({e.msg} at column {e.colno}): write one JSON object a line") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: a {type(data).__name__}, not an object: write "

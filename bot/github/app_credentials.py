@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from bot.config import Settings
 from bot.core.errors import ConfigError
@@ -37,7 +38,7 @@ class StoredApp:
         """The App in `data` (GitHub's answer, or the file); a ValueError naming the first missing field."""
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             value = data.get(f.name)
             kind = int if f.name == "id" else str

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import requests
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -183,6 +183,6 @@ def client(credentials: Credentials, repo: str, *, throttle: bool = True) -> Git
     `throttle` keeps PyGithub's pacing between writes, which GitHub recommends to
     stay clear of secondary rate limits.
     """
-    pacing = {} if throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
+    pacing: dict[str, Any] = {} if throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
     return Github(auth=Auth.Token(credentials.token_for(repo)), base_url=credentials.api_url, retry=None, lazy=True,
                   **pacing)

@@ -211,7 +211,8 @@ class CommitIdentity:
     def of(cls, commit: dict) -> CommitIdentity:
         """From a webhook `head_commit`/`commits[]` entry (`id`, `author`, `committer`) or a REST commit
         (`sha`, `commit.author`, `commit.committer`)."""
-        inner = commit.get("commit") if isinstance(commit.get("commit"), dict) else commit
+        nested = commit.get("commit")
+        inner: dict = nested if isinstance(nested, dict) else commit
 
         def person(key: str) -> tuple[str, str]:
             who = inner.get(key) or {}

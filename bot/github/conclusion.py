@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 
 from bot.core.errors import ConfigError
 from bot.run.pipeline import Ran
-from bot.run.result import RunResult
+from bot.run.result import RunResult, write_record
 
 
-@dataclass
+@dataclass(frozen=True)
 class Conclusion:
     """How a job ended: the one value the webhook worker, the Modal app, the Action and the CLI all read."""
 
@@ -43,6 +43,15 @@ class Conclusion:
         run = self.ran.result if self.ran is not None else RunResult(run_id=run_id, state=self.state)
         return replace(run, state=self.state, pr_url=self.pr_url, branch=self.branch, error=error,
                        exit_code=self.exit_code)
+
+    def recorded(self, run_id: str) -> RunResult:
+        """`result(run_id)`, also written to the run's record.json when a run took place: what `decode runs`,
+        the dashboard and the Action's artifact read (the pull request, and the commit as published), whatever
+        the door."""
+        result = self.result(run_id)
+        if self.ran is not None:
+            write_record(self.ran.run_dir, result)
+        return result
 
 
 def marker(kind: str, key: object) -> str:

@@ -147,7 +147,7 @@ class GitHubForge:
                 return
             if p.merged_at is None or not p.merge_commit_sha:
                 continue
-            files = self._call(lambda p=p: tuple((f.filename, f.status, f.previous_filename) for f in p.get_files()))
+            files = self._call(lambda: tuple((f.filename, f.status, f.previous_filename) for f in p.get_files()))
             yield MergedPull(p.number, p.title or "", p.body or "", p.base.sha, p.merge_commit_sha, files)
 
     def permission(self, repo: str, login: str) -> str:
@@ -366,7 +366,7 @@ class GitHubForge:
             sha = None
             if entry.content is not None:
                 data = base64.b64encode(entry.content).decode()
-                sha = self._call(lambda data=data: r.create_git_blob(data, "base64").sha)
+                sha = self._call(lambda: r.create_git_blob(data, "base64").sha)
             elements.append(InputGitTreeElement(entry.path, entry.mode, "blob", sha=sha))
         tree = self._call(lambda: r.create_git_tree(elements, r.get_git_tree(commit.parent_tree)))
         if commit.tree is not None and tree.sha != commit.tree:

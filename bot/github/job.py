@@ -102,8 +102,9 @@ def run_github_job(ctx: JobContext) -> Conclusion:
             if admitted.track else None
         check = start_check_run(forge, work, ctx.tag, page or ctx.run_url)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
-        refused = isinstance(e, GithubException) and e.status in (401, 403, 404)
-        error = _refusal(e, work, forge, ctx.settings.github.api_url) if refused else e
+        error: Exception = e
+        if isinstance(e, GithubException) and e.status in (401, 403, 404):
+            error = _refusal(e, work, forge, ctx.settings.github.api_url)
         text = redactor.redact(str(error) or type(error).__name__)
         _unforeseen(run_id, error, text)
         return Conclusion("failed", text, error=error)
@@ -116,7 +117,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.ran.run_dir)
         if edited := (decided.note if isinstance(decided, Plan) else None):
-            conclusion.message = f"{conclusion.message}\n\n{edited}"
+            conclusion = dataclasses.replace(conclusion, message=f"{conclusion.message}\n\n{edited}")
     except Exception as e:  # noqa: BLE001 - every failure is reported on the issue and concluded
         ran, e = (e.ran, e.cause) if isinstance(e, Unpublished) else (None, e)
         text = redactor.redact(str(e) or type(e).__name__)
@@ -293,7 +294,7 @@ def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None) -> Facts
     work, forge = ctx.work, ctx.forge
     repo, number = work.repo, work.number
     issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
-    pull: PullInfo | None = forge.pull(repo, number) if issue and issue.is_pull else None
+    pull: PullInfo | None = forge.pull(repo, number) if number is not None and issue and issue.is_pull else None
     review = tuple(forge.review_comments(repo, work.number, work.review_id)) if isinstance(work, Review) else ()
     ci_round = None
     if isinstance(work, CheckSuite) and ci is not None:

@@ -65,9 +65,9 @@ def harness_notes(*, left_out: Mapping[str, str], blocked: dict[str, int], resta
         parts.append("**Left out of the commit:** entries decode-bot does not carry out of the sandbox; "
                      f"the rest of the change is committed without them:\n{rows}{more}")
     if blocked:
-        rows = sorted(blocked.items(), key=lambda kv: (-kv[1], kv[0]))
-        lines = "\n".join(f"- blocked: {code(_HOST.sub('', dest)[:120])} x{count}" for dest, count in rows[:30])
-        more = f"\n- and {len(rows) - 30} more destinations" if len(rows) > 30 else ""
+        counted = sorted(blocked.items(), key=lambda kv: (-kv[1], kv[0]))
+        lines = "\n".join(f"- blocked: {code(_HOST.sub('', dest)[:120])} x{count}" for dest, count in counted[:30])
+        more = f"\n- and {len(counted) - 30} more destinations" if len(counted) > 30 else ""
         parts.append("**Network:** the egress policy blocked these connections of the agent:\n"
                      f"{lines}{more}\n\nTo allow them, list the names under `allow_domains:` (or set "
                      "`network: true`) in `.github/decode.yml` on the base branch.")

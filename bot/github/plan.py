@@ -338,6 +338,8 @@ def _plan(work: Work, facts: Facts, *, tag: str) -> Plan:
                     delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:
         raise ValueError(f"work on #{work.number} is planned with the facts of its issue")
+    if isinstance(work, Labels):
+        raise ValueError("making the trigger labels is not planned: the job makes them itself")
     if isinstance(work, Allow):
         return Plan(task="", branch=run_branch(tag), clone_base=None, config_base=None, title="", co_author=co_author,
                     delivery=AllowHosts(work.hosts, repo.default_branch), mode=ALLOW)
@@ -378,6 +380,7 @@ def _on_issue(work: Issue | Comment | ReviewComment | PlanRequest | Go, facts: F
     if isinstance(work, Go):
         if facts.plan is None:
             raise ValueError(f"`go` on #{work.number} is planned with the issue's plan comment")
+        assert isinstance(opened.delivery, OpenPull), "an issue's run opens a pull request"
         return dataclasses.replace(opened, task=go_task(task, facts.plan), mode=GO,
                                    delivery=dataclasses.replace(opened.delivery, plan_url=facts.plan.url))
     return opened

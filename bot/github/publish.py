@@ -104,9 +104,9 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     failure = f"❌ decode-bot failed: {one_line(redact(result.error or result.stop_reason))}"
     this_run = note_of(tag, result.stop_reason, summary, ran.result.figures)
     if isinstance(delivery, Resume):
-        state = PullState((*delivery.state.runs, this_run), delivery.state.task, last_steps(events),
-                          delivery.state.closes)
-        return _resume(forge, repo, delivery, ran, report, state, f"{figs}\n\n{notes}".rstrip(), failure)
+        pull_state = PullState((*delivery.state.runs, this_run), delivery.state.task, last_steps(events),
+                               delivery.state.closes)
+        return _resume(forge, repo, delivery, ran, report, pull_state, f"{figs}\n\n{notes}".rstrip(), failure)
     on_fork = isinstance(delivery, ToFork)
     if commit is None or ws is None:
         if result.failed:
@@ -114,7 +114,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
                               branch=None if on_fork else branch, ran=ran)
         return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
                           branch=None if on_fork else branch, ran=ran)
-    state = "success" if result.completed else "failed" if result.failed else "incomplete"
+    state = ran.result.state  # decided once, by the run (bot/run/result.py's state_of)
     if isinstance(delivery, ToFork):
         return _to_fork(forge, repo, delivery.pull, ran, tag, state=state, report=report,
                                 failure=failure if result.failed else None)
@@ -125,6 +125,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
             f"{failure}. The work so far ({commit[:12]}) is pushed to `{branch}`." if result.failed else \
             f"⚠️ Pushed partial work ({commit[:12]}) to `{branch}`: {result.stop_reason}."
         return Conclusion(state, f"{head}\n\n{body}", branch=branch, ran=ran)
+    assert isinstance(delivery, OpenPull), "a plan comment or an allow pull request is published by the job (job.py)"
     title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
     recorded = PullState((this_run,), the_plan.task[:TASK_CHARS], last_steps(events), delivery.closes)
     body, rest = report.texts(closes=delivery.closes, limit=BODY_LIMIT - len(recorded.block()) - 10)
@@ -180,10 +181,8 @@ def _resume(forge: Forge, repo: str, delivery: Resume, ran: Ran, report: Report,
         head = f"{failure}. The work so far ({commit[:12]}) is pushed to {where}." if result.failed else \
             f"⚠️ Pushed partial work ({commit[:12]}) to {where}: the run " \
             f"{STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}; `/decode continue` carries it on."
-    state_word = ("success" if result.completed else "failed" if result.failed else "incomplete") if commit else \
-        ("failed" if result.failed else "no_changes")
     message = f"{head} The description of {pull.html_url} now covers all {len(state.runs)} runs.\n\n{figs}"
-    return Conclusion(state_word, message.rstrip(), pr_url=pull.html_url, branch=pull.head_ref, ran=ran)
+    return Conclusion(ran.result.state, message.rstrip(), pr_url=pull.html_url, branch=pull.head_ref, ran=ran)
 
 
 def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, state: str,

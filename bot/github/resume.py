@@ -132,7 +132,8 @@ def last_steps(events: list[dict[str, Any]]) -> tuple[str, ...]:
     steps = []
     for event in events:
         if event.get("type") == "tool_call":
-            args = event.get("input") if isinstance(event.get("input"), dict) else {}
+            raw = event.get("input")
+            args = raw if isinstance(raw, dict) else {}
             detail = " ".join(str(args.get("command") or args.get("path") or args.get("pattern") or "").split())
             steps.append(f"{event.get('name', 'tool')}: {detail[:200]}".rstrip(": "))
     return tuple(steps[-STEPS:])

@@ -16,7 +16,7 @@ from bot.agent.prompt import fence_untrusted
 from bot.core.text import clean, one_line, visible
 from bot.github.checks import LOG_CHARS, LOG_LINES, CheckFailure, FailedChecks, tail
 from bot.github.info import ReviewCommentInfo
-from bot.github.work import Dispatch, Issue, Review, ReviewComment, Work
+from bot.github.work import Allow, CheckSuite, Dispatch, Issue, Labels, Review, ReviewComment, Work
 
 CI_TASK_CHARS = 60_000
 CI_OUTPUT_CHARS = 6_000  # of a check run's title, summary and text together, in a CI-fix task
@@ -69,9 +69,10 @@ def build_task(
         parts.append(f"Review comment {i} of {len(review)}, on " + _where(note.path, note.line, note.diff_hunk,
                                                                           what_)
                      + "\nThe comment:\n" + _fence(note.body, what_))
-    if work.instructions:
+    instructions = "" if isinstance(work, CheckSuite | Labels | Allow) else work.instructions
+    if instructions:
         source = "prompt" if isinstance(work, Dispatch) else f"instructions from @{_login(login)}"
-        parts.append(f"Instructions ({source}):\n" + _fence(work.instructions, source))
+        parts.append(f"Instructions ({source}):\n" + _fence(instructions, source))
     elif isinstance(work, Review):
         parts.append("No further instructions were given: do what the review comments above ask.")
     elif not isinstance(work, Issue):

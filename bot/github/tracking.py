@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.github.forge import Forge
+from bot.run.markdown import safe_prose
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class Tracker:
         self.turn = 0
         self.cost_usd = 0.0
         self.action = ""
+        self.warnings: list[str] = []  # MCP servers the run goes on without, each said once
         self.restarts = 0  # sandboxes that died and were replaced (bot/run/restart.py)
         self.started = clock()
         self.edited_at = float("-inf")
@@ -79,6 +81,8 @@ class Tracker:
                 lines.append(f"- ⬜ {label}")
         lines += [f"  - attempt {n}: {PHASES.get(phase, phase)}" + (f", turn {turn}, ${cost:.4f}" if turn else "")
                   for n, (phase, turn, cost) in sorted(self.attempts.items())]
+        if self.warnings:
+            lines += ["", *self.warnings]
         return "\n".join(lines) + f"\n\n{self.footer}"
 
     def on_event(self, event: dict[str, Any]) -> None:
@@ -95,12 +99,16 @@ class Tracker:
                 self.action = _action(event)
             elif kind == "model_progress":  # a long answer streaming: it is alive
                 self.action = f"{event.get('phase', 'writing')}… {int(event.get('tokens') or 0):,} tokens"
+            elif kind == "mcp_server" and event.get("state") == "down":
+                reason = safe_prose(" ".join(str(event.get("reason")).split())[:300])
+                self.warnings.append(f"⚠️ MCP server `{str(event.get('name')).replace('`', '')}` {reason}; the run "
+                                     "goes on without it")
             elif kind == "sandbox_restart":
                 self.restarts += 1
                 self.action = f"the sandbox died ({event.get('reason')}); a new one carries on"
             else:
                 return
-            self._edit(force=kind == "sandbox_restart")
+            self._edit(force=kind in ("sandbox_restart", "mcp_server"))
         except Exception as e:  # noqa: BLE001 - the comment is a view; the run goes on whatever it does
             log.warning("tracking comment: %s", e)
 
@@ -130,8 +138,9 @@ class Tracker:
         self._edit(force=True)
 
     def finish(self, text: str) -> None:
-        """The final version of the comment: the result."""
-        self._write(f"{text}\n\n{self.footer}")
+        """The final version of the comment: the result (and the MCP servers the run went on without)."""
+        warned = "\n\n" + "\n".join(self.warnings) if self.warnings else ""
+        self._write(f"{text}{warned}\n\n{self.footer}")
 
     def _detail(self, phase: str) -> str:
         if phase != "agent" or not self.turn:

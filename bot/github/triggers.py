@@ -27,7 +27,7 @@ from bot.github.work import (
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 CONTINUE = "continue"  # `/decode continue`: carry on from a pull request's last run (bot/github/resume.py)
-ON_ISSUES = {"plan": PlanRequest, "go": Go}  # `/decode plan`, `/decode go`: plan first, then run it (planning.py)
+ON_ISSUES: dict[str, type[PlanRequest] | type[Go]] = {"plan": PlanRequest, "go": Go}  # `/decode plan`, `/decode go`: plan first, then run it (planning.py)
 ALLOW = "allow"  # `/decode allow HOST ...`: a pull request adding hosts to allow_domains (bot/github/allow.py)
 
 

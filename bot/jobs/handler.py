@@ -21,7 +21,7 @@ from bot.github.job import JobContext, run_github_job
 from bot.github.labels import add_trigger_labels
 from bot.jobs.lease import Outcome
 from bot.model import Model
-from bot.run.result import RunResult, write_record
+from bot.run.result import RunResult
 from bot.jobs.store import JobRecord
 from bot.github.work import Labels, work_of
 
@@ -65,9 +65,7 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
             conclusion = run_github_job(JobContext(work, settings, forge, run_id(job.id), tag_of(job),
                                                    attempt=job.attempts, model=model,
                                                    progress=lambda line: log.info(line, extra=extra)))
-        result = conclusion.result(run_id(job.id))
-        if conclusion.ran is not None:  # record.json holds what the store does, links included
-            write_record(conclusion.ran.run_dir, result)
+        result = conclusion.recorded(run_id(job.id))  # record.json holds what the store does, links included
         if record is not None and result.figures is not None:
             record(result)
         why = (conclusion.message.splitlines() or [""])[0] if conclusion.state in ("skipped", "failed") else ""

@@ -45,6 +45,7 @@ from bot.config import database_password
 from bot.core.names import new_store_id
 from bot.core.redact import MIN_SECRET_LENGTH
 from bot.jobs.postgres_pool import Pool
+from bot.jobs.transitions import MOVES, PG_NOW
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, Caps, JobRecord,
                             Snapshot, StoreError, check_final, installation_of, repo_of)
 
@@ -59,7 +60,6 @@ REPO_LOCK = 0x7265  # "re"
 CHANNEL = "decode_jobs"  # NOTIFY on every job queued (or queued again), LISTENed to by `watch`
 WATCH_RETRY_S = 5.0
 
-NOW = "extract(epoch FROM statement_timestamp())::float8"
 MIGRATIONS: tuple[str, ...] = (
     # 1: the tables of bot/jobs/sqlite.py, with PostgreSQL types.
     """
@@ -108,7 +108,7 @@ MIGRATIONS: tuple[str, ...] = (
 
 _COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id, installation"
 REPO = "split_part({0}.key, '#', 1)"  # the repository of a job key
-_LIVE = f"o.state = 'running' AND o.lease_expires > {NOW} AND o.id != j.id"
+_LIVE = f"o.state = 'running' AND o.lease_expires > {PG_NOW} AND o.id != j.id"
 # Why the job j may not start now: its key runs, its installation or its repository is at its cap.
 _KEY_BUSY = f"EXISTS (SELECT 1 FROM jobs AS o WHERE {_LIVE} AND o.key = j.key)"
 _INSTALLATION_FULL = f"""(%(per_installation)s > 0 AND %(per_installation)s <= (
@@ -119,7 +119,7 @@ _CANDIDATE = f"""
 SELECT j.id, j.key, j.installation FROM jobs AS j
 WHERE j.state IN ('queued', 'running')
   AND (j.state = 'queued'
-       OR (j.lease_expires <= {NOW} AND (j.attempts < %(max_attempts)s OR j.call_id IS NOT NULL)))
+       OR (j.lease_expires <= {PG_NOW} AND (j.attempts < %(max_attempts)s OR j.call_id IS NOT NULL)))
   AND j.key <> ALL(%(skipped)s::text[]) AND j.installation <> ALL(%(full)s::text[])
   AND {REPO.format("j")} <> ALL(%(full)s::text[])
   AND NOT {_KEY_BUSY} AND NOT {_INSTALLATION_FULL} AND NOT {_REPO_FULL}
@@ -129,8 +129,8 @@ FOR UPDATE OF j SKIP LOCKED"""
 # Asked again under the locks, in a statement of its own (a fresh snapshot): what stops the job now.
 _STOPS = f"SELECT {_KEY_BUSY}, {_INSTALLATION_FULL}, {_REPO_FULL} FROM jobs AS j WHERE j.id = %(id)s"
 _TAKE = f"""
-UPDATE jobs SET state = 'running', lease_owner = %(worker)s, lease_expires = {NOW} + %(lease_s)s,
-    attempts = attempts + CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, updated_at = {NOW}, claimed_at = {NOW}
+UPDATE jobs SET state = 'running', lease_owner = %(worker)s, lease_expires = {PG_NOW} + %(lease_s)s,
+    attempts = attempts + CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, updated_at = {PG_NOW}, claimed_at = {PG_NOW}
 WHERE id = %(id)s RETURNING {_COLUMNS}"""
 _LOCK = "SELECT pg_{0}advisory_xact_lock(%s, hashtext(coalesce(current_schema(), '') || ':' || %s))"
 
@@ -175,20 +175,20 @@ class PostgresStore:
         value: int | None | bool = False
         with self._tx() as cur:
             if digest is not None and not cur.execute(
-                    f"INSERT INTO bodies (digest, delivery_id, received_at) VALUES (%s, %s, {NOW}) "
+                    f"INSERT INTO bodies (digest, delivery_id, received_at) VALUES (%s, %s, {PG_NOW}) "
                     "ON CONFLICT (digest) DO NOTHING", (digest, delivery_id)).rowcount:
                 raise psycopg.Rollback
             if not cur.execute(
-                    f"INSERT INTO deliveries (id, event, outcome, received_at) VALUES (%s, %s, %s, {NOW}) "
+                    f"INSERT INTO deliveries (id, event, outcome, received_at) VALUES (%s, %s, %s, {PG_NOW}) "
                     "ON CONFLICT (id) DO NOTHING", (delivery_id, event, outcome)).rowcount:
                 raise psycopg.Rollback  # undoes the body row too: a duplicate writes nothing
             value = None
             if job is not None:
                 key, payload = job
-                value = cur.execute(
+                value = _row(cur.execute(
                     "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at, installation) "
-                    f"VALUES (%s, %s, %s, 'queued', {NOW}, {NOW}, %s) RETURNING id",
-                    (delivery_id, key, Jsonb(payload), installation_of(key, payload))).fetchone()[0]
+                    f"VALUES (%s, %s, %s, 'queued', {PG_NOW}, {PG_NOW}, %s) RETURNING id",
+                    (delivery_id, key, Jsonb(payload), installation_of(key, payload))))[0]
                 cur.execute(f"NOTIFY {CHANNEL}")  # sent at the commit, to every process's `watch`
         self._maybe_prune()
         return value
@@ -201,8 +201,8 @@ class PostgresStore:
         self._last_prune = time.monotonic()
         try:
             with self._tx() as cur:
-                cur.execute(f"DELETE FROM deliveries WHERE received_at < {NOW} - %s", (DELIVERY_RETENTION_S,))
-                cur.execute(f"DELETE FROM bodies WHERE received_at < {NOW} - %s", (BODY_RETENTION_S,))
+                cur.execute(f"DELETE FROM deliveries WHERE received_at < {PG_NOW} - %s", (DELIVERY_RETENTION_S,))
+                cur.execute(f"DELETE FROM bodies WHERE received_at < {PG_NOW} - %s", (BODY_RETENTION_S,))
         except StoreError as e:  # the delivery is committed: it must not be answered as failed
             log.warning("pruning old deliveries failed, trying again in an hour: %s", e)
 
@@ -223,47 +223,37 @@ class PostgresStore:
                     cur.execute(_LOCK.format(""), (INSTALLATION_LOCK, installation))
                 if self.caps.per_repo:
                     cur.execute(_LOCK.format(""), (REPO_LOCK, repo_of(key)))
-                locked = cur.execute(_LOCK.format("try_"), (KEY_LOCK, key)).fetchone()[0]
-                key_busy, installation_full, repo_full = cur.execute(_STOPS, {**params, "id": job_id}).fetchone()
+                locked = _row(cur.execute(_LOCK.format("try_"), (KEY_LOCK, key)))[0]
+                key_busy, installation_full, repo_full = _row(cur.execute(_STOPS, {**params, "id": job_id}))
                 if installation_full or repo_full:
                     params["full"].append(installation if installation_full else repo_of(key))
                     continue
                 if not locked or key_busy:
                     params["skipped"].append(key)  # another claimer holds this key: the next runnable job, if any
                     continue
-                taken = cur.execute(_TAKE, {"worker": worker_id, "lease_s": self.lease_s, "id": job_id}).fetchone()
+                taken = _row(cur.execute(_TAKE, {"worker": worker_id, "lease_s": self.lease_s, "id": job_id}))
             return JobRecord(*taken, store_id=self.store_id)
         return None
 
     def heartbeat(self, job_id: int, worker_id: str) -> bool:
         """Extend the lease of `worker_id` on the job; False if the lease was lost."""
-        return self._update_owned(f"UPDATE jobs SET lease_expires = {NOW} + %s, updated_at = {NOW} "
-                                  "WHERE id = %s AND lease_owner = %s AND state = 'running'",
-                                  (self.lease_s, job_id, worker_id))
+        return self._move("heartbeat", job=job_id, worker=worker_id, lease_s=self.lease_s)
 
     def finish(self, job_id: int, worker_id: str, state: str, *, result: dict | None = None,
                error: str | None = None) -> bool:
         """End a job `worker_id` holds as `state` (done or failed); False if the lease was lost."""
         check_final(state)
-        return self._update_owned(
-            "UPDATE jobs SET state = %s, result = %s, error = %s, lease_owner = NULL, lease_expires = NULL, "
-            f"updated_at = {NOW} WHERE id = %s AND lease_owner = %s AND state = 'running'",
-            (state, None if result is None else Jsonb(result), error, job_id, worker_id))
+        return self._move("finish", job=job_id, worker=worker_id, state=state, error=error,
+                          result=None if result is None else Jsonb(result))
 
     def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
         """See `bot.jobs.sqlite.Store.record_call`: a call that replaces another is an attempt."""
-        return self._update_owned(
-            "UPDATE jobs SET attempts = attempts + CASE WHEN call_id <> %s THEN 1 ELSE 0 END, call_id = %s, "
-            f"updated_at = {NOW} WHERE id = %s AND lease_owner = %s AND state = 'running'",
-            (call_id, call_id, job_id, worker_id))
+        return self._move("record_call", job=job_id, worker=worker_id, call=call_id)
 
     def release(self, job_id: int, worker_id: str) -> None:
         """Give a job back (graceful shutdown): queued again, this attempt not counted; a recorded call is kept."""
         with self._tx() as cur:
-            if cur.execute(
-                    "UPDATE jobs SET state = 'queued', attempts = attempts - CASE WHEN call_id IS NULL THEN 1 ELSE 0 "
-                    f"END, lease_owner = NULL, lease_expires = NULL, updated_at = {NOW} "
-                    "WHERE id = %s AND lease_owner = %s AND state = 'running'", (job_id, worker_id)).rowcount:
+            if cur.execute(MOVES["release"].postgres, {"job": job_id, "worker": worker_id}).rowcount:
                 cur.execute(f"NOTIFY {CHANNEL}")
 
     def watch(self, on_job: Callable[[], None]) -> None:
@@ -292,12 +282,8 @@ class PostgresStore:
         """Fail the running jobs without a recorded call whose lease expired after max_attempts attempts, and
         return them."""
         with self._tx() as cur:
-            rows = cur.execute(
-                f"UPDATE jobs SET state = 'failed', lease_owner = %s, lease_expires = NULL, updated_at = {NOW}, "
-                "error = 'gave up after ' || attempts || ' attempts: the worker died each time' "
-                f"WHERE state = 'running' AND lease_expires <= {NOW} AND attempts >= %s AND call_id IS NULL "
-                f"RETURNING {_COLUMNS}",
-                (worker_id, self.max_attempts)).fetchall()
+            rows = cur.execute(f"{MOVES['take_exhausted'].postgres} RETURNING {_COLUMNS}",
+                               {"worker": worker_id, "max_attempts": self.max_attempts}).fetchall()
         return sorted((JobRecord(*row, store_id=self.store_id) for row in rows), key=lambda job: job.id)
 
     # -- reading and health -----------------------------------------------
@@ -314,7 +300,8 @@ class PostgresStore:
              state: str | None = None) -> list[JobRecord]:
         """The newest `limit` jobs, newest first, for the dashboard; only those of `repos` ("owner/name",
         any case) when given, only those in `state` when given."""
-        where, params = ["TRUE"], {"limit": limit}
+        where = ["TRUE"]
+        params: dict[str, Any] = {"limit": limit}
         if repos is not None:
             where.append("lower(split_part(key, '#', 1)) = ANY(%(repos)s::text[])")
             params["repos"] = sorted({r.lower() for r in repos})
@@ -332,7 +319,7 @@ class PostgresStore:
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             queued = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY id").fetchall()
             running = cur.execute(f"SELECT key, installation FROM jobs WHERE state = 'running' "
-                                  f"AND lease_expires > {NOW}").fetchall()
+                                  f"AND lease_expires > {PG_NOW}").fetchall()
             turns = cur.execute("SELECT installation, max(claimed_at) FROM jobs WHERE claimed_at IS NOT NULL "
                                 "GROUP BY installation").fetchall()
         return Snapshot([JobRecord(*row, store_id=self.store_id) for row in queued], [tuple(r) for r in running],
@@ -340,8 +327,7 @@ class PostgresStore:
 
     def note(self, job_id: int, text: str) -> bool:
         """Remember what the queued job's comment says; True for the one caller that changed it."""
-        return self._update_owned("UPDATE jobs SET note = %s WHERE id = %s AND state = 'queued' "
-                                  "AND note IS DISTINCT FROM %s", (text, job_id, text))
+        return self._move("note", job=job_id, text=text)
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""
@@ -353,7 +339,7 @@ class PostgresStore:
         """True when a small durable write commits (for /healthz)."""
         try:
             with self._tx() as cur:
-                cur.execute(f"INSERT INTO health (id, probed_at) VALUES (1, {NOW}) "
+                cur.execute(f"INSERT INTO health (id, probed_at) VALUES (1, {PG_NOW}) "
                             "ON CONFLICT (id) DO UPDATE SET probed_at = excluded.probed_at")
         except StoreError:
             return False
@@ -365,9 +351,10 @@ class PostgresStore:
 
     # -- plumbing ---------------------------------------------------------
 
-    def _update_owned(self, sql: str, params: tuple[Any, ...]) -> bool:
+    def _move(self, name: str, **params: Any) -> bool:
+        """The state machine's move `name` (bot/jobs/transitions.py) on one job; False when it was refused."""
         with self._tx() as cur:
-            return cur.execute(sql, params).rowcount == 1
+            return cur.execute(MOVES[name].postgres, params).rowcount == 1
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Cursor[Any]]:
@@ -380,8 +367,8 @@ class PostgresStore:
 
     def _clean(self, error: BaseException) -> str:
         text = str(error).strip() or type(error).__name__
-        long_enough = self._password and len(self._password) >= MIN_SECRET_LENGTH  # as the log redactor does
-        return text.replace(self._password, "[REDACTED]") if long_enough else text
+        password = self._password  # redacted as the log redactor does: when long enough to be a secret
+        return text.replace(password, "[REDACTED]") if password and len(password) >= MIN_SECRET_LENGTH else text
 
 
 def migrate(conn: psycopg.Connection[Any]) -> list[int]:
@@ -409,4 +396,11 @@ def identity(conn: psycopg.Connection[Any]) -> str:
     read by every later one."""
     with conn.transaction():
         conn.execute("INSERT INTO store (one, id) VALUES (1, %s) ON CONFLICT (one) DO NOTHING", (new_store_id(),))
-        return conn.execute("SELECT id FROM store").fetchone()[0]
+        return str(_row(conn.execute("SELECT id FROM store"))[0])
+
+
+def _row(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (INSERT ... RETURNING, a count, a lock taken)."""
+    row = cur.fetchone()
+    assert row is not None, "the statement returns a row"
+    return row

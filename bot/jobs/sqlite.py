@@ -71,6 +71,7 @@ from bot.config import StoreSettings
 from bot.core.extras import requires_extra
 from bot.core.names import new_store_id
 from bot.jobs.sqlite_sql import CLAIM, COLUMNS, MIGRATIONS, RUNNABLE, SCHEMA
+from bot.jobs.transitions import MOVES
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, Caps, JobRecord,
                             JobStore, Snapshot, StoreError, check_final, installation_of)
 
@@ -264,28 +265,19 @@ class Store:
 
     def heartbeat(self, job_id: int, worker_id: str) -> bool:
         """Extend the lease of `worker_id` on the job; False if the lease was lost."""
-        now = time.time()
-        return self._update_owned(
-            "UPDATE jobs SET lease_expires = ?, updated_at = ? "
-            "WHERE id = ? AND lease_owner = ? AND state = 'running'",
-            (now + self.lease_s, now, job_id, worker_id))
+        return self._move("heartbeat", job=job_id, worker=worker_id)
 
     def finish(self, job_id: int, worker_id: str, state: str, *, result: dict | None = None,
                error: str | None = None) -> bool:
         """End a job `worker_id` holds as `state` (done or failed); False if the lease was lost."""
         check_final(state)
-        return self._update_owned(
-            "UPDATE jobs SET state = ?, result = ?, error = ?, lease_owner = NULL, lease_expires = NULL, "
-            "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
-            (state, None if result is None else json.dumps(result), error, time.time(), job_id, worker_id))
+        return self._move("finish", job=job_id, worker=worker_id, state=state, error=error,
+                          result=None if result is None else json.dumps(result))
 
     def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
         """Remember the call that runs the job `worker_id` holds; one that replaces another call is an attempt
         (the job was started again). False if the lease was lost."""
-        return self._update_owned(
-            "UPDATE jobs SET attempts = attempts + (call_id IS NOT NULL AND call_id != ?), call_id = ?, "
-            "updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
-            (call_id, call_id, time.time(), job_id, worker_id))
+        return self._move("record_call", job=job_id, worker=worker_id, call=call_id)
 
     def watch(self, on_job: Callable[[], None]) -> None:
         """Nothing: processes sharing a SQLite file are on one host and find new jobs at their next poll."""
@@ -293,10 +285,7 @@ class Store:
     def release(self, job_id: int, worker_id: str) -> None:
         """Give a job back (graceful shutdown): queued again, this attempt not counted. A recorded call is kept
         (it may still run): the next claimer asks it."""
-        self._update_owned(
-            "UPDATE jobs SET state = 'queued', attempts = attempts - (call_id IS NULL), lease_owner = NULL, "
-            "lease_expires = NULL, updated_at = ? WHERE id = ? AND lease_owner = ? AND state = 'running'",
-            (time.time(), job_id, worker_id))
+        self._move("release", job=job_id, worker=worker_id)
 
     def take_exhausted(self, worker_id: str) -> list[JobRecord]:
         """Fail the running jobs whose lease expired after max_attempts attempts, and return them.
@@ -305,14 +294,10 @@ class Store:
         reports them. `worker_id` is recorded as the last owner. A job with a recorded
         call is left to its next claimer, which asks the call.
         """
-        now = time.time()
         with self._lock, self._tx():
-            rows = self._db.execute(
-                "UPDATE jobs SET state = 'failed', lease_owner = ?, lease_expires = NULL, updated_at = ?, "
-                "error = 'gave up after ' || attempts || ' attempts: the worker died each time' "
-                "WHERE state = 'running' AND lease_expires <= ? AND attempts >= ? AND call_id IS NULL "
-                f"RETURNING {COLUMNS}",
-                (worker_id, now, now, self.max_attempts)).fetchall()
+            rows = self._db.execute(f"{MOVES['take_exhausted'].sqlite} RETURNING {COLUMNS}",
+                                    {"worker": worker_id, "now": time.time(), "max_attempts": self.max_attempts}
+                                    ).fetchall()
         return sorted((_record(row, self.store_id) for row in rows), key=lambda job: job.id)
 
     # -- reading and health -----------------------------------------------
@@ -362,8 +347,7 @@ class Store:
 
     def note(self, job_id: int, text: str) -> bool:
         """Remember what the queued job's comment says; True for the one caller that changed it."""
-        return self._update_owned("UPDATE jobs SET note = ? WHERE id = ? AND state = 'queued' "
-                                  "AND note IS NOT ?", (text, job_id, text))
+        return self._move("note", job=job_id, text=text)
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""
@@ -396,9 +380,12 @@ class Store:
 
     # -- plumbing ---------------------------------------------------------
 
-    def _update_owned(self, sql: str, params: tuple[Any, ...]) -> bool:
+    def _move(self, name: str, **params: Any) -> bool:
+        """The state machine's move `name` (bot/jobs/transitions.py) on one job; False when it was refused."""
+        now = time.time()
         with self._lock, self._tx():
-            return self._db.execute(sql, params).rowcount == 1
+            return self._db.execute(MOVES[name].sqlite, {"now": now, "expires": now + self.lease_s, **params}
+                                    ).rowcount == 1
 
     @contextmanager
     def _errors(self) -> Iterator[None]:

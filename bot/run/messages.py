@@ -18,6 +18,7 @@ from bot.core.text import one_line
 from bot.run.markdown import safe_commit_text
 from bot.run.transcript import Transcript
 from bot.sandbox import Sandbox
+from bot.sandbox.protocol import CapReached
 from bot.workspace.clone import Workspace
 
 
@@ -26,6 +27,8 @@ def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Tra
     with how to fix it; None when nothing would be (or the sandbox cannot tell)."""
     try:
         found = sandbox.check_hand_back(base, max_file_bytes=max_file)
+    except CapReached:  # the run stops at the cap (bot/agent/loop.py)
+        raise
     except DecodeError as e:
         transcript.record("note", text=f"the hand-back could not be checked before the answer: {e}")
         return None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.loop import AgentResult, answer_room, run_agent
+from bot.agent.mcp import McpServers
 from bot.agent.prompt import network_rule, system_prompt, task_message
 from bot.agent.tools import DEFAULT_TOOLS, Toolset
 from bot.config import Settings
@@ -244,42 +245,48 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
                                 allow_domains=config.allow_domains)
     max_file = ctx.settings.sandbox.max_file_mb * MB
     caps = {"max_file_bytes": max_file, "max_bytes": max_file * PATCH_CAP_FILES}
-    sandbox = Restarting(lambda kept: open_set_up(ctx, repo, agent_policy, kept=kept),
-                         lambda: open_sandbox(ctx.settings.sandbox.mode, run_spec(ctx, repo), network=agent_policy),
+    servers = McpServers(config.mcp, ctx.settings.mcp, ctx.transcript.record,
+                         lambda line: ctx.progress(ctx.redactor.redact(line)))  # a server's stderr is in it
+    bare = lambda: replace(run_spec(ctx, repo), hand_back_only=True)  # noqa: E731 (opened to hand back only)
+    sandbox = Restarting(lambda kept: open_set_up(ctx, repo, agent_policy, servers, kept=kept),
+                         lambda: open_sandbox(ctx.settings.sandbox.mode, bare(), network=agent_policy),
                          workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,
                          max_restarts=ctx.settings.sandbox.max_restarts, record=ctx.transcript.record,
                          progress=ctx.progress)
     try:
-        agent, verification, review = run_the_agent(ctx, repo, sandbox, model)
-        blocked = sandbox.blocked()
-        if blocked:
+        agent, verification, review = run_the_agent(ctx, repo, sandbox, model, ctx.job.tools.plus(servers.tools))
+        if blocked := sandbox.blocked():
             ctx.transcript.record("egress_blocked", destinations=blocked)
         if agent.stop_reason == "interrupted":
             ctx.progress("interrupted: keeping the work so far (interrupt again to stop without it)")
             sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
-        elif agent.stop_reason == "sandbox_lost":
-            ctx.progress(f"{agent.error}: keeping the work so far")
+        elif agent.stop_reason in ("sandbox_lost", "max_disk"):  # why: the caller's last line
+            ctx.progress("keeping the work so far")
         hand = sandbox.hand_back(repo.ws.base_sha, **caps) if ctx.job.tools.keeps_changes else HandBack(b"", {})
         return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts), review)
     finally:
+        servers.close()
         sandbox.close()
 
 
-def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy, *, kept: bool = False) -> AgentdSandbox:
-    """A sandbox for the agent: opened (`open_run_sandbox`) and set up (`set_up`), closed when setup fails.
+def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy, servers: McpServers, *,
+                kept: bool = False) -> AgentdSandbox:
+    """A sandbox for the agent: opened (`open_run_sandbox`), set up (`set_up`), its MCP servers started; closed
+    when that fails.
 
     `kept`: a restart on the workspace the agent left, whose files (what setup runs) the agent may have
     changed: setup runs under the agent's own policy and fills no setup cache (bot/run/restart.py); when it
     fails there, the run goes on with what the first setup left in the workspace, and says so."""
     sandbox, cache = open_run_sandbox(ctx, repo, agent_policy, kept=kept)
     try:
-        set_up(ctx, sandbox, cache, repo.config, agent_policy, kept=kept)
-    except DecodeError as e:
-        if not kept or sandbox.launcher.stopped():
-            sandbox.close()
-            raise
-        _note(ctx, f"setup on the restarted sandbox, under the agent's network policy, did not pass ({e}); "
-                   "the run goes on with what the first setup left in the workspace")
+        try:
+            set_up(ctx, sandbox, cache, repo.config, agent_policy, kept=kept)
+        except DecodeError as e:
+            if not kept or sandbox.launcher.stopped():
+                raise
+            _note(ctx, f"setup on the restarted sandbox, under the agent's network policy, did not pass ({e}); "
+                       "the run goes on with what the first setup left in the workspace")
+        servers.start(sandbox)
     except BaseException:
         sandbox.close()
         raise
@@ -333,10 +340,10 @@ def set_up(ctx: _Context, sandbox: AgentdSandbox, cache: RunCache | None, config
         ctx.progress(f"setup cache {cache.key[:12]}: {saved}")
 
 
-def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting,
-                  model: Model) -> tuple[AgentResult, Verification, Outcome | None]:
-    """The agent loop on the task, with the hand-back review, decode.yml's `verify:` and its `review:` before its
-    answer; the agent's result counts the review pass's turns and cost."""
+def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model,
+                  tools: Toolset) -> tuple[AgentResult, Verification, Outcome | None]:
+    """The agent loop on the task, offered `tools`, with the hand-back review, decode.yml's `verify:` and its
+    `review:` before its answer; the agent's result counts the review pass's turns and cost."""
     ctx.transcript.record("phase", name="agent")
     config, settings, redact = repo.config, ctx.settings, ctx.redactor.redact
     network = network_rule(internet=config.network, allow_domains=config.allow_domains,
@@ -355,7 +362,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting,
         started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript)
                                   if ctx.job.tools.keeps_changes else None, verifier, reviewer),
-        tools=ctx.job.tools,
+        tools=tools,
     )
     if reviewer is None:
         return agent, verifier.verification, None
@@ -401,7 +408,7 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
 
 def _unfinished(ctx: _Context) -> RunResult:
     """The failed result of a run that ended before its own (an error, an interrupt), from its `run_end`."""
-    end = next((e for e in reversed(ctx.transcript.events()) if e["type"] == "run_end"), {})
+    end: dict[str, Any] = next((e for e in reversed(ctx.transcript.events()) if e["type"] == "run_end"), {})
     job = ctx.job
     return RunResult(run_id=job.run_id, state="failed", repo=ctx.redactor.redact(job.repo), branch=job.branch,
                      attempt=job.attempt, stop_reason=str(end.get("stop_reason") or "error"),

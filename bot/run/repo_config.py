@@ -22,6 +22,12 @@
       - github-actions[bot]
     setup_cache_key:  # docker: keep what setup left, keyed on these files' content (bot/run/setup_cache.py);
       - requirements.lock  # [] keys on the image and the setup commands alone; absent: no cache
+    mcp:              # MCP servers the agent may use, by name (bot/agent/mcp.py, docs/decode-yml.md)
+      time:
+        command: python3 -m mcp_server_time   # shell words or a list; run in the sandbox after setup
+        env: {TZ: UTC}                        # plain values, never a secret
+        required: false                       # true: a server that does not start fails the run
+      docs: {operator: true}                  # the operator's remote server `docs` (DECODE_MCP_SERVERS)
 
 The file is read as a blob from the base commit on the host (the default branch
 for an issue, the pull request's base branch for a PR; never the PR's head and
@@ -33,10 +39,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import shlex
 from dataclasses import dataclass
 
 import yaml
 
+from bot.config.mcp_servers import MCP_NAME
 from bot.config.table import thinking_value
 from bot.core.errors import ConfigError
 from bot.workspace.trusted_files import Git, read_trusted
@@ -44,7 +52,7 @@ from bot.workspace.trusted_files import Git, read_trusted
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
         "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking", "allowed_bots",
-        "review", "attempts")
+        "review", "mcp", "attempts")
 MAX_CACHE_KEY_FILES = 20
 MAX_VERIFY_ROUNDS = 5
 MAX_ATTEMPTS = 5
@@ -55,6 +63,7 @@ IMAGE = re.compile(rf"{_REGISTRY}?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_]
                    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 IMAGE_MAX = 400  # a 255-character name, a 128-character tag and a sha256 digest
 BOT_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})\[bot\]")  # a GitHub App's or Actions' account
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 
 
@@ -77,6 +86,19 @@ class RepoConfig:
     allowed_bots: tuple[str, ...] = ()  # bot logins, lower-cased, whose labels and commands start runs
     attempts: int = 1  # how many attempts of a run go at once, the best published (bot/run/attempts.py)
     review: bool = False  # a read-only pass reviews the diff before the run publishes (bot/run/self_review.py)
+    mcp: tuple["McpServer", ...] = ()  # MCP servers the agent may use, in the file's order
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """One of decode.yml's `mcp:` servers: a command run in the sandbox (stdio), or, with `operator`, the
+    operator's remote server of that name (DECODE_MCP_SERVERS), which the repository only chooses."""
+
+    name: str
+    command: str = ""  # a bash command line (a list in the file is joined with shell quoting)
+    env: tuple[tuple[str, str], ...] = ()
+    required: bool = False
+    operator: bool = False
 
 
 def load_repo_config(git: Git, commit: str) -> RepoConfig:
@@ -173,7 +195,7 @@ def parse_repo_config(data: object) -> RepoConfig:
                       thinking=None if data.get("thinking") is None else thinking_value(data["thinking"],
                                                                                          f"{PATH}: thinking"),
                       allowed_bots=parse_allowed_bots(data.get("allowed_bots")),
-                      review=parse_review(data.get("review")),
+                      review=parse_review(data.get("review")), mcp=parse_mcp(data.get("mcp")),
                       attempts=parse_attempts(data.get("attempts", 1), f"{PATH}: 'attempts'"))
 
 
@@ -194,6 +216,47 @@ def parse_attempts(value: object, where: str) -> int:
         raise ConfigError(f"{where} must be a whole number from 1 to {MAX_ATTEMPTS} (how many attempts run at once; "
                           f"default 1), not {value!r}")
     return value
+
+
+def parse_mcp(value: object) -> tuple[McpServer, ...]:
+    """decode.yml's `mcp:`: NAME -> {command, env, required} (or {operator: true, required}), in the file's order."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ConfigError(f"{PATH}: 'mcp' must be a mapping of server names to {{command, env, required}}, not "
+                          f"{_shown(value)}")
+    return tuple(_mcp_server(name, entry) for name, entry in value.items())
+
+
+def _mcp_server(name: object, entry: object) -> McpServer:
+    where = f"{PATH}: mcp: {name}"
+    if not isinstance(name, str) or not MCP_NAME.fullmatch(name):
+        raise ConfigError(f"{PATH}: mcp: the server name {_shown(name)} must be 1 to 24 letters, digits or '-', "
+                          "starting with a letter or digit")
+    keys = {"command", "env", "required", "operator"}
+    if not isinstance(entry, dict) or not set(map(str, entry)) <= keys:
+        raise ConfigError(f"{where} must be a mapping with the keys command, env, required (or operator: true), not "
+                          f"{_shown(entry)}")
+    required, operator = entry.get("required", False), entry.get("operator", False)
+    if not isinstance(required, bool) or not isinstance(operator, bool):
+        raise ConfigError(f"{where}: 'required' and 'operator' must be true or false")
+    if operator:
+        if "command" in entry or "env" in entry:
+            raise ConfigError(f"{where}: an operator's server (operator: true) takes no command or env: the "
+                              "operator configures it (DECODE_MCP_SERVERS)")
+        return McpServer(name, required=required, operator=True)
+    command = entry.get("command")
+    if isinstance(command, list) and command and all(isinstance(w, str) for w in command):
+        command = shlex.join(command)
+    if not isinstance(command, str) or not command.strip():
+        raise ConfigError(f"{where}: 'command' must be a command line (a string) or a list of words, not "
+                          f"{_shown(command)}")
+    env = entry.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and ENV_NAME.fullmatch(k) and
+                                            isinstance(v, (str, int, float)) for k, v in env.items()):
+        raise ConfigError(f"{where}: 'env' must map variable names to plain values (strings or numbers), not "
+                          f"{_shown(env)}")
+    return McpServer(name, command, tuple((k, str(v)) for k, v in env.items()), required)
 
 
 def parse_allowed_bots(value: object) -> tuple[str, ...]:

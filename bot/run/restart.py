@@ -18,7 +18,9 @@ patch since the base) and a new sandbox gets them back (`CopiesWorkspace.restore
 
 Past `max_restarts` (DECODE_MAX_RESTARTS), or when the workspace is gone, the call raises `SandboxLost`:
 the agent stops there, and the work so far is handed back from a fresh sandbox without setup (or from
-the last checkpoint) and committed as incomplete, as an interrupt's is.
+the last checkpoint) and committed as incomplete, as an interrupt's is. A sandbox the backend stopped
+for a cap (`CapReached`, the disk) is not restarted: the call raises it and the work is handed back
+the same way.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any, TypeVar, cast
 from bot.core.errors import DecodeError
 from bot.sandbox import CommandResult, EgressPolicy, HandBack, Refused
 from bot.sandbox.client import AgentdSandbox
-from bot.sandbox.protocol import CopiesWorkspace, Death, SandboxDied, SandboxLost
+from bot.sandbox.protocol import CapReached, CopiesWorkspace, Death, SandboxDied, SandboxLost, ServerLines
 
 T = TypeVar("T")
 Opener = Callable[[], AgentdSandbox]
@@ -82,6 +84,9 @@ class Restarting:
             return call(self._current())
         except SandboxDied as e:
             raise Restarted(self._restart(e.death)) from None
+        except CapReached:  # stopped for good: the work is handed back from a sandbox opened for that alone
+            self.close()
+            raise
 
     def _restart(self, death: Death) -> str:
         """Replace the dead sandbox and return the line that answers the cut call; `SandboxLost` when the run
@@ -152,10 +157,25 @@ class Restarting:
                 kept = "the last checkpoint is" if self._checkpoint is not None else "nothing is"
                 self._record("note", text=f"no sandbox could be opened to hand the work back ({e}): {kept} kept")
                 return self._checkpoint or HandBack(b"", {})
-        return self._current().hand_back(base, max_file_bytes=max_file_bytes, max_bytes=max_bytes)
+        try:
+            return self._current().hand_back(base, max_file_bytes=max_file_bytes, max_bytes=max_bytes)
+        except CapReached as e:  # passed after the agent's last call: from a sandbox opened for the hand-back
+            self.close()
+            self._record("note", text=f"{e} after the agent's last call; the work is handed back as it is")
+            return self.hand_back(base, max_file_bytes=max_file_bytes, max_bytes=max_bytes)
 
     def set_network(self, policy: EgressPolicy) -> None:
         self._current().set_network(policy)
+
+    def mcp_start(self, name: str, command: str, env: dict[str, str]) -> None:
+        self._guarded(lambda sb: sb.mcp_start(name, command, env))
+
+    def mcp_io(self, name: str, line: str | None, wait: list[int], timeout: float) -> ServerLines:
+        """An MCP server's exchange, on the current sandbox (a restart starts its servers again, in setup)."""
+        return self._guarded(lambda sb: sb.mcp_io(name, line, wait, timeout), changes=True)
+
+    def mcp_stop(self, name: str) -> None:
+        self._guarded(lambda sb: sb.mcp_stop(name))
 
     def blocked(self) -> dict[str, int]:
         return self._sandbox.blocked() if self._sandbox is not None else {}

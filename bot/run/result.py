@@ -52,8 +52,8 @@ class Figures:
         ...}}` or record.json's earlier flat one (`wall_s`, no tokens)."""
         if not isinstance(data, Mapping):
             return None
-        usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
-        tokens = data.get("tokens") if isinstance(data.get("tokens"), Mapping) else {}
+        usage = found if isinstance(found := data.get("usage"), Mapping) else {}
+        tokens = found if isinstance(found := data.get("tokens"), Mapping) else {}
         earlier = {"input_tokens": "input", "output_tokens": "output", "cache_read_tokens": "cache_read",
                    "cache_creation_tokens": "cache_write"}
         return cls(turns=_int(data.get("turns")), cost_usd=_float(data.get("cost_usd")),

@@ -130,8 +130,8 @@ class _Renamed:
     def __init__(self, transcript: Transcript) -> None:
         self.transcript = transcript
 
-    def record(self, kind: str, **fields: Any) -> None:
-        self.transcript.record(f"review_{kind}" if kind in ("run_end", "run_start") else kind, **fields)
+    def record(self, type: str, **fields: Any) -> None:  # noqa: A002 - the Recorder protocol's name
+        self.transcript.record(f"review_{type}" if type in ("run_end", "run_start") else type, **fields)
 
 
 def with_review(agent: AgentResult, outcome: Outcome) -> AgentResult:

@@ -165,7 +165,7 @@ class SetupCache:
         """Delete `entry`: its image first (False, nothing deleted, while a sandbox still runs from it)."""
         launcher = BACKENDS.get(entry.mode)
         if launcher is not None and launcher.capabilities.setup_cache:
-            if not launcher.drop_setup_cache(entry.tag):  # type: ignore[attr-defined]
+            if not launcher.drop_setup_cache(entry.tag):  # type: ignore[attr-defined]  # capabilities.setup_cache
                 return False
         for path in (self.directory / f"{entry.key}.json", self.archive(entry.key)):
             path.unlink(missing_ok=True)
@@ -206,7 +206,7 @@ class RunCache:
         if not setup or key_paths is None or cap_bytes <= 0 or launcher is None \
                 or not launcher.capabilities.setup_cache:
             return None
-        base = launcher.setup_cache_base  # type: ignore[attr-defined]
+        base = launcher.setup_cache_base  # type: ignore[attr-defined]  # as capabilities.setup_cache promises
         image_id = base(spec.image) if launcher.capabilities.image else base(spec.image, path=spec.path)
         key = cache_key(repo=repo, mode=mode, image_id=image_id, setup=setup, files=key_files(git, commit, key_paths))
         run = cls(cache, key, repo, mode, spec.image, image_id, may_save, cap_bytes)
@@ -261,7 +261,7 @@ def _caching(launcher: Launcher) -> CachingLauncher:
 def _image_missing(launcher: object, tag: str) -> str | None:
     """Why the entry's image cannot be started (removed behind the cache's back), or None."""
     try:
-        launcher.setup_cache_base(tag)  # type: ignore[attr-defined]
+        launcher.setup_cache_base(tag)  # type: ignore[attr-defined]  # a launcher with capabilities.setup_cache
     except ConfigError:
         return f"its image {tag} is no longer on the engine"
     return None

@@ -30,7 +30,7 @@ Event types and their fields, as the agent loop records them:
 - `sandbox_restart`: reason (why the sandbox died, in words), oom, restart (1, 2...), max_restarts (a new
   sandbox was opened on the kept workspace, bot/run/restart.py)
 - `run_end`: stop_reason ("completed", "max_turns", "max_cost", "max_tokens",
-  "wall_clock", "error", "interrupted", "sandbox_lost"), summary, turns, usage, cost_usd, wall_s, error, trims
+  "wall_clock", "max_disk", "error", "interrupted", "sandbox_lost"), summary, turns, usage, cost_usd, wall_s, error, trims
 
 `render_markdown` turns a list of events into the `transcript.md` a reviewer reads.
 """
@@ -369,7 +369,16 @@ def _sandbox_restart(e: dict[str, Any]) -> str:
             f"{safe_prose(str(e.get('reason', '')), inline=True)}")
 
 
-_ONE_LINE = {"setup_cache": _setup_cache, "sandbox_restart": _sandbox_restart}  # event type -> its one line
+def _mcp_server(e: dict[str, Any]) -> str:
+    name = code_span(str(e.get("name")))
+    if e.get("state") == "started":
+        tools = ", ".join(code_span(str(t)) for t in (e.get("tools") or [])[:50]) or "none"
+        return f"> **MCP server {name}** started (MCP {safe_prose(str(e.get('protocol')))}); its tools: {tools}"
+    return f"> **MCP server {name} {safe_prose(str(e.get('reason')))}**; the run goes on without it"
+
+
+_ONE_LINE = {"setup_cache": _setup_cache, "sandbox_restart": _sandbox_restart,  # event type -> its one line
+             "mcp_server": _mcp_server}
 
 
 def _result(e: dict[str, Any], cap: int | None) -> list[str]:

@@ -17,6 +17,7 @@ from bot.agent.prompt import verify_feedback
 from bot.core.errors import DecodeError
 from bot.run.repo_config import RepoConfig
 from bot.sandbox import Sandbox
+from bot.sandbox.protocol import CapReached
 from bot.run.transcript import Transcript
 
 TAIL_LINES = 80  # of each failing command's output, in the feedback
@@ -128,6 +129,8 @@ class Verifier:
             self.progress(f"verify: {command}")
             try:
                 result = self.sandbox.run(command, timeout=min(self.config.setup_timeout, left))
+            except CapReached:  # the run stops at the cap (bot/agent/loop.py)
+                raise
             except DecodeError as e:
                 check, output = Check(command, None, 0.0), f"the sandbox failed: {e}"
             else:

@@ -38,7 +38,8 @@ from bot.sandbox.protocol import (
 
 __all__ = [
     "BACKENDS", "ISOLATING", "Capabilities", "CommandResult", "EgressPolicy", "HandBack", "Launcher", "Refused",
-    "Sandbox", "SandboxSpec", "Transport", "capabilities", "close_all", "offering", "open_sandbox", "prepare_host",
+    "Sandbox", "SandboxSpec", "Transport", "capabilities", "close_all", "offering", "open_sandbox", "preflight",
+    "prepare_host",
     "sandbox_spec",
 ]
 
@@ -79,6 +80,11 @@ def sandbox_spec(sandbox: SandboxSettings, workspace: Path, **fields: Any) -> Sa
                             "memory_mb": sandbox.max_memory_mb, "pool_size": sandbox.pool_size,
                             "pool_dir": sandbox.pool_dir}
     return SandboxSpec(workspace=workspace, **{**base, **fields})
+
+
+def preflight(mode: str) -> None:
+    """The `mode` backend's check before any work (every door calls it): a `ConfigError` naming the fix."""
+    _launcher(mode).preflight()
 
 
 def prepare_host(mode: str, spec: SandboxSpec) -> None:

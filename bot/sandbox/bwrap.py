@@ -59,6 +59,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from bot.core.errors import ConfigError
 from bot.sandbox.cgroup import SandboxCgroup
@@ -88,13 +89,17 @@ PACKAGE_DBS = ("/var/lib/dpkg/status", "/var/lib/rpm/rpmdb.sqlite", "/var/lib/rp
 class BwrapLauncher:
     """Starts agentd under bubblewrap with the host root read-only and its secrets hidden."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=False, gpu=False, pool=False,
-                                setup_cache=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=True, egress_policy=True, image=False, gpu=False, pool=False, setup_cache=True)
     root = WORKSPACE
 
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Nothing to prepare: a sandbox dies with its process (`--die-with-parent`)."""
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Nothing to check before the sandbox starts (bubblewrap and the cgroup are checked then)."""
 
     def __init__(self, spec: SandboxSpec, *, hide: Iterable[Path] = ()) -> None:
         """Prepare the sandbox for `spec`; `hide` adds host paths to mask. Refuses without a usable cgroup."""
@@ -116,7 +121,7 @@ class BwrapLauncher:
             if cgroup is None:
                 raise ConfigError(no_cgroup_message(spec.cgroup_parent))
             self.cgroup = cgroup
-            self.disk = DiskGuard((self._workspace, self._tmp), spec.disk_mb, self.cgroup.kill)
+            self.disk = DiskGuard.of((self._workspace, self._tmp), spec, self.cgroup.kill)
         except BaseException:
             self.egress.close()
             shutil.rmtree(self._tmp, ignore_errors=True)

@@ -22,7 +22,8 @@ from typing import NoReturn
 
 from bot.core.errors import Cancelled, SandboxError
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.sandbox.protocol import CommandResult, HandBack, Launcher, Refused, SandboxDied, Transport
+from bot.sandbox.protocol import (CapReached, CommandResult, HandBack, Launcher, Refused, SandboxDied, ServerLines,
+                                  Transport)
 
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
 GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
@@ -30,6 +31,7 @@ MB = 1024 * 1024
 EXPORT_CHUNK = 4 * MB  # bytes of patch per export_read answer
 CONNECT_S = 60.0  # how long a started agentd may take to connect to its socket
 KILLED = (-9, 137)  # a command's exit code after SIGKILL (agentd's, or a shell's)
+STOPPED_WAIT_S = 3.0  # how long a call waits for a channel to end once the backend stopped the sandbox (a cap)
 
 
 class PatchTooLarge(SandboxError):
@@ -112,6 +114,11 @@ class ProcessTransport:
             return self._lines.get(timeout=timeout)
         except queue.Empty:
             raise TimeoutError from None
+
+    @property
+    def pid(self) -> int:
+        """The child process's id (agentd's, or the wrapper's that runs it)."""
+        return self._proc.pid
 
     def exited(self) -> int | None:
         """None while the process runs; its exit status once it ended (a warm pool's liveness check)."""
@@ -203,10 +210,12 @@ class AgentdSandbox:
         self._unless_cancelled(op)
         if transport is None:
             raise SandboxError("the sandbox is closed")
+        if self._launcher.stopped():  # a cap stopped it: nothing would answer
+            self._died()
         request_id = next(self._ids)
         try:
             transport.send(json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n")
-            line = transport.recv(_timeout)
+            line = self._answer(transport, _timeout)
         except TimeoutError:
             raise SandboxError(f"the sandbox stopped answering ({op} after {_timeout:.0f}s)") from None
         except SandboxError:
@@ -221,6 +230,24 @@ class AgentdSandbox:
             raise Refused(answer.get("error") or "refused")
         return answer
 
+    def _answer(self, transport: Transport, timeout: float) -> bytes | None:
+        """agentd's answer line (None: its channel ended; TimeoutError past `timeout`), waited for in one-second
+        slices: once the backend has stopped the sandbox (a cap), an answer not come in `STOPPED_WAIT_S` never will."""
+        deadline = time.monotonic() + timeout
+        stopped_at: float | None = None
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                raise TimeoutError
+            if stopped_at is None and self._launcher.stopped():
+                stopped_at = now
+            if stopped_at is not None and now - stopped_at >= STOPPED_WAIT_S:
+                return None
+            try:
+                return transport.recv(min(1.0, deadline - now))
+            except TimeoutError:
+                continue
+
     def _unless_cancelled(self, op: str) -> None:
         if self._cancelled:
             raise Cancelled(f"the sandbox was closed under the {op} call: the process is stopping")
@@ -229,7 +256,7 @@ class AgentdSandbox:
         """agentd's channel ended: the launcher's reason when it stopped the sandbox for good (`stopped`, the
         disk cap), else `SandboxDied` with why, as the backend knows it (`Launcher.death`)."""
         if stopped := self._launcher.stopped():
-            raise SandboxError(stopped)
+            raise CapReached(stopped)
         raise SandboxDied(self._launcher.death())
 
     def run(self, command: str, *, timeout: float = 120.0) -> CommandResult:
@@ -295,6 +322,20 @@ class AgentdSandbox:
     def blocked(self) -> dict[str, int]:
         """"host:port" -> connections the current policy refused (empty where the backend cannot tell)."""
         return self._launcher.blocked()
+
+    def mcp_start(self, name: str, command: str, env: dict[str, str]) -> None:
+        """Start MCP server `name` in the workspace: `command` with bash, the commands' environment plus `env`."""
+        self._call("mcp_start", name=name, command=command, env=env)
+
+    def mcp_io(self, name: str, line: str | None, wait: list[int], timeout: float) -> ServerLines:
+        """Send `line` to server `name` and read back its lines until one answers an id in `wait` (see
+        bot/sandbox/agentd/mcp.py), `timeout` passes or the server ends."""
+        a = self._call("mcp_io", _timeout=timeout + GRACE_S, name=name, line=line, wait=wait, timeout=timeout)
+        return ServerLines(tuple(a["lines"]), tuple(a["oversize"]), a["timed_out"], a["exited"], a["status"],
+                           a["stderr"])
+
+    def mcp_stop(self, name: str) -> None:
+        self._call("mcp_stop", name=name)
 
     def cancel(self) -> None:
         """Close the sandbox from another thread; the call in flight, and any later one, raise `Cancelled`."""

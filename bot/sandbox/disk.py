@@ -6,9 +6,10 @@ dir), which needs root and a prepared host, while the bwrap backend must also ru
 as the Actions runner's user. So a thread measures the workspace and the
 sandbox's temp directory every `interval` seconds (less often when a walk is slow)
 and, past the cap, kills every process of the sandbox and records why; the
-launcher refuses to restart it and the run stops with that message. The bound is therefore soft: a writer can
-overshoot by what it writes in one interval (about 0.5 s of disk bandwidth) before
-it is killed. The docker backend adds a hard bound for /tmp and /var/tmp
+launcher refuses to restart it, the agent stops at once (`CapReached`), and the work so far is handed
+back from a sandbox opened for that alone, without the poller, and committed as incomplete (exit 3).
+The bound is therefore soft: a writer can overshoot by what it writes in one interval (about 0.5 s of
+disk bandwidth) before it is killed. The docker backend adds a hard bound for /tmp and /var/tmp
 (size-limited tmpfs mounts) and polls the workspace the same way.
 """
 
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bot.core.errors import SandboxError
+from bot.sandbox.protocol import SandboxSpec
 
 INTERVAL_S = 0.5
 
@@ -51,18 +53,25 @@ def usage(paths: Iterable[Path]) -> int:
 
 
 class DiskGuard:
-    """Polls the bytes under `paths` and calls `kill` once they pass `limit_mb` MiB."""
+    """Polls the bytes under `paths` and calls `kill` once they pass `limit_mb` MiB (None: no polling)."""
 
-    def __init__(self, paths: Iterable[Path], limit_mb: int, kill: Callable[[], object],
+    def __init__(self, paths: Iterable[Path], limit_mb: int | None, kill: Callable[[], object],
                  interval: float = INTERVAL_S) -> None:
         self.paths = tuple(paths)
-        self.limit = limit_mb * 1024 * 1024
+        self.limit = (limit_mb or 0) * 1024 * 1024
         self.exceeded: str | None = None
         self._kill = kill
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="decode-disk-guard", daemon=True)
-        self._thread.start()
+        if limit_mb is not None:
+            self._thread.start()
+
+    @classmethod
+    def of(cls, paths: Iterable[Path], spec: SandboxSpec, kill: Callable[[], object]) -> "DiskGuard":
+        """The guard of a sandbox on `spec`: `spec.disk_mb`, or none for a sandbox opened only to hand the work
+        back after a cap stopped the agent (`spec.hand_back_only`: it runs none of the agent's commands)."""
+        return cls(paths, None if spec.hand_back_only else spec.disk_mb, kill)
 
     def _watch(self) -> None:
         pause = self._interval
@@ -85,5 +94,5 @@ class DiskGuard:
     def close(self) -> None:
         """Stop polling."""
         self._stop.set()
-        if self._thread is not threading.current_thread():
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)

@@ -68,6 +68,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import ClassVar
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import docker_pool, warm_pool
@@ -103,8 +104,8 @@ PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fn
 class DockerLauncher:
     """Runs one container per sandbox and agentd in it through a persistent `docker exec -i`."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=False, pool=True,
-                                setup_cache=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=True, egress_policy=True, image=True, gpu=False, pool=True, setup_cache=True)
     root = WORKSPACE
 
     @classmethod
@@ -117,6 +118,10 @@ class DockerLauncher:
             docker_pool.remove_stale_slots(spec.pool_dir)
             if spec.pool_size:
                 cls.pool(spec, pinned=True)
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Nothing to check before the sandbox starts (the engine and the image are checked then)."""
 
     @classmethod
     def pool(cls, spec: SandboxSpec, *, docker: str = "docker", client_env: Mapping[str, str] | None = None,
@@ -143,8 +148,8 @@ class DockerLauncher:
         self._ready: ProcessTransport | None = None  # the warm container's agentd, for the first `start`
         self._oom_kills = 0  # out-of-memory kills in the container already told (`death`)
         self._agentd: ProcessTransport | None = None  # the running agentd's `docker exec`, for `death`
-        warm = self.pool(spec, docker=self._docker, client_env=self._env).claim() \
-            if spec.pool_size and spec.pool_dir is not None else None
+        pooled = spec.pool_size and spec.pool_dir is not None and not spec.hand_back_only  # a pooled one polls
+        warm = self.pool(spec, docker=self._docker, client_env=self._env).claim() if pooled else None
         self.acquired_from = "cold" if warm is None else "pool"
         if warm is not None:
             self._adopt(warm)
@@ -163,7 +168,7 @@ class DockerLauncher:
                     self.container = self._create(spec)
                 finally:
                     handed.result()
-            self.disk = DiskGuard((spec.workspace.resolve(),), spec.disk_mb, self._kill_all)
+            self.disk = DiskGuard.of((spec.workspace.resolve(),), spec, self._kill_all)
         except BaseException:
             self.close()
             raise
@@ -222,14 +227,15 @@ class DockerLauncher:
         env["DECODE_EGRESS_SOCKET"] = f"{EGRESS_INSIDE}/{self.egress.path.name}"
         name = "decode-%s-%s" % ("".join(c if c.isalnum() or c in "_.-" else "_" for c in spec.name)[:40],
                                  secrets.token_hex(4))
+        tmp_mb = spec.memory_mb if spec.hand_back_only else spec.disk_mb  # the hand-back stages a patch in /tmp
         args = ["run", "--detach", "--init", "--name", name, "--hostname", "decode-sandbox",
                 "--label", f"{LABEL}={spec.name}", "--label", f"{LABEL}.pid={os.getpid()}",
                 "--label", f"{LABEL}.host={socket.gethostname()}",
                 "--network", "none", "--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m",
                 "--cpus", str(min(spec.cpus, os.cpu_count() or 1)), "--pids-limit", str(spec.pids),
                 "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "%d:%d" % self.user,
-                "--tmpfs", f"/tmp:rw,exec,nosuid,nodev,mode=1777,size={spec.disk_mb}m",
-                "--tmpfs", f"/var/tmp:rw,nosuid,nodev,mode=1777,size={spec.disk_mb}m",
+                "--tmpfs", f"/tmp:rw,exec,nosuid,nodev,mode=1777,size={tmp_mb}m",
+                "--tmpfs", f"/var/tmp:rw,nosuid,nodev,mode=1777,size={tmp_mb}m",
                 "--mount", _mount(workspace, WORKSPACE),
                 "--mount", _mount(self.egress.directory, EGRESS_INSIDE, readonly=True), "--workdir", WORKSPACE]
         for key, value in env.items():
@@ -314,7 +320,7 @@ class DockerLauncher:
         sizes = [self._cli("image", "inspect", "--format", "{{.Size}}", name).stdout.strip()
                  for name in (tag, self._spec.image)]
         used = max(0, int(sizes[0] or 0) - int(sizes[1] or 0))
-        argv = [self._docker, "exec", self.container, "python3", "-I", "-c", save_script(WORKSPACE)]
+        argv = [self._docker, "exec", self._live(), "python3", "-I", "-c", save_script(WORKSPACE)]
         used = save_locally(argv, self._env, archive, used, cap_bytes)
         return Saved(used, tag)
 

@@ -103,7 +103,7 @@ def remove_slot(slot: Path) -> None:
 
 def remove_stale_slots(pool_dir: Path) -> list[Path]:
     """Remove the slots under `pool_dir` whose creating process is gone; returns them."""
-    removed = []
+    removed: list[Path] = []
     if not pool_dir.is_dir():
         return removed
     for slot in pool_dir.iterdir():

@@ -46,8 +46,9 @@ from typing import Protocol
 
 from bot.sandbox.egress_policy import (METADATA, NEVER, EgressPolicy, IPAddress, own_addresses, refuse_host_header,
                                        refuse_server_name)
+from bot.sandbox.agentd.relay import relay
 from bot.sandbox.egress_wire import (ACCESS_DENIED, TLS_HANDSHAKE, OneExchange, Reply, Request, answer, bind_unix,
-                                     cut, parse_request, read_client_hello, relay)
+                                     cut, parse_request, read_client_hello)
 
 __all__ = ["EgressPolicy", "EgressProxy", "HostUpstream", "Upstream"]
 ESTABLISHED = b"HTTP/1.1 200 Connection established\r\n\r\n"

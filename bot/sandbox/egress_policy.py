@@ -186,7 +186,8 @@ def check_ceiling(cidrs: tuple[str, ...], ceiling: tuple[str, ...]) -> None:
     (none in `DENIED`, none in an IPv6 form carrying an IPv4 address). Unset, nothing private may be opened."""
     limits = networks(ceiling)
     for cidr, network in zip(cidrs, networks(cidrs)):
-        if any(network.version == limit.version and network.subnet_of(limit) for limit in limits):  # type: ignore
+        if any(network.version == limit.version and network.subnet_of(limit)  # type: ignore[arg-type]  # same version
+               for limit in limits):
             continue
         special = [n for n, _ in DENIED if n.version == network.version and n.overlaps(network)]
         special += [n for n in EMBEDDING if n.version == network.version and n.overlaps(network)]

@@ -1,4 +1,5 @@
-"""The wire side of the egress proxy: HTTP proxy request heads, answers, and byte relaying.
+"""The wire side of the egress proxy: HTTP proxy request heads and answers (the byte relay is agentd's
+`relay`, bot/sandbox/agentd/relay.py, one loop for both ends).
 
 No policy here (egress_policy.py decides, egress.py runs the proxy).
 """
@@ -6,14 +7,12 @@ No policy here (egress_policy.py decides, egress.py runs the proxy).
 from __future__ import annotations
 
 import os
-import select
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-HALF_CLOSED_S = 30.0
 HOP_BY_HOP = {"proxy-connection", "proxy-authorization", "connection", "keep-alive"}
 TLS_HANDSHAKE, CLIENT_HELLO, SERVER_NAME, HOST_NAME = 0x16, 0x01, 0, 0
 ACCESS_DENIED = b"\x15\x03\x03\x00\x02\x02\x31"  # a fatal TLS alert, access_denied (RFC 8446 section 6)
@@ -289,49 +288,6 @@ class OneExchange:
             return
         self.response = Body(length, chunked)
         self.finished = self.response.done
-
-
-def relay(a: socket.socket, b: socket.socket, idle_s: float, only: OneExchange | None = None) -> None:
-    """Copy bytes both ways until both sides have finished sending, or `idle_s` pass in silence
-    (`HALF_CLOSED_S` once one side has finished: a keep-alive client would otherwise hold its slot). With
-    `only` (client `a`, server `b`), one plain-HTTP exchange passes, then the relay ends."""
-    peer = {a.fileno(): (a, b), b.fileno(): (b, a)}
-    poller = select.poll()
-    for fd in peer:
-        poller.register(fd, select.POLLIN)
-    open_ends = len(peer)
-    while open_ends:
-        events = poller.poll((idle_s if open_ends == 2 else min(idle_s, HALF_CLOSED_S)) * 1000)
-        if not events:
-            return
-        for fd, _ in events:
-            source, target = peer[fd]
-            try:
-                data = source.recv(65536)
-            except OSError:
-                return
-            if data and only is not None:
-                try:
-                    data = only.from_client(data) if source is a else only.from_server(data)
-                except OSError:
-                    return
-                if not data and not only.finished:
-                    continue
-            if data:
-                try:
-                    target.sendall(data)
-                except OSError:
-                    return
-            if only is not None and only.finished:
-                return
-            if data:
-                continue
-            poller.unregister(fd)
-            open_ends -= 1
-            try:
-                target.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
 
 
 def cut(sockets: list[socket.socket]) -> None:

@@ -12,7 +12,9 @@ before the model sees it, so known secrets do not reach the model or the
 transcript, but only the bwrap and docker backends keep them out of reach.
 
 No egress policy can be enforced either: the agent uses the host's network as
-it is, whatever `.github/decode.yml` says, and `blocked()` is always empty.
+it is, whatever `.github/decode.yml` says, and `blocked()` is always empty. Of the limits, only the disk
+cap (DECODE_MAX_DISK_MB, `disk.DiskGuard` on the workspace and HOME) applies: past it, agentd and every
+process under it are killed, as the isolating backends kill their sandbox.
 """
 
 from __future__ import annotations
@@ -20,11 +22,16 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import signal
 import sys
 import tempfile
+from contextlib import suppress
+from pathlib import Path
+from typing import ClassVar
 
 from bot.sandbox.agentd.processes import BASH
 from bot.sandbox.client import ProcessTransport
+from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, stopped_from_outside
 from bot.sandbox.shipping import agentd_file
@@ -80,25 +87,43 @@ def host_path(path: str | None = None) -> str:
     return os.pathsep.join(dict.fromkeys(kept)) or SAFE_PATH
 
 
+class LocalTransport(ProcessTransport):
+    """agentd's channel, whose close first ends the commands agentd runs: agentd ends them itself once its
+    input ends, but only between two requests, and a call abandoned to an interrupt may run for minutes. (The
+    isolating backends end the whole sandbox: its cgroup, its container.)"""
+
+    def close(self) -> None:
+        if self.exited() is None:  # a reaped agentd's pid may be another process's by now
+            kill_tree(self.pid, spare_root=True)
+        super().close()
+
+
 class LocalLauncher:
     """Starts agentd on the host, in the workspace, with a clean environment."""
 
-    capabilities = Capabilities(isolating=False, egress_policy=False, image=False, gpu=False, pool=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=False, egress_policy=False, image=False, gpu=False, pool=False)
 
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Nothing to prepare: no sandbox outlives its process."""
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Nothing to check: agentd runs on the host."""
 
     def __init__(self, spec: SandboxSpec) -> None:
         self.root = str(spec.workspace.resolve())
         make_undumpable()
         self._home = tempfile.mkdtemp(prefix="decode-home-")
         self._transport: ProcessTransport | None = None
+        self.disk = DiskGuard.of((Path(self.root), Path(self._home)), spec, self._kill_all)
 
     def start(self, policy: EgressPolicy) -> ProcessTransport:
         """Start agentd; `policy` cannot be enforced here (the host's network is the agent's)."""
+        self.disk.check()
         argv = [sys.executable, "-I", str(agentd_file()), self.root]
-        self._transport = ProcessTransport(argv, clean_env(self._home, "local", host_path()))
+        self._transport = LocalTransport(argv, clean_env(self._home, "local", host_path()))
         return self._transport
 
     def death(self) -> Death:
@@ -107,15 +132,44 @@ class LocalLauncher:
             return Death("a process of agentd's was killed")
         return stopped_from_outside(self._transport.wait_exit(), "agentd")
 
-    def stopped(self) -> None:
-        """None: nothing here stops the sandbox for good."""
-        return None
+    def stopped(self) -> str | None:
+        """The disk cap's message once agentd was stopped for passing it."""
+        return self.disk.exceeded
 
     def blocked(self) -> dict[str, int]:
         return {}
 
+    def _kill_all(self) -> None:
+        """Kill agentd and every process under it (the disk cap): its commands run in sessions of their own."""
+        if self._transport is not None and self._transport.exited() is None:
+            kill_tree(self._transport.pid)
+
     def close(self) -> None:
+        self.disk.close()
         shutil.rmtree(self._home, ignore_errors=True)
+
+
+def kill_tree(root: int, *, spare_root: bool = False) -> None:
+    """SIGKILL `root` (unless `spare_root`) and every process under it, parents first."""
+    for pid in descendants(root)[1 if spare_root else 0:]:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def descendants(root: int) -> list[int]:
+    """`root` and every process under it, parents first (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError, IndexError, ValueError):
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, ()))
+    return found
 
 
 def make_undumpable() -> None:

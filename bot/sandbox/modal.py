@@ -57,7 +57,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.core.extras import requires_extra
@@ -97,6 +97,22 @@ def load_client() -> Any:
     with requires_extra("modal", "SANDBOX_MODE=modal"):
         import modal
     return modal
+
+
+def check_credentials() -> None:
+    """A `ConfigError` before any work when Modal's client has no token: neither MODAL_TOKEN_ID and
+    MODAL_TOKEN_SECRET nor a profile `modal token new` wrote (~/.modal.toml, or MODAL_CONFIG_PATH). A client
+    without Modal's `config` (an injected double) brings its own credentials."""
+    config = getattr(getattr(load_client(), "config", None), "config", None)
+    if config is None:
+        return
+    try:
+        found = config.get("token_id") and config.get("token_secret")
+    except Exception as e:  # a malformed ~/.modal.toml or MODAL_* value: Modal's own message names it
+        raise ConfigError(f"SANDBOX_MODE=modal: Modal's settings do not load ({e})") from None
+    if not found:
+        raise ConfigError("SANDBOX_MODE=modal needs Modal credentials: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, "
+                          "or run `modal token new`")
 
 
 class ModalTransport:
@@ -166,9 +182,14 @@ class ModalTransport:
 class ModalLauncher:
     """One Modal sandbox per run; agentd in it through one persistent exec."""
 
-    capabilities = Capabilities(isolating=True, egress_policy=True, image=True, gpu=True, pool=True,
-                                setup_cache=True, keeps_workspace=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        isolating=True, egress_policy=True, image=True, gpu=True, pool=True, setup_cache=True, keeps_workspace=False)
     root = WORKSPACE
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Modal's credentials (`check_credentials`)."""
+        check_credentials()
 
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:

@@ -29,6 +29,20 @@ class CommandResult:
 
 
 @dataclass(frozen=True)
+class ServerLines:
+    """What an MCP server in the sandbox wrote after one line sent to it (`Sandbox.mcp_io`): its whole lines,
+    the sizes of lines too long to carry, whether the wait timed out, and, once it ended, its exit status
+    (None when unknown) and its stderr's tail."""
+
+    lines: tuple[str, ...]
+    oversize: tuple[int, ...] = ()
+    timed_out: bool = False
+    exited: bool = False
+    status: int | None = None
+    stderr: str = ""
+
+
+@dataclass(frozen=True)
 class HandBack:
     """The agent's changes as a binary patch, and what the sandbox left out of it (path -> why)."""
 
@@ -75,7 +89,8 @@ class SandboxSpec:
     gpu: str | None = None  # e.g. "H200:4"; only a backend with `Capabilities.gpu` offers GPUs
     lifetime_s: int = 3 * 3600  # modal: the sandbox is terminated after this long, whatever happens
     cgroup_parent: Path | None = None  # bwrap: a delegated cgroup v2 directory to make the sandbox's cgroup in
-    disk_mb: int = 10240  # what the agent may write: workspace plus temp (bwrap, docker; see disk.py)
+    disk_mb: int = 10240  # what the agent may write: workspace plus temp (local, bwrap, docker; see disk.py)
+    hand_back_only: bool = False  # opened only to hand the work back after a cap stopped the agent: no disk poller
     pool_size: int = 0  # docker, modal: warm sandboxes like this one kept ready per process (DECODE_POOL_SIZE)
     pool_dir: Path | None = None  # docker: where warm containers' workspaces wait (DECODE_DATA_DIR/pool); None: no pool
     # Waits until the workspace's files are in place (a run's checkout goes on while its sandbox starts,
@@ -101,6 +116,13 @@ class Capabilities:
 
 class Refused(SandboxError):
     """agentd declined a request (a path outside the workspace, a missing file...)."""
+
+
+class CapReached(SandboxError):
+    """The backend stopped the sandbox for passing a cap (the disk, `Launcher.stopped`): the agent stops at once,
+    and the work so far is handed back from a sandbox opened for that alone and committed as incomplete."""
+
+    stop_reason = "max_disk"
 
 
 class SandboxLost(SandboxError):
@@ -131,16 +153,24 @@ class Transport(Protocol):
 class Launcher(Protocol):
     """One backend: starts agentd for a workspace, reaching what an `EgressPolicy` allows.
 
-    Constructed as `Launcher(spec)`. `capabilities` and `prepare_host` are read on the class,
+    Constructed as `Launcher(spec)`. `capabilities`, `prepare_host` and `preflight` are read on the class,
     without starting anything.
     """
 
     capabilities: ClassVar[Capabilities]
     root: str  # the workspace's path as seen inside the sandbox
 
+    def __init__(self, spec: SandboxSpec) -> None: ...
+
     @classmethod
     def prepare_host(cls, spec: SandboxSpec) -> None:
         """Once, when a long-running host (`decode serve`, `decode worker`) starts, before its first job."""
+        ...
+
+    @classmethod
+    def preflight(cls) -> None:
+        """Before any work, in every door: a `ConfigError` naming the fix when this backend cannot start here
+        for want of a setting (modal: its credentials)."""
         ...
 
     def start(self, policy: EgressPolicy) -> Transport: ...
@@ -195,5 +225,11 @@ class Sandbox(Protocol):
     def set_network(self, policy: EgressPolicy) -> None: ...
 
     def blocked(self) -> dict[str, int]: ...
+
+    def mcp_start(self, name: str, command: str, env: dict[str, str]) -> None: ...
+
+    def mcp_io(self, name: str, line: str | None, wait: list[int], timeout: float) -> ServerLines: ...
+
+    def mcp_stop(self, name: str) -> None: ...
 
     def close(self) -> None: ...

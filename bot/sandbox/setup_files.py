@@ -129,9 +129,9 @@ def save_locally(argv: list[str], env: dict[str, str], archive: Path, used: int,
     with subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as proc:
         assert proc.stdout is not None and proc.stderr is not None
+        stdout = proc.stdout
         try:
-            used = write_capped(iter(lambda: proc.stdout.read(1 << 20), b""), archive,  # type: ignore[union-attr]
-                                used, cap_bytes)
+            used = write_capped(iter(lambda: stdout.read(1 << 20), b""), archive, used, cap_bytes)
         except SandboxError:
             proc.kill()
             raise

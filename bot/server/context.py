@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from flask import Flask, current_app
+from flask import current_app
+from flask.sansio.app import App
 
 from bot.config import Settings
 from bot.core.errors import DecodeError
@@ -26,6 +27,8 @@ class HealthCheck(Protocol):
 
     def error(self) -> DecodeError | None: ...
 
+    def hold(self) -> str | DecodeError | None: ...
+
 
 @dataclass
 class AppContext:
@@ -39,7 +42,7 @@ class AppContext:
     bind: str | None = None  # the host `decode serve` listens on; /metrics needs its token unless it is loopback
 
 
-def app_context(app: Flask | None = None) -> AppContext:
+def app_context(app: App | None = None) -> AppContext:
     """The context of `app`, by default the app handling the current request."""
     context: AppContext = (app or current_app).extensions[KEY]
     return context

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from flask import Blueprint, Response, jsonify, request
+from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from bot.config import Settings
@@ -116,7 +117,7 @@ def model_check(settings: Settings, model: Model | None) -> Recheck | None:
 
 
 @health.get("/healthz")
-def healthz():  # type: ignore[no-untyped-def]
+def healthz() -> ResponseReturnValue:
     ctx = app_context()
     if not ctx.store.writable():
         return jsonify(status="unavailable", reason="the job store is not writable: check DECODE_DATA_DIR"), 503

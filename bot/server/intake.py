@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from bot.jobs.store import BODY_RETENTION_S
 from bot.server.signature import InvalidSignature, validate
@@ -44,7 +44,13 @@ class Verdict:
     job: tuple[str, dict[str, Any]] | None = None  # (serialization key, payload) to store before answering
 
 
-def triage(headers: Mapping[str, str], body: bytes, secret: str, router: Router, *,
+class Headers(Protocol):
+    """What `triage` reads of a delivery's headers: a value by name (Flask's request headers, or a dict)."""
+
+    def get(self, key: str) -> str | None: ...
+
+
+def triage(headers: Headers, body: bytes, secret: str, router: Router, *,
            now: float | None = None) -> Verdict:
     """Check the signature against `secret`, then parse and apply `router`'s trigger rules; a delivery that
     would start a job but is older than `STALE_AFTER_S` at `now` is refused as a replay."""
@@ -100,7 +106,8 @@ def event_time(payload: Mapping[str, Any]) -> float | None:
         for field in TIME_FIELDS:
             value = target.get(field)
             try:
-                times.append(datetime.fromisoformat(value).timestamp())  # type: ignore[arg-type]
-            except (TypeError, ValueError):
+                if isinstance(value, str):
+                    times.append(datetime.fromisoformat(value).timestamp())
+            except ValueError:
                 continue
     return max(times, default=None)

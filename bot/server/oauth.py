@@ -14,6 +14,7 @@ import logging
 import secrets
 
 from flask import Blueprint, redirect, render_template, request, session
+from flask.typing import ResponseReturnValue
 from werkzeug.wrappers import Response
 
 from bot.config import GitHubSettings, WebSettings
@@ -61,7 +62,7 @@ def login() -> Response:
 
 
 @auth.get("/login/callback")
-def callback():  # type: ignore[no-untyped-def]
+def callback() -> ResponseReturnValue:
     settings = app_context().settings
     expected, got = session.pop("oauth_state", None), request.args.get("state", "")
     if not configured(settings.github) or not expected or not _same(str(expected), got):

@@ -73,7 +73,7 @@ class ModelGate:
 
 def listen(app: Any, host: str, port: int) -> Any:
     """A waitress server bound to host:port; a ConfigError naming the port when it cannot be."""
-    import waitress
+    from waitress.server import create_server
 
     from bot.server import MAX_BODY
 
@@ -85,8 +85,8 @@ def listen(app: Any, host: str, port: int) -> Any:
     try:
         # waitress answers 413 from the headers (or, chunked, as soon as the count passes the limit),
         # before buffering the body; its check is `>=`, Flask's `>`, hence the + 1.
-        return waitress.create_server(app, host=host, port=port, threads=8, ident="decode-bot",
-                                      max_request_body_size=MAX_BODY + 1)
+        return create_server(app, host=host, port=port, threads=8, ident="decode-bot",
+                             max_request_body_size=MAX_BODY + 1)
     except OSError as e:
         raise cannot_listen(host, port, e) from None
 
@@ -128,8 +128,8 @@ def check_port(port: int) -> None:
 
 
 def serve(settings: Settings, host: str, port: int) -> int:
-    """The webhook server (waitress) with an embedded worker pool, until SIGTERM. Without App credentials
-    it starts in setup mode: /setup creates the App, then the pool starts (docs/setup.md)."""
+    """The webhook server (waitress) with an embedded worker pool, until SIGTERM (exit 0) or SIGINT (130).
+    Without App credentials it starts in setup mode: /setup creates the App, then the pool starts (docs/setup.md)."""
     from bot.server import create_app
 
     check_port(port)
@@ -156,7 +156,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
         remove_sandboxes(released)
         close_server(server)
 
-    on_shutdown(lambda name: pool.shutdown(name, settings.pool.shutdown_grace_s, stopped))
+    signalled = on_shutdown(lambda name: pool.shutdown(name, settings.pool.shutdown_grace_s, stopped))
     if credentials is not None:
         log.info("serving on %s with %d workers", address(host, server.effective_port), settings.pool.workers)
     else:  # a link to copy: a plain line, not JSON
@@ -167,7 +167,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
         pool.stop_unless_stopping(settings.pool.shutdown_grace_s)
         server.task_dispatcher.shutdown()
         store.close()
-    return 0
+    return signalled.exit_code
 
 
 class Pool:
@@ -234,8 +234,8 @@ def close_server(server: Any) -> None:
 
 
 def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -> int:
-    """Workers only, against the same store as `decode serve`, until SIGTERM; GET /metrics on host:port
-    when a port is given."""
+    """Workers only, against the same store as `decode serve`, until SIGTERM (exit 0) or SIGINT (130); GET
+    /metrics on host:port when a port is given."""
     if port is not None:
         check_port(port)
     configure_logging(settings.redactor)
@@ -259,8 +259,8 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
             raise
         threading.Thread(target=scrape.run, name="metrics", daemon=True).start()
     pool = start_pool(settings, store, metrics, settings.pool.workers, credentials, gate)
-    on_shutdown(lambda name: stop_runner(pool, settings.pool.shutdown_grace_s, name, remove_sandboxes))
+    signalled = on_shutdown(lambda name: stop_runner(pool, settings.pool.shutdown_grace_s, name, remove_sandboxes))
     log.info("worker running with %d workers", settings.pool.workers)
     pool.wait_stopped()
     store.close()
-    return 0
+    return signalled.exit_code

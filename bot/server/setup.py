@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flask import Blueprint, Flask, Response, current_app, redirect, render_template_string, request
+from flask.typing import ResponseReturnValue
 
 from bot.github.app_credentials import StoredApp, applied, has_credentials, load, save
 from bot.config import Settings
@@ -55,7 +56,7 @@ class SetupFlow:
 
     def admits(self, key: str | None) -> bool:
         """Whether `key` is this server's setup key."""
-        return bool(key and self.key) and hmac.compare_digest(key.encode(), self.key.encode())
+        return bool(key and self.key and hmac.compare_digest(key.encode(), self.key.encode()))
 
     def issue(self) -> str:
         """A new single-use state, good for an hour; the oldest are dropped past MAX_STATES."""
@@ -123,7 +124,7 @@ def flow_of(app: Flask | None = None) -> SetupFlow:
 
 
 @setup.get("/setup")
-def show() -> Response | tuple[Response, int]:
+def show() -> ResponseReturnValue:
     settings, flow = app_context().settings, flow_of()
     if has_credentials(settings):
         return page("configured", app=stored_app(settings), app_id=settings.github.app_id)
@@ -140,7 +141,7 @@ def show() -> Response | tuple[Response, int]:
 
 
 @setup.get("/setup/callback")
-def callback() -> Response | tuple[Response, int]:
+def callback() -> ResponseReturnValue:
     ctx, flow = app_context(), flow_of()
     with flow.lock:  # one conversion at a time: a second callback finds the server configured
         if has_credentials(ctx.settings):

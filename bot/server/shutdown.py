@@ -19,23 +19,39 @@ from bot.jobs.lease import LeaseRunner
 log = logging.getLogger("decode.worker")
 
 
-def on_shutdown(stop: Callable[[str], None]) -> None:
+class Signalled:
+    """The first stopping signal `on_shutdown` saw, for the process's exit status."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """130 after SIGINT (Ctrl-C: interrupted, as every door says), 0 after SIGTERM (the ordinary stop of a
+        service) or without a signal."""
+        return 130 if self.name == "SIGINT" else 0
+
+
+def on_shutdown(stop: Callable[[str], None]) -> Signalled:
     """Make SIGTERM and SIGINT call `stop(the signal's name)` on a thread of its own; a second signal ends
-    the process immediately. Call from the main thread.
+    the process immediately. Call from the main thread; the answer names the first signal once it came.
 
     The first signal hands both signals back to the kernel's default, so the second one kills the process
     whatever its main thread is doing: a Python handler would run only once the main thread next runs
     Python, and one that arrives while the first handler runs is not seen until a blocking call wakes."""
 
+    signalled = Signalled()
+
     def on_signal(signum: int, frame: object) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        name = signal.Signals(signum).name
+        name = signalled.name = signal.Signals(signum).name
         log.info("%s: stopping; a second SIGTERM or SIGINT ends the process without waiting for running jobs", name)
         threading.Thread(target=stop, args=(name,), name="shutdown", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    return signalled
 
 
 def stop_runner(runner: LeaseRunner, grace_s: float, name: str,

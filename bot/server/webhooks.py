@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from bot.server.context import app_context
@@ -24,7 +25,7 @@ webhooks = Blueprint("webhooks", __name__)
 
 
 @webhooks.post("/webhook")
-def receive():  # type: ignore[no-untyped-def]
+def receive() -> ResponseReturnValue:
     ctx = app_context()
     if not ctx.settings.github.webhook_secret:
         ctx.metrics.deliveries.labels("unconfigured").inc()
@@ -55,7 +56,7 @@ def receive():  # type: ignore[no-untyped-def]
     ctx.metrics.deliveries.labels(outcome).inc()
     log.info("delivery %s: %s (%s)", outcome, message, request.headers.get("X-GitHub-Event"),
              extra={"delivery_id": delivery, "job_id": job_id})
-    answer = {"outcome": outcome, "message": message}
+    answer: dict[str, object] = {"outcome": outcome, "message": message}
     if job_id is not None:
         answer["job"] = job_id
     return jsonify(answer), status

@@ -225,7 +225,7 @@ def git_url(repo: str) -> bool:
 
 def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, token: str | None = None, *,
             redactor: Redactor | None = None, mirrors: Mirrors | None = None, background: bool = False,
-            say: Callable[[str], None] = lambda line: None) -> Workspace:
+            say: Callable[[str], object] = lambda line: None) -> Workspace:
     """Clone `repo` (URL or local path) into `run_dir/clean` (index only) and `run_dir/workspace` (the one
     checkout), on `branch` from `base`.
 
@@ -279,7 +279,7 @@ def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, toke
 
 
 def _check_out(clean: Path, copy: Path, branch: str, base_sha: str, redactor: Redactor, *, taken: bool,
-               say: Callable[[str], None]) -> None:
+               say: Callable[[str], object]) -> None:
     """The sandbox's copy of `clean` on `branch` at `base_sha`: a mirror's kept tree (`taken`, already at
     `copy`) brought to the base, or else a fresh copy checked out.
 

@@ -12,15 +12,24 @@ import os
 from dataclasses import asdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from bot.core.files import write_atomic
 
 
 class Kept(Protocol):
-    key: str
-    last_used: float
-    size: int
+    """A kept thing's metadata: a (frozen) dataclass with these fields, read only here."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # what `asdict` asks of a dataclass
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def last_used(self) -> float: ...
+
+    @property
+    def size(self) -> int: ...
 
 
 T = TypeVar("T", bound=Kept)
@@ -41,7 +50,8 @@ def read_entries(directory: Path, kind: Callable[..., T]) -> list[T]:
 def evict(entries: list[T], cap_bytes: int, too_old: Callable[[T], bool], remove: Callable[[T], bool]) -> list[T]:
     """Remove (`remove`: False when in use) the `entries` (most recently used first) that are `too_old`, then
     those past `cap_bytes` in total; the ones removed."""
-    removed, total = [], 0
+    removed: list[T] = []
+    total = 0
     for entry in entries:
         total += entry.size
         if (too_old(entry) or total > cap_bytes) and remove(entry):
@@ -54,4 +64,4 @@ def write_entry(directory: Path, entry: Kept) -> None:
     """Write `entry` (a dataclass) as `directory/<key>.json`, atomically; the directory is made private."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
-    write_atomic(directory / f"{entry.key}.json", json.dumps(asdict(entry)))  # type: ignore[call-overload]
+    write_atomic(directory / f"{entry.key}.json", json.dumps(asdict(entry)))

@@ -29,7 +29,7 @@ def test_runs_lists_each_run_newest_first_with_its_pr_or_branch_cost_and_time(tm
     figures = Figures(turns=3, usage=Usage(input_tokens=100), cost_usd=1.25, seconds=125.0)
     write_record(run_dir(tmp_path, "job-1"), RunResult(
         "job-1", "success", repo="octo/app", branch="decode/issue-1-x", pr_url="https://github.com/octo/app/pull/9",
-        stop_reason="completed", figures=figures, finished_at=1000.0))
+        commit="0123456789abcdef0123456789abcdef01234567", stop_reason="completed", figures=figures, finished_at=1000.0))
     write_record(run_dir(tmp_path, "job-2"), RunResult(
         "job-2", "no_changes", repo="octo/lib", branch="decode/issue-2-y", stop_reason="completed",
         figures=Figures(turns=1, cost_usd=0.05, seconds=9.0), finished_at=2000.0))
@@ -37,11 +37,12 @@ def test_runs_lists_each_run_newest_first_with_its_pr_or_branch_cost_and_time(tm
     listed = decode_runs(tmp_path)
     assert listed.returncode == 0, listed.stderr
     head, *lines = listed.stdout.splitlines()
-    assert head.split() == ["id", "repository", "state", "pr", "or", "branch", "cost", "time"]
+    assert head.split() == ["id", "repository", "state", "pr", "or", "branch", "commit", "cost", "time"]
     assert [line.split()[0] for line in lines] == ["job-3", "job-2", "job-1"]
-    assert lines[0].split()[1:] == ["-", "unfinished", "-", "-", "-"]
-    assert lines[1].split()[1:] == ["octo/lib", "no_changes", "decode/issue-2-y", "$0.05", "9s"]
-    assert lines[2].split()[1:] == ["octo/app", "success", "https://github.com/octo/app/pull/9", "$1.25", "2m", "05s"]
+    assert lines[0].split()[1:] == ["-", "unfinished", "-", "-", "-", "-"]
+    assert lines[1].split()[1:] == ["octo/lib", "no_changes", "decode/issue-2-y", "-", "$0.05", "9s"]
+    assert lines[2].split()[1:] == ["octo/app", "success", "https://github.com/octo/app/pull/9", "0123456789ab", "$1.25",
+                                "2m", "05s"]
     limited = decode_runs(tmp_path, "--limit", "1")
     assert [line.split()[0] for line in limited.stdout.splitlines()[1:]] == ["job-3"]
 
@@ -57,8 +58,8 @@ def test_records_of_earlier_shapes_show_what_they_hold_without_a_traceback(tmp_p
     listed = decode_runs(tmp_path)
     assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
     rows = {line.split()[0]: line.split()[1:] for line in listed.stdout.splitlines()[1:]}
-    assert rows["r-flat"] == ["octo/old", "no_changes", "decode/run-r", "$2.50", "1m", "01s"]
-    assert rows["r-store"] == ["-", "done", "-", "$0.50", "5s"]
+    assert rows["r-flat"] == ["octo/old", "no_changes", "decode/run-r", "-", "$2.50", "1m", "01s"]
+    assert rows["r-store"] == ["-", "done", "-", "-", "$0.50", "5s"]
     assert rows["r-torn"][1] == rows["r-list"][1] == "unfinished"
 
 

@@ -109,3 +109,19 @@ def test_a_sandbox_restart_is_said_at_once_and_counted():
     assert "sandbox restarted 1x" in body
     assert "last: the sandbox died (the container was stopped from outside (exit status 137 / signal 9)); a new " \
            "one carries on" in body
+
+
+def test_an_mcp_server_the_run_goes_on_without_is_named_once_at_once_and_in_the_final_comment():
+    forge, clock = MemoryForge(), Clock()
+    tracker = started(forge, clock)
+    tracker.on_event({"type": "phase", "name": "agent"})
+    tracker.on_event({"type": "mcp_server", "name": "time", "state": "started", "tools": ["get_current_time"]})
+    edits = len(forge.edits)
+    tracker.on_event({"type": "mcp_server", "name": "git", "state": "down",
+                      "reason": "did not start: it exited with status 1 (No module named `mcp_server_git`)"})
+    assert len(forge.edits) == edits + 1, "not held back by the interval"
+    line = ("⚠️ MCP server `git` did not start: it exited with status 1 (No module named `mcp_server_git`); the run "
+            "goes on without it")
+    assert forge.comments[0].body.count(line) == 1 and "`time`" not in forge.comments[0].body
+    tracker.finish("✅ Done.")
+    assert forge.comments[0].body.startswith("✅ Done.") and forge.comments[0].body.count(line) == 1

@@ -111,6 +111,7 @@ def test_acknowledged_deliveries_survive_sigkill(store_factory: StoreFactory) ->
         acknowledged.append(line.split())
         if len(acknowledged) == 300:
             break
+    assert len(acknowledged) == 300, "the writer stopped before its 300th delivery (its stderr is above)"
     child.send_signal(signal.SIGKILL)
     child.wait()
     acknowledged += [line.split() for line in child.stdout.read().splitlines() if len(line.split()) == 2]

@@ -132,3 +132,30 @@ def test_allowed_bots_takes_a_list_of_bot_logins_with_a_one_line_error(value):
     message = str(e.value)
     assert message.startswith(".github/decode.yml: 'allowed_bots' must be a list of bot logins like "
                               "github-actions[bot]") and "\n" not in message
+
+
+def test_mcp_servers_are_read_in_order_with_their_command_env_and_required():
+    config = parse_repo_config({"mcp": {
+        "time": {"command": "python3 -m mcp_server_time", "env": {"TZ": "UTC", "N": 3}, "required": True},
+        "git": {"command": ["python3", "-m", "mcp_server_git", "--repository", "my repo"]},
+        "docs": {"operator": True}}})
+    assert [s.name for s in config.mcp] == ["time", "git", "docs"]
+    time, git, docs = config.mcp
+    assert time.env == (("TZ", "UTC"), ("N", "3")) and time.required and not time.operator
+    assert git.command == "python3 -m mcp_server_git --repository 'my repo'" and not git.required
+    assert docs.operator and docs.command == ""
+
+
+@pytest.mark.parametrize("value, fix", [
+    ("time", "'mcp' must be a mapping of server names"),
+    ({"my server": {"command": "x"}}, "the server name 'my server' must be 1 to 24 letters"),
+    ({"t": {"command": ""}}, "mcp: t: 'command' must be a command line"),
+    ({"t": {"command": "x", "args": []}}, "mcp: t must be a mapping with the keys command, env, required"),
+    ({"t": {"command": "x", "env": {"A": {"from": "secret"}}}}, "mcp: t: 'env' must map variable names to plain"),
+    ({"t": {"command": "x", "required": "yes"}}, "'required' and 'operator' must be true or false"),
+    ({"t": {"operator": True, "command": "x"}}, "an operator's server (operator: true) takes no command or env"),
+])
+def test_a_bad_mcp_entry_names_the_fix(value, fix):
+    with pytest.raises(ConfigError) as raised:
+        parse_repo_config({"mcp": value})
+    assert fix in str(raised.value)

@@ -13,6 +13,7 @@ One module per job:
 - `files`: `read`, `write`, `glob`, `grep`;
 - `handback`: `check` and `export` (the changes as a patch), with Git LFS files,
   `submodules` and the `scratch` git dirs they are staged in;
+- `mcp`: MCP servers, started in the workspace and their stdio lines relayed to the harness;
 - `relay`: egress, 127.0.0.1:PORT relayed to the harness's proxy socket;
 - `paths`: the workspace's bounds and the path, link, mode and LFS rules, which
   the host's hand-back check imports too (`bot.workspace.patch_check`).

@@ -6,6 +6,7 @@ import base64
 import fnmatch
 import os
 import re
+from typing import Iterator
 
 from .paths import Refused, Workspace
 
@@ -39,7 +40,7 @@ def op_write(ws: Workspace, req: dict) -> dict:
     return {"path": ws.rel(real)}
 
 
-def walk(base: str):
+def walk(base: str) -> Iterator[str]:
     """Every file under `base`, in name order, skipping the directories no search wants (`SKIP_DIRS`)."""
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
@@ -56,7 +57,7 @@ def op_glob(ws: Workspace, req: dict) -> dict:
     return {"paths": [ws.rel(p) for p in found[:MAX_LIST]], "total": len(found)}
 
 
-def glob_regex(pattern: str):
+def glob_regex(pattern: str) -> re.Pattern:
     """`**` spans directories, `*` and `?` stay within one path segment."""
     out, i = "", 0
     while i < len(pattern):
@@ -89,7 +90,8 @@ def op_grep(ws: Workspace, req: dict) -> dict:
     base = ws.resolve(req.get("path") or ".")
     file_glob = req.get("glob")
     files = [base] if os.path.isfile(base) else walk(base)
-    matches, total = [], 0
+    matches: list[str] = []
+    total = 0
     for full in files:
         if file_glob and not fnmatch.fnmatch(os.path.basename(full), file_glob):
             continue

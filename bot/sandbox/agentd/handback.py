@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from typing import Any
 
 from .paths import (
     GITLINK,
@@ -58,7 +59,7 @@ class Stage(object):
             self.git("read-tree", base)
             tracked = dict((path, meta.split()) for meta, path in zip_z(self.git("ls-files", "-s", "-z")))
             self.left = {}
-            keep = set()  # paths whose base entry stays in the index, whatever the worktree holds
+            keep: set[str] = set()  # paths whose base entry stays in the index, whatever the worktree holds
             self.left.update(submodule_changes(ws.root, tracked, keep))
             self.left.update(self.lfs_changes(tracked, keep))
             self.big = self.oversized(max_file_bytes, tracked, keep) if max_file_bytes else {}
@@ -70,7 +71,7 @@ class Stage(object):
             self.close()
             raise
 
-    def git(self, *args: str, **kw) -> bytes:
+    def git(self, *args: str, **kw: Any) -> bytes:
         """git's stdout (or `stdout=FILE`), in the scratch git dir; a failure is refused with git's stderr."""
         res = run_git(list(args), self.env, self.ws.root, input=kw.get("input"),
                       stdout=kw.get("stdout", subprocess.PIPE))

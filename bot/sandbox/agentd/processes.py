@@ -44,6 +44,8 @@ class OutputCap:
 
 
 BASH = "/bin/bash"
+SERVER_PIDS = set()  # MCP servers' processes (mcp.py): they and their children outlive each command
+SERVER_EXITS = {}  # pid -> exit status of an MCP server `reap` collected (negative: the signal)
 
 
 class Child:
@@ -52,9 +54,9 @@ class Child:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.returncode = None
+        self.returncode: int | None = None
 
-    def poll(self, flags: int = os.WNOHANG):
+    def poll(self, flags: int = os.WNOHANG) -> int | None:
         if self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, flags)
@@ -65,7 +67,7 @@ class Child:
                 self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         return self.returncode
 
-    def wait(self):
+    def wait(self) -> int | None:
         return self.poll(0)
 
 
@@ -186,11 +188,13 @@ def reap() -> bool:
     """Collect every exited orphan that was re-parented to agentd; True while children remain."""
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return False
         if pid == 0:
             return True
+        if pid in SERVER_PIDS:
+            SERVER_EXITS[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 def kill_descendants(timeout: float = 2.0) -> None:
@@ -207,6 +211,8 @@ def kill_descendants(timeout: float = 2.0) -> None:
     deadline = time.monotonic() + timeout
     me = os.getpid()
     while reap():
+        if SERVER_PIDS and only_servers_left():
+            return
         delivered = False
         for pid in descendants(me):
             try:
@@ -219,8 +225,22 @@ def kill_descendants(timeout: float = 2.0) -> None:
         time.sleep(0.001)
 
 
+def only_servers_left() -> bool:
+    """Whether agentd's only children are MCP servers (whose trees are spared), read from
+    /proc/self/task/*/children without a scan of /proc; False where the kernel does not list children."""
+    children = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open("/proc/self/task/%s/children" % task) as f:
+                children.update(int(pid) for pid in f.read().split())
+    except (OSError, ValueError):
+        return False
+    return children <= SERVER_PIDS
+
+
 def descendants(root: int) -> list:
-    """The pids whose parent chain under /proc leads to `root` (processes only, not threads)."""
+    """The pids whose parent chain under /proc leads to `root` (processes only, not threads), but for the MCP
+    servers' trees."""
     parents = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -234,10 +254,10 @@ def descendants(root: int) -> list:
             parents[int(name)] = int(stat[stat.rindex(b")") + 2:].split(None, 2)[1])
         except (OSError, ValueError):
             continue  # exited while we looked
-    children = {}
+    children: dict[int, list[int]] = {}
     for pid, ppid in parents.items():
         children.setdefault(ppid, []).append(pid)
-    found, todo = [], list(children.get(root, ()))
+    found, todo = [], [pid for pid in children.get(root, ()) if pid not in SERVER_PIDS]
     while todo:
         pid = todo.pop()
         found.append(pid)

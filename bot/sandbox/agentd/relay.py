@@ -13,6 +13,7 @@ import select
 import socket
 import threading
 import time
+from typing import Callable, Protocol
 
 EGRESS_SOCKET = "DECODE_EGRESS_SOCKET"
 PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
@@ -39,7 +40,7 @@ def start_egress() -> int | None:
     return port
 
 
-def spawn(target, *args) -> None:
+def spawn(target: Callable[..., None], *args: object) -> None:
     thread = threading.Thread(target=target, args=args)
     thread.daemon = True
     thread.start()
@@ -75,22 +76,46 @@ def forward_egress(client: socket.socket, path: str) -> None:
         upstream.close()
 
 
-def relay(a: socket.socket, b: socket.socket) -> None:
-    """Copy bytes both ways until both sides have finished sending (the other gets HALF_CLOSED_S more)."""
+class Exchange(Protocol):
+    """What may pass a relay, and when it ends (the host's egress proxy: bot/sandbox/egress_wire.OneExchange)."""
+
+    finished: bool
+
+    def from_client(self, data: bytes) -> bytes: ...
+
+    def from_server(self, data: bytes) -> bytes: ...
+
+
+def relay(a: socket.socket, b: socket.socket, idle_s: float | None = None, only: Exchange | None = None) -> None:
+    """Copy bytes both ways until both sides have finished sending, a socket fails, or `idle_s` pass in silence
+    (None: no limit; `HALF_CLOSED_S` at most once one side has finished, so a keep-alive client does not hold
+    its slot). With `only` (client `a`, server `b`), what passes each way is what it lets through, and the relay
+    ends once it is `finished`. The one relay loop: agentd's egress port and the host's egress proxy."""
     peer = {a.fileno(): (a, b), b.fileno(): (b, a)}
     poller = select.poll()
     for fd in peer:
         poller.register(fd, select.POLLIN)
     open_ends = 2
     while open_ends:
-        events = poller.poll(None if open_ends == 2 else HALF_CLOSED_S * 1000)
+        wait = idle_s if open_ends == 2 else min(idle_s or HALF_CLOSED_S, HALF_CLOSED_S)
+        events = poller.poll(None if wait is None else wait * 1000)
         if not events:
             return
         for fd, _ in events:
             source, target = peer[fd]
-            data = source.recv(65536)
+            try:
+                data = source.recv(65536)
+                if data and only is not None:
+                    data = only.from_client(data) if source is a else only.from_server(data)
+                    if not data and not only.finished:
+                        continue
+                if data:
+                    target.sendall(data, NOSIGNAL)
+            except OSError:
+                return
+            if only is not None and only.finished:
+                return
             if data:
-                target.sendall(data, NOSIGNAL)
                 continue
             poller.unregister(fd)
             open_ends -= 1

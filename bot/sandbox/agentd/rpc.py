@@ -11,9 +11,11 @@ import os
 import signal
 import socket
 import sys
+from typing import IO
 
 from .files import op_glob, op_grep, op_read, op_write
 from .handback import op_check, op_export, op_export_read
+from .mcp import op_mcp_io, op_mcp_start, op_mcp_stop, stop_all
 from .paths import Refused, Workspace
 from .processes import become_subreaper, kill_descendants, op_exec, reap
 from .relay import start_egress
@@ -30,6 +32,9 @@ OPS = {
     "export": op_export,
     "export_read": op_export_read,
     "check": op_check,
+    "mcp_start": op_mcp_start,
+    "mcp_io": op_mcp_io,
+    "mcp_stop": op_mcp_stop,
 }
 
 
@@ -51,7 +56,7 @@ def answer(ws: Workspace, line: bytes) -> dict:
     return reply
 
 
-def serve(root: str, stdin, stdout) -> None:
+def serve(root: str, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """Answer each request line of `stdin` on `stdout`, for the workspace at `root`, until stdin ends."""
     ws = Workspace(root)
     for line in stdin:
@@ -81,5 +86,6 @@ def main() -> int:
         else:
             serve(sys.argv[1], sys.stdin.buffer, sys.stdout.buffer)
     finally:
+        stop_all()
         kill_descendants()
     return 0

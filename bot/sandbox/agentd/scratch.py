@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from typing import IO
 
 # Untracked build droppings never worth a commit, even when the repo's .gitignore forgets them.
 EXPORT_EXCLUDES = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", ".tox/",
@@ -37,7 +38,7 @@ def scratch_repo(tmp: str, objects: list, worktree: str) -> dict:
 
 
 def run_git(args: list, env: dict, cwd: str, input: bytes | None = None,
-            stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+            stdout: int | IO[bytes] = subprocess.PIPE) -> subprocess.CompletedProcess:
     """One git command with hooks and fsmonitor off; its stderr is captured."""
     return subprocess.run(["git", "-c", "core.hooksPath=" + os.devnull, "-c", "core.fsmonitor=false"] + list(args),
                           env=env, cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, input=input)

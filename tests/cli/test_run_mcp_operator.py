@@ -1,0 +1,78 @@
+"""The operator's MCP servers (DECODE_MCP_SERVERS): remote, streamable HTTP, called by the harness on the host
+with the operator's credential; a repository chooses one by name and never sees the credential. The server is
+the official SDK's, started here (tests/support/mcp_http_server.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_run_mcp import results, run, use
+
+TOKEN = "op-mcp-credential-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(params=["sse", "json"])
+def remote(request) -> Iterator[str]:
+    """The server's URL, answering as an SSE stream or as JSON."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.mcp_http_server", str(port), TOKEN,
+                             *(["--json"] if request.param == "json" else [])], cwd=Path(__file__).parents[2])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def servers(url: str, token: str = TOKEN) -> str:
+    return json.dumps({"docs": {"url": url, "headers": {"Authorization": f"Bearer {token}"}}})
+
+
+def test_a_repository_chooses_the_operators_server_and_never_sees_its_credential(fake_anthropic, tmp_path, remote):
+    turns = [[use("mcp__docs__lookup", term="egress")], [use("bash", command="env; cat .github/decode.yml")],
+             [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, "  docs: {operator: true}\n", turns, DECODE_MCP_SERVERS=servers(remote))
+    assert res.returncode == 0, res.stderr
+    assert "mcp__docs__lookup" in [t["name"] for t in fake_anthropic.requests[0].body["tools"]]
+    looked_up, shell = results(fake_anthropic)
+    assert not looked_up["is_error"] and "docs: egress is explained in chapter 7" in looked_up["content"]
+    assert "DECODE_SANDBOX=" in shell["content"]
+    seen = json.dumps([r.body for r in fake_anthropic.requests])
+    assert TOKEN not in seen and "[REDACTED" not in seen  # the sandbox's environment never had it
+    for path in (tmp_path / "data").rglob("*"):
+        if path.is_file() and ".git" not in path.parts:
+            assert TOKEN.encode() not in path.read_bytes(), path
+    assert TOKEN not in res.stdout + res.stderr
+
+
+def test_a_wrong_credential_or_an_unknown_name_is_said_once_and_required_fails(fake_anthropic, tmp_path, remote):
+    res, events = run(fake_anthropic, tmp_path, "  docs: {operator: true}\n  wiki: {operator: true}\n",
+                      [[{"type": "text", "text": "Done."}]], DECODE_MCP_SERVERS=servers(remote, "wrong"))
+    assert res.returncode == 0, res.stderr
+    downs = {e["name"]: e["reason"] for e in events if e["type"] == "mcp_server" and e["state"] == "down"}
+    assert downs == {"docs": "did not start: it answered HTTP 401",
+                     "wiki": "did not start: the operator offers no MCP server wiki (DECODE_MCP_SERVERS offers: docs)"}
+    failed, _ = run(fake_anthropic, tmp_path / "again", "  wiki: {operator: true, required: true}\n", [],
+                    DECODE_MCP_SERVERS=servers(remote))
+    assert failed.returncode == 1 and "MCP server wiki (required: true" in failed.stderr

@@ -1,0 +1,51 @@
+"""A misbehaving MCP server for the failure tests (standard library only; copied into a test repository and
+run inside the sandbox as `python3 tools/stub.py MODE`).
+
+Modes: `shell` answers properly and its one tool, `shell`, runs a command with bash (the hostile server:
+whatever it tries is what the command tries); `echo` answers its tool with the command's text, running
+nothing (bench/mcp_call.py: the relay's own cost), and a 1x1 PNG too when the text is `image`; `hang` answers the handshake and never a call; `garbage`
+answers the handshake, then prints a line that is not JSON-RPC.
+"""
+
+import json
+import subprocess
+import sys
+import time
+
+MODE = sys.argv[1]
+TOOL = {"name": "shell", "description": "Run a command", "inputSchema": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}
+
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    if "id" not in request:
+        continue
+    method, rid = request["method"], request["id"]
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": request["params"]["protocolVersion"],
+                                                      "capabilities": {"tools": {}},
+                                                      "serverInfo": {"name": "stub", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [TOOL]}})
+    elif MODE == "hang":
+        time.sleep(3600)
+    elif MODE == "echo":
+        text = request["params"]["arguments"]["command"]
+        image = [{"type": "image", "data": PNG, "mimeType": "image/png"}] if text == "image" else []
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}, *image]}})
+    elif MODE == "garbage":
+        print("Traceback (most recent call last): oops", flush=True)
+    else:
+        done = subprocess.run(["bash", "-c", request["params"]["arguments"]["command"]], capture_output=True,
+                              text=True)
+        text = done.stdout + done.stderr
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
