@@ -43,7 +43,7 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     refuse((instances is None and args.test_cmd is not None, "--test-cmd goes with SWE-bench instances (a task "
                                                              "file's checks are their own test commands)"))
     tasks = [i.task() for i in instances] if instances is not None else read_tasks(Path(args.tasks))
-    judges = {i.instance_id: i.judge for i in instances or []}
+    judges: dict[str, Judge] = {i.instance_id: i.judge for i in instances or []}
     out = Path(args.out or datetime.now(timezone.utc).strftime("decode-eval-%Y%m%d-%H%M%S"))
     try:
         results = Results(out)
