@@ -149,9 +149,9 @@ class McpServers:
 
     def close(self) -> None:
         for server in self.servers:
-            if server.client is not None:
+            if (client := server.client) is not None:
                 where = None if server.spec.operator else self.sandbox
-                _quietly(lambda: server.client.channel.close(where))  # type: ignore[union-attr]
+                _quietly(lambda: client.channel.close(where))
 
 
 def _quietly(action: Callable[[], None]) -> None:

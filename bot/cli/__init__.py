@@ -29,7 +29,6 @@ from bot.cli.streams import guarded_streams
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError, Interrupted
 from bot.core.extras import requires_extra
-from bot.sandbox import preflight
 
 
 class _Parser(argparse.ArgumentParser):
@@ -210,6 +209,8 @@ def _main(args: argparse.Namespace) -> int:
             return run_action()
         settings = Settings.from_env()
         if args.command in ("run", "eval", "serve", "worker"):
+            from bot.sandbox import preflight
+
             preflight(settings.sandbox.mode)  # before any clone or job: e.g. Modal's credentials
         if args.command in ("serve", "worker"):
             from bot.github.app_credentials import with_stored_app

@@ -56,7 +56,8 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
         status = check(settings, found)
         if getattr(args, "start", False):
             from bot.cli.check_mcp import start_servers
-            return start_servers(settings, found, print)
+            assert found.top is not None and found.commit is not None  # local_config sets both
+            return start_servers(settings, found.config, found.top, found.commit, print)
         return status
     github_repo = github_repo_name(args.repo, settings.github.api_url)
     if github_repo is None:

@@ -14,20 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from bot.agent.mcp import McpRequired, McpServers
-from bot.cli.check import Found
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.sandbox import open_sandbox, sandbox_spec
+from bot.run.repo_config import RepoConfig
 from bot.sandbox.egress_policy import EgressPolicy
 
 
-def start_servers(settings: Settings, found: Found, say: Callable[[str], None]) -> int:
-    """Start `found`'s MCP servers in a sandbox and say each one's tools; 1 when one did not start, else 0."""
-    config = found.config
+def start_servers(settings: Settings, config: RepoConfig, top: str, commit: str, say: Callable[[str], None]) -> int:
+    """Start `config`'s MCP servers in a sandbox on `commit` of the local repository at `top`, and say each one's
+    tools; 1 when one did not start, else 0."""
     if not config.mcp:
         say("mcp --start: no MCP servers in decode.yml")
         return 0
-    assert found.top is not None and found.commit is not None
     failed: list[str] = []
 
     def record(kind: str, **event: Any) -> None:
@@ -39,11 +38,11 @@ def start_servers(settings: Settings, found: Found, say: Callable[[str], None]) 
 
     with tempfile.TemporaryDirectory(prefix="decode-check-") as tmp:
         workspace = Path(tmp) / "repo"
-        clone = subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", found.top, str(workspace)],
+        clone = subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", top, str(workspace)],
                                capture_output=True, text=True)
         if clone.returncode != 0 or subprocess.run(["git", "-C", str(workspace), "checkout", "-q", "--detach",
-                                                    found.commit], capture_output=True).returncode != 0:
-            raise ConfigError(f"{found.top}: could not check out {found.commit[:12]} to start its servers")
+                                                    commit], capture_output=True).returncode != 0:
+            raise ConfigError(f"{top}: could not check out {commit[:12]} to start its servers")
         agent = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                              allow_domains=config.allow_domains)
         spec = sandbox_spec(settings.sandbox, workspace, image=config.image or settings.sandbox.image,

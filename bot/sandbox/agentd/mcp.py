@@ -33,7 +33,7 @@ class Server:
         self.buffer = bytearray()
         self.skipping = 0  # bytes dropped of an over-long line, until its newline
         self.err = bytearray()
-        self.status = None  # exit status once it ended (negative: a signal); "gone" when reaped elsewhere
+        self.status: "int | str | None" = None  # exit status once it ended (negative: a signal); "gone" when reaped elsewhere
 
     def read_err(self) -> None:
         while select.select([self.stderr], [], [], 0)[0]:
@@ -42,7 +42,7 @@ class Server:
                 return
             self.err = (self.err + chunk)[-STDERR_TAIL:]
 
-    def ended(self):
+    def ended(self) -> "int | str | None":
         if self.status is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -54,7 +54,7 @@ class Server:
         return self.status
 
 
-SERVERS = {}  # name -> Server
+SERVERS: "dict[str, Server]" = {}  # name -> Server
 
 
 def op_mcp_start(ws: Workspace, req: dict) -> dict:
@@ -96,7 +96,9 @@ def op_mcp_io(ws: Workspace, req: dict) -> dict:
             write_all(server.stdin, str(req["line"]).encode() + b"\n")
         except OSError:
             pass  # it ended: said below
-    lines, oversize, timed_out = [], [], False
+    lines: "list[str]" = []
+    oversize: "list[int]" = []
+    timed_out = False
     deadline = time.monotonic() + float(req.get("timeout") or 30)
     while True:
         if wait and (answered(lines, wait) or oversize) or not wait and not ready(server, 0):

@@ -44,8 +44,8 @@ class OutputCap:
 
 
 BASH = "/bin/bash"
-SERVER_PIDS = set()  # MCP servers' processes (mcp.py): they and their children outlive each command
-SERVER_EXITS = {}  # pid -> exit status of an MCP server `reap` collected (negative: the signal)
+SERVER_PIDS: "set[int]" = set()  # MCP servers' processes (mcp.py): they and their children outlive each command
+SERVER_EXITS: "dict[int, int | str]" = {}  # pid -> exit status of an MCP server `reap` collected (negative: the signal)
 
 
 class Child:
@@ -228,7 +228,7 @@ def kill_descendants(timeout: float = 2.0) -> None:
 def only_servers_left() -> bool:
     """Whether agentd's only children are MCP servers (whose trees are spared), read from
     /proc/self/task/*/children without a scan of /proc; False where the kernel does not list children."""
-    children = set()
+    children: "set[int]" = set()
     try:
         for task in os.listdir("/proc/self/task"):
             with open("/proc/self/task/%s/children" % task) as f:
