@@ -41,10 +41,10 @@ def test_the_repository_preflight_retries_a_502_and_names_a_rejected_token(fake_
     fake_github.inject("GET", rf"^/repos/{OWNER}/{NAME}$", status=502)
     sleeps: list[float] = []
     forge = GitHubForge(TokenCredentials(fake_github.token, fake_github.api_url),
-                        retry=GitHubRetry(sleep=sleeps.append), throttle=False)
+                        retry=GitHubRetry(sleep=sleeps.append))
     assert forge.repository(REPO).full_name == REPO and len(sleeps) == 1
     wrong = GitHubForge(TokenCredentials("ghp_" + "x" * 36, fake_github.api_url),
-                        retry=GitHubRetry(sleep=sleeps.append), throttle=False)
+                        retry=GitHubRetry(sleep=sleeps.append))
     with pytest.raises(DecodeError) as refused:
         wrong.repository(REPO)
     assert str(refused.value).startswith("the GitHub token was rejected") and "GITHUB_TOKEN" in str(refused.value)

@@ -180,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="the runs DECODE_DATA_DIR holds, newest first: id, repository, state, "
                                        "PR or branch, cost, time")
     runs.add_argument("--limit", type=int, default=20, help="show at most N runs (default 20)")
+    runs.add_argument("--before", metavar="ID", help="the page after the one that ends with run ID (older runs)")
     add_eval_parser(sub)
     return parser
 

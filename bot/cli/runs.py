@@ -1,11 +1,13 @@
-"""`decode runs`: the runs a data directory holds, newest first, read from their record.json.
+"""`decode runs`: the runs a data directory holds, newest first, read from their record.json, a page at a time.
 
 Each run directory under `DECODE_DATA_DIR/runs` (an attempt's included: `job-3.2`) is one line: its id,
 repository, state, pull request (or branch when it opened none), final commit (on GitHub: the one GitHub
 has, as every door records it after publishing), cost and wall time. Every figure is the
 run's `RunResult` (bot/run/result.py), so a record of an earlier shape shows what it holds and a dash for
 the rest; a directory without record.json is a run still going, or one whose process died, and shows as
-`unfinished`.
+`unfinished`. Runs are listed in the order they were made, read from the end of `runs.index`
+(bot/workspace/run_dirs.py), so a page reads its own runs only, however many `runs/` holds; `--before ID`
+is the page after the one that ended with ID.
 """
 
 from __future__ import annotations
@@ -16,38 +18,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.errors import ConfigError
-from bot.run.result import RECORD, RunResult, read_record
+from bot.run.result import RunResult, read_record
+from bot.workspace.run_dirs import newest
 
 HEAD = ("id", "repository", "state", "pr or branch", "commit", "cost", "time")
 
 
 @dataclass(frozen=True)
 class Listed:
-    """One run directory: its name, when it was last written, and its result (None while unfinished)."""
+    """One run directory: its name and its result (None while unfinished)."""
 
     name: str
-    when: float
     result: RunResult | None
 
 
-def list_runs(data_dir: Path, limit: int | None = None) -> list[Listed]:
-    """The run directories of `data_dir`, newest first (by the record's finish time, else the directory's
-    last write), at most `limit` of them."""
+def list_runs(data_dir: Path, limit: int | None = None, *, before: str | None = None) -> list[Listed]:
+    """The run directories of `data_dir`, newest first (in the order they were made), at most `limit` of them
+    (None: every one) and, with `before`, only those made before that run."""
     runs = Path(data_dir) / "runs"
-    try:
-        entries = [d for d in runs.iterdir() if d.is_dir() and not d.is_symlink()]
-    except OSError:
-        return []
-    listed = []
-    for directory in entries:
-        result = read_record(directory)
-        try:
-            mtime = (directory / RECORD if result is not None else directory).stat().st_mtime
-        except OSError:
-            continue  # pruned meanwhile
-        listed.append(Listed(directory.name, (result.finished_at if result else 0.0) or mtime, result))
-    listed.sort(key=lambda run: run.when, reverse=True)
-    return listed[:limit] if limit is not None else listed
+    if before is not None and not (runs / before).is_dir():
+        raise ConfigError(f"--before {before}: there is no such run in {runs}: give an id `decode runs` shows")
+    names = newest(runs, limit if limit is not None else sys.maxsize, before=before)
+    return [Listed(name, read_record(runs / name)) for name in names]
 
 
 def row(run: Listed) -> tuple[str, ...]:
@@ -72,7 +64,7 @@ def cmd_runs(args: argparse.Namespace, data_dir: Path) -> int:
     """`decode runs [--limit N]`: print the table of `data_dir`'s runs; 2 for a bad --limit."""
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit {args.limit} is not valid: give a positive whole number")
-    runs = list_runs(data_dir, args.limit)
+    runs = list_runs(data_dir, args.limit, before=args.before)
     if not runs:
         print(f"no runs in {Path(data_dir) / 'runs'} (DECODE_DATA_DIR)", file=sys.stderr)
         return 0

@@ -71,6 +71,7 @@ class GitHubSettings:
     max_bot_runs: int
     client_id: str | None
     client_secret: str | None = field(repr=False)  # a secret
+    writes_per_minute: int = 80  # GitHub's secondary limit on content creation (bot/github/pacing.py)
 
     @property
     def web_url(self) -> str:

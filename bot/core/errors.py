@@ -33,6 +33,11 @@ class ConfigError(DecodeError):
     """A setting is missing or malformed; the message names the variable or key."""
 
 
+class RateLimited(DecodeError):
+    """GitHub's rate limit held a write back longer than the retry policy waits: the work is not done another
+    way (an unsigned push), it waits for a later attempt."""
+
+
 class SandboxError(DecodeError):
     """The sandbox itself failed (could not start, died); not a failed command."""
 

@@ -177,12 +177,9 @@ def credentials_from(settings: Settings) -> Credentials:
                       "write access (or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY for a GitHub App)")
 
 
-def client(credentials: Credentials, repo: str, *, throttle: bool = True) -> Github:
-    """A PyGithub client for `repo` with PyGithub's own retries off (GitHubRetry is the policy).
-
-    `throttle` keeps PyGithub's pacing between writes, which GitHub recommends to
-    stay clear of secondary rate limits.
-    """
-    pacing: dict[str, Any] = {} if throttle else {"seconds_between_requests": None, "seconds_between_writes": None}
+def client(credentials: Credentials, repo: str) -> Github:
+    """A PyGithub client for `repo` with PyGithub's own retries and pacing off: `GitHubRetry` is the retry
+    policy and `WritePacer` the pacing (bot/github/pacing.py), since PyGithub's one write a second per client
+    made a 300-file commit take 300 s while many jobs' clients together still wrote too fast."""
     return Github(auth=Auth.Token(credentials.token_for(repo)), base_url=credentials.api_url, retry=None, lazy=True,
-                  **pacing)
+                  seconds_between_requests=None, seconds_between_writes=None)

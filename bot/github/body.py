@@ -4,7 +4,8 @@ GitHub caps an issue, PR or comment body at 65,536 characters. The body holds
 the summary, `Fixes #N`, the files changed, the notes, the figures and the start
 of the transcript; the rest of the transcript is on the run's page when the
 server has a public URL, else it follows in PR comments, each one wrapped in its
-own `<details>` block. A split inside a fenced code block closes the fence at the
+own `<details>` block, at most `MAX_COMMENTS` of them: a run of hundreds of turns is not posted as dozens
+of comments (each a content-creating request), the last part says where the whole transcript is. A split inside a fenced code block closes the fence at the
 end of one part and reopens it at the start of the next, so each part renders
 on its own and the parts together hold every line of the transcript.
 """
@@ -18,7 +19,10 @@ from bot.run.markdown import clip, code_span, span_edges
 from bot.run.verify import Verification
 
 BODY_LIMIT = 65_536
+MAX_COMMENTS = 8  # parts of the transcript posted after the body; a longer one is cut, pointing at the whole
 _WRAPPER_ROOM = 400  # the <details> wrapper, part labels and a reopened fence
+_CUT = "\n… cut here: the whole transcript is in `transcript.md` (the Action's `transcript_dir`, or the run's " \
+    "directory).\n"
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 
 
@@ -109,7 +113,11 @@ class Report:
         if first_room < 1000:  # an enormous summary: keep the contract parts, move the transcript out entirely
             head = clip(head, limit - _WRAPPER_ROOM - 200) + "\n\n(summary truncated)\n\n"
             first_room = 1000
-        parts = split_markdown(self.transcript, limit - _WRAPPER_ROOM, first_limit=first_room)
+        room = first_room + MAX_COMMENTS * limit  # never split more than can be posted
+        parts = split_markdown(self.transcript[:room], limit - _WRAPPER_ROOM - len(_CUT), first_limit=first_room)
+        if len(parts) > MAX_COMMENTS + 1 or len(self.transcript) > room:
+            parts = parts[:MAX_COMMENTS + 1]
+            parts[-1] += _CUT
         if len(parts) == 1:
             return head + _details("Transcript", parts[0]), []
         if self.transcript_url:

@@ -9,100 +9,65 @@ a 502 that hid a success never doubles it.
 from __future__ import annotations
 
 import base64
+from functools import partial
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import requests
 from github import Github, GithubException, InputGitTreeElement
+from github.GitCommit import GitCommit
+from github.GitRef import GitRef
+from github.GitTree import GitTree
 
-from bot.core.errors import ConfigError, DecodeError
+from bot.core.errors import ConfigError, DecodeError, RateLimited
 from bot.github.auth import Credentials, client
 from bot.github import checks
+from bot.github.git_tree import inline_text, tree_parts
 from bot.github.checks import CommitIdentity, FailedChecks
+from bot.github.forge_protocol import Forge  # noqa: F401 (the boundary's importers name it here, beside its implementation)
 from bot.github.info import (
     CheckRunState, IssueInfo, MergedPull, NewCommit, PullInfo, PullRef, RepoInfo, ReviewCommentInfo, TreeEntry,
 )
-from bot.github.retry import GitHubRetry
+from bot.github.pacing import WritePacer
+from bot.github.retry import GitHubRetry, rate_limit, requested_wait
 
 T = TypeVar("T")
 
 
-class Forge(Protocol):
-    """What the pipeline needs from a code host."""
-
-    def token_for(self, repo: str) -> str: ...
-
-    def bot_login(self) -> str | None: ...
-
-    def repository(self, repo: str) -> RepoInfo:
-        """The repository; also the preflight: a `DecodeError` saying what to fix when the token is
-        rejected or cannot see the repository."""
-        ...
-
-    def issue(self, repo: str, number: int) -> IssueInfo: ...
-
-    def pull(self, repo: str, number: int) -> PullInfo: ...
-
-    def permission(self, repo: str, login: str) -> str: ...
-
-    def react(self, repo: str, target: tuple[str, int], content: str = "eyes") -> None: ...
-
-    def post_comment(self, repo: str, number: int, body: str, marker: str) -> int: ...
-
-    def edit_comment(self, repo: str, comment_id: int, body: str) -> None: ...
-
-    def find_comment(self, repo: str, number: int, marker: str) -> int | None: ...
-
-    def find_comments(self, repo: str, number: int, marker: str) -> list[int]: ...
-
-    def comment_text(self, repo: str, number: int, marker: str) -> tuple[int, str, str] | None: ...
-
-    def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]: ...
-
-    def find_review_comment(self, repo: str, number: int, marker: str) -> int | None: ...
-
-    def reply_to_review_comment(self, repo: str, number: int, thread: int, body: str, marker: str) -> int: ...
-
-    def file_at(self, repo: str, path: str, ref: str) -> bytes | None: ...
-
-    def pull_commits(self, repo: str, number: int) -> list[CommitIdentity]: ...
-
-    def failed_checks(self, repo: str, head_sha: str, *, redact: Callable[[str], str]) -> FailedChecks: ...
-
-    def ensure_label(self, repo: str, name: str, *, color: str, description: str) -> bool: ...
-
-    def create_check_run(self, repo: str, head_sha: str, name: str, state: CheckRunState) -> int: ...
-
-    def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None: ...
-
-    def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None: ...
-
-    def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
-                            draft: bool) -> PullRef: ...
-
-    def make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str: ...
-
-    def commit_file(self, repo: str, *, base: str, branch: str, path: str, content: bytes, message: str) -> str: ...
-
-
 class GitHubForge:
-    """`Forge` over PyGithub, authenticated per repository by `credentials`."""
+    """`Forge` over PyGithub, authenticated per repository by `credentials`; every write goes through `pacer`."""
 
-    def __init__(self, credentials: Credentials, *, retry: GitHubRetry | None = None, throttle: bool = True) -> None:
+    def __init__(self, credentials: Credentials, *, retry: GitHubRetry | None = None,
+                 pacer: WritePacer | None = None) -> None:
         self.credentials = credentials
         self.retry = retry or GitHubRetry()
-        self._throttle = throttle
+        self.pacer = pacer or WritePacer()
 
-    def _call(self, fn: Callable[[], T]) -> T:
-        """`fn()` under the retry policy; GitHub not answering at all is a `DecodeError` saying what to check."""
+    def _call(self, fn: Callable[[], T], *, writes: str | None = None) -> T:
+        """`fn()` under the retry policy (no answer at all: a `DecodeError` saying what to check); a write (`writes`:
+        its repository) waits for the pacer at each attempt, and a rate limit holds the account's writes back."""
+        def attempt() -> T:
+            if writes is None:
+                return fn()
+            self.pacer.acquire(_account(writes))
+            try:
+                return fn()
+            except GithubException as e:
+                self._heed(writes, e)
+                raise
         try:
-            return self.retry.call(fn)
+            return self.retry.call(attempt)
         except (requests.ConnectionError, requests.Timeout) as e:
             raise DecodeError(f"cannot reach GitHub at {self.credentials.api_url} ({type(e).__name__}): check "
                               "GITHUB_API_URL and the network") from None
 
+    def _heed(self, repo: str, e: GithubException) -> None:
+        """When `e` is GitHub's rate limit, every write of `repo`'s account waits as long as GitHub asks."""
+        if (limit := rate_limit(e)) is not None:
+            self.pacer.asked(_account(repo), requested_wait(e) or 60.0, limit)
+
     def _gh(self, repo: str) -> Github:
-        return client(self.credentials, repo, throttle=self._throttle)
+        return client(self.credentials, repo)
 
     def token_for(self, repo: str) -> str:
         return self.credentials.token_for(repo)
@@ -179,7 +144,7 @@ class GitHubForge:
                 r.get_issue(0).get_comment(ident).create_reaction(content)
             else:
                 r.get_pull(0).get_review_comment(ident).create_reaction(content)
-        self._call(make)  # adding the same reaction twice is harmless on GitHub
+        self._call(make, writes=repo)  # adding the same reaction twice is harmless on GitHub
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         """The newest comment on issue/PR `number` that we wrote and whose body contains `marker`.
@@ -211,12 +176,12 @@ class GitHubForge:
 
     def post_comment(self, repo: str, number: int, body: str, marker: str) -> int:
         """Post `body` (which must contain `marker`) once, even when an attempt's answer was lost."""
-        return self._once(lambda: self._gh(repo).get_repo(repo).get_issue(number).create_comment(body).id,
+        return self._once(repo, lambda: self._gh(repo).get_repo(repo).get_issue(number).create_comment(body).id,
                           lambda: self.find_comment(repo, number, marker))
 
-    def _once(self, create: Callable[[], int], find: Callable[[], int | None]) -> int:
-        """`create()` under the retry policy, made once: an attempt after one whose answer was lost first looks
-        for what it may have made with `find()`."""
+    def _once(self, repo: str, create: Callable[[], int], find: Callable[[], int | None]) -> int:
+        """`create()` (a write to `repo`) under the retry policy, made once: an attempt after one whose answer
+        was lost first looks for what it may have made with `find()`."""
         attempts = 0
 
         def make() -> int:
@@ -225,7 +190,7 @@ class GitHubForge:
             if attempts > 1 and (existing := find()) is not None:
                 return existing
             return create()
-        return self._call(make)
+        return self._call(make, writes=repo)
 
     def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]:
         """Review `review_id`'s comments, in order (GET .../pulls/{n}/reviews/{id}/comments)."""
@@ -249,7 +214,7 @@ class GitHubForge:
     def reply_to_review_comment(self, repo: str, number: int, thread: int, body: str, marker: str) -> int:
         """Reply `body` (holding `marker`) in the thread whose first comment is `thread`, once even when an
         attempt's answer was lost; GitHub takes replies to a thread's first comment only."""
-        return self._once(lambda: self._gh(repo).get_repo(repo).get_pull(number).create_review_comment_reply(
+        return self._once(repo, lambda: self._gh(repo).get_repo(repo).get_pull(number).create_review_comment_reply(
             thread, body).id, lambda: self.find_review_comment(repo, number, marker))
 
     def file_at(self, repo: str, path: str, ref: str) -> bytes | None:
@@ -264,9 +229,21 @@ class GitHubForge:
             return None if isinstance(found, list) or found.type != "file" else found.decoded_content
         return self._call(fetch)
 
-    def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
-        self._call(lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id)
-                        .edit(body))
+    def edit_comment(self, repo: str, comment_id: int, body: str, *, optional: bool = False) -> bool:
+        """Edit comment `comment_id`; an `optional` one (progress) only when the pacer has room, tried once, never
+        holding the run up. Whether it was edited."""
+        edit = lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id).edit(body)  # noqa: E731
+        if not optional:
+            self._call(edit, writes=repo)
+            return True
+        if not self.pacer.may_write(_account(repo)):
+            return False
+        try:
+            edit()
+        except GithubException as e:
+            self._heed(repo, e)
+            raise
+        return True
 
     def pull_commits(self, repo: str, number: int) -> list[CommitIdentity]:
         """The pull request's commits, oldest first, with who made them (GET .../pulls/{n}/commits)."""
@@ -281,12 +258,14 @@ class GitHubForge:
         """Create check run `name` on commit `head_sha` (https://docs.github.com/en/rest/checks/runs#create-a-check-run),
         once even when an attempt's answer was lost: a second attempt first looks for the run with the same
         `external_id` on that commit. Only an App's token (or Actions' GITHUB_TOKEN) may: others get a 403."""
-        return self._once(lambda: self._gh(repo).get_repo(repo).create_check_run(name, head_sha, **_fields(state)).id,
+        return self._once(repo, lambda: self._gh(repo).get_repo(repo).create_check_run(name, head_sha,
+                                                                                   **state.fields()).id,
                           lambda: self.find_check_run(repo, head_sha, name, state.external_id))
 
     def edit_check_run(self, repo: str, check_run_id: int, state: CheckRunState) -> None:
         """Update check run `check_run_id` to `state` (PATCH .../check-runs/{id}; the same state twice is harmless)."""
-        self._call(lambda: self._gh(repo).get_repo(repo).get_check_run(check_run_id).edit(**_fields(state)))
+        self._call(lambda: self._gh(repo).get_repo(repo).get_check_run(check_run_id).edit(**state.fields()),
+                   writes=repo)
 
     def find_check_run(self, repo: str, head_sha: str, name: str, external_id: str) -> int | None:
         """The newest check run `name` on `head_sha` whose `external_id` is this one (a retried job's, or one
@@ -314,7 +293,7 @@ class GitHubForge:
                     return False  # made meanwhile (a concurrent delivery, a person)
                 raise
             return True
-        return self._call(make)
+        return self._call(make, writes=repo)
 
     def open_or_update_pull(self, repo: str, *, head: str, base: str, title: str, body: str,
                             draft: bool) -> PullRef:
@@ -333,16 +312,19 @@ class GitHubForge:
                     raise _Retry from None  # the PR appeared meanwhile: find it on the next attempt
                 raise
             return PullRef(pr.number, pr.html_url, created=True)
-        return self._call(make)
+        return self._call(make, writes=repo)
 
     def make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str:
         """Make `commit` through GitHub's Git Database API and point `branch` at it (moving it only forward
         unless `force`); the new commit's sha. No author or committer is sent, so GitHub makes it as the
         token's identity and signs it (bot/github/api_commit.py). Blobs, trees and commits are content
-        addressed, so each step is safe to retry."""
+        addressed, so each step is safe to retry. A rate limit that outlasts the retries is `RateLimited`."""
         try:
             return self._make_commit(repo, commit, branch=branch, force=force)
         except GithubException as e:
+            if (limit := rate_limit(e)) is not None:
+                raise RateLimited(f"GitHub's {limit} held the commit back past {self.retry.attempts} attempts",
+                                  status=e.status) from None
             data = e.data if isinstance(e.data, dict) else {}
             said = "; ".join(filter(None, [str(data.get("message") or "")] + [
                 str(x.get("message") or "") for x in data.get("errors") or [] if isinstance(x, dict)]))
@@ -360,39 +342,55 @@ class GitHubForge:
                                 branch=branch, force=True)
 
     def _make_commit(self, repo: str, commit: NewCommit, *, branch: str, force: bool) -> str:
-        r = self._gh(repo).get_repo(repo)
-        elements = []
+        """A blob for each file that is not text, the tree in as few requests as `tree_parts` makes (text inline),
+        the commit, the ref, whatever the number of files; the parent's tree and commit named, never fetched."""
+        gh = self._gh(repo)
+        r = gh.get_repo(repo)
         for entry in commit.entries:
-            sha = None
-            if entry.content is not None:
+            if entry.content is not None and inline_text(entry.content) is None:
                 data = base64.b64encode(entry.content).decode()
-                sha = self._call(lambda: r.create_git_blob(data, "base64").sha)
-            elements.append(InputGitTreeElement(entry.path, entry.mode, "blob", sha=sha))
-        tree = self._call(lambda: r.create_git_tree(elements, r.get_git_tree(commit.parent_tree)))
+                sha = self._call(partial(r.create_git_blob, data, "base64"), writes=repo).sha
+                if entry.sha is not None and sha != entry.sha:
+                    raise DecodeError(f"GitHub stored {entry.path} as the blob {sha[:12]}, not {entry.sha}")
+        tree = gh.create_from_raw_data(GitTree, {"sha": commit.parent_tree})
+        for part in tree_parts(commit.entries):
+            elements = [InputGitTreeElement(**element) for element in part]
+            tree = self._call(partial(r.create_git_tree, elements, tree), writes=repo)
         if commit.tree is not None and tree.sha != commit.tree:
             raise DecodeError(f"GitHub built the tree {tree.sha[:12]}, not the commit's {commit.tree[:12]}")
-        made = self._call(lambda: r.create_git_commit(commit.message, tree, [r.get_git_commit(commit.parent)]).sha)
-        self._call(lambda: self._point(r, branch, made, force=force))
+        parent = gh.create_from_raw_data(GitCommit, {"sha": commit.parent})
+        made = self._call(lambda: r.create_git_commit(commit.message, tree, [parent]).sha, writes=repo)
+        self._call(lambda: self._point(gh, r, branch, made, force=force), writes=repo)
         return made
 
     @staticmethod
-    def _point(r: Any, branch: str, sha: str, *, force: bool) -> None:
-        """Create `branch` at `sha`, or move it there (GitHub refuses a move that is not a fast-forward
-        unless `force`)."""
-        ref = r.get_git_ref(f"heads/{branch}")
-        try:
-            ref.object  # the ref is lazy: reading a field is the GET
-        except GithubException as e:
-            if e.status != 404:
-                raise
+    def _point(gh: Github, r: Any, branch: str, sha: str, *, force: bool) -> None:
+        """Create `branch` at `sha` or move it there (only forward unless `force`), in one request when the guess
+        holds: a forced move is a run's own new branch (created first), a forward one a pull request's (moved)."""
+        def create() -> bool:
             try:
                 r.create_git_ref(f"refs/heads/{branch}", sha)
-            except GithubException as made:
-                if made.status == 422 and "already exists" in str(made.data):
-                    raise _Retry from None  # made meanwhile: move it on the next attempt
+            except GithubException as e:
+                if e.status == 422 and "already exists" in str(e.data):
+                    return False
                 raise
+            return True
+
+        if force and create():
             return
-        ref.edit(sha, force=force)
+        try:
+            ref = {"ref": f"refs/heads/{branch}", "url": f"{r.url}/git/refs/heads/{branch}"}
+            gh.create_from_raw_data(GitRef, ref).edit(sha, force=force)  # named, never fetched: the PATCH alone
+        except GithubException as e:
+            if force or not (e.status == 422 and "does not exist" in str(e.data)):
+                raise
+            if not create():
+                raise _Retry from None  # made meanwhile: move it on the next attempt
+
+
+def _account(repo: str) -> str:
+    """Whose write budget a write to `repo` spends: its owner's (an App's installation; one token's user)."""
+    return repo.split("/", 1)[0]
 
 
 class _Retry(GithubException):
@@ -400,17 +398,6 @@ class _Retry(GithubException):
 
     def __init__(self) -> None:
         super().__init__(503, {"message": "retrying after a conflict"}, None)
-
-
-def _fields(state: CheckRunState) -> dict[str, Any]:
-    """A check run's fields as PyGithub's `create_check_run` and `CheckRun.edit` take them."""
-    output = {"title": state.title, "summary": state.summary, **({"text": state.text} if state.text else {})}
-    fields: dict[str, Any] = {"status": state.status, "external_id": state.external_id, "output": output}
-    if state.details_url:
-        fields["details_url"] = state.details_url
-    if state.conclusion is not None:
-        fields["conclusion"] = state.conclusion
-    return fields
 
 
 def access_problem(e: GithubException, repo: str, api_url: str) -> str:

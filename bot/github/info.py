@@ -7,6 +7,7 @@ without importing the client.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 GITHUB_COMMITTER = ("GitHub", "noreply@github.com")  # the committer of the commits GitHub signs itself
 
@@ -82,11 +83,13 @@ class MergedPull:
 @dataclass(frozen=True)
 class TreeEntry:
     """One path a commit changes, as GitHub's "create a tree" takes it: `mode` 100644, 100755 or 120000
-    (a symlink, whose content is its target); `content` None deletes the path."""
+    (a symlink, whose content is its target); `content` None deletes the path; `sha` is the blob git made of
+    `content`, which GitHub's must equal."""
 
     path: str
     mode: str
     content: bytes | None
+    sha: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,3 +118,13 @@ class CheckRunState:
     conclusion: str | None = None
     details_url: str | None = None
     external_id: str = ""
+
+    def fields(self) -> dict[str, Any]:
+        """The check run's fields as PyGithub's `create_check_run` and `CheckRun.edit` take them."""
+        output = {"title": self.title, "summary": self.summary, **({"text": self.text} if self.text else {})}
+        fields: dict[str, Any] = {"status": self.status, "external_id": self.external_id, "output": output}
+        if self.details_url:
+            fields["details_url"] = self.details_url
+        if self.conclusion is not None:
+            fields["conclusion"] = self.conclusion
+        return fields

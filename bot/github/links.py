@@ -33,9 +33,10 @@ class Link(enum.Enum):
     BAD = "bad"
 
 
-def signature(settings: Settings, run_id: str, expires: int) -> str:
-    """The hex HMAC-SHA256 of `run_id` and its expiry (Unix seconds) under the server's link key."""
-    key = data_key(settings.store.data_dir, KEY_FILE)
+def signature(settings: Settings, run_id: str, expires: int, *, key: bytes | None = None) -> str:
+    """The hex HMAC-SHA256 of `run_id` and its expiry (Unix seconds) under the server's link key (`key`: as
+    read already, for a page of links)."""
+    key = key if key is not None else data_key(settings.store.data_dir, KEY_FILE)
     return hmac.new(key, f"{run_id}\n{expires}".encode(), hashlib.sha256).hexdigest()
 
 
@@ -52,8 +53,15 @@ def check(settings: Settings, run_id: str, expires: str | None, sig: str | None,
 
 def run_path(settings: Settings, run_id: str, *, now: float | None = None) -> str:
     """The signed path of a run's transcript page, relative to the server root, valid `DECODE_KEEP_DAYS`."""
+    return run_paths(settings, [run_id], now=now)[run_id]
+
+
+def run_paths(settings: Settings, run_ids: list[str], *, now: float | None = None) -> dict[str, str]:
+    """`run_path` of each of `run_ids` (a dashboard page's), the key read once."""
     expires = int((time.time() if now is None else now) + settings.store.keep_days * DAY_S)
-    return f"/runs/{quote(run_id)}?exp={expires}&sig={signature(settings, run_id, expires)}"
+    key = data_key(settings.store.data_dir, KEY_FILE)
+    return {run_id: f"/runs/{quote(run_id)}?exp={expires}&sig={signature(settings, run_id, expires, key=key)}"
+            for run_id in run_ids}
 
 
 def run_link(settings: Settings, run_id: str) -> str | None:

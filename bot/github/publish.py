@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from bot.agent.loop import STOP_MESSAGES
-from bot.core.errors import DecodeError
+from bot.core.errors import DecodeError, RateLimited
 from bot.core.text import one_line
 from bot.github.hosts import allow_offer
 from bot.github.api_commit import read_commit, unsigned_note
@@ -148,11 +148,14 @@ def _push(forge: Forge, repo: str, ws: Workspace, commit: str, *, force: bool,
           redact: Callable[[str], str]) -> tuple[str, str | None]:
     """Put the run's commit on its branch on GitHub, moving the branch only forward unless `force`: made
     through GitHub's API so that GitHub signs it, else pushed with git. (The commit GitHub has, the note
-    saying why it is unsigned or None.)"""
+    saying why it is unsigned or None.) GitHub's rate limit is waited out, never pushed around: a commit
+    that should be signed is not pushed unsigned for want of patience (`RateLimited` fails the attempt)."""
     made = read_commit(ws, commit)
     if not isinstance(made, str):
         try:
             return forge.make_commit(repo, made, branch=ws.branch, force=force), None
+        except RateLimited:
+            raise
         except DecodeError as e:
             made = f"GitHub's API did not take it ({one_line(redact(str(e)))[:300]})"
     ws.push(forge.token_for(repo), force=force)

@@ -6,6 +6,8 @@ answers with 429 or with 403 plus `Retry-After` (secondary limits) or
 https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit
 Any other 4xx is a logic error and is raised at once; no answer at all (a
 refused connection, DNS) is tried only `unreachable_attempts` times, briefly.
+A wait GitHub names is waited out whole (up to `MAX_ASKED_S`) and said in
+the log: trying earlier is refused again and counts against the integration.
 PyGithub's own retry is turned off so that this is the only policy.
 """
 
@@ -22,7 +24,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponent
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-MAX_WAIT_S = 120.0
+MAX_WAIT_S = 120.0  # our own backoff between attempts
+MAX_ASKED_S = 3900.0  # a wait GitHub names: a primary limit resets within the hour
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -48,6 +51,14 @@ def unreachable(exc: BaseException | None) -> bool:
     return isinstance(exc, (requests.ConnectionError, requests.Timeout))
 
 
+def rate_limit(exc: BaseException | None) -> str | None:
+    """Which of GitHub's rate limits `exc` is ("secondary rate limit", "primary rate limit"), or None."""
+    if not isinstance(exc, GithubException) or not (exc.status == 429 or exc.status == 403 and _rate_limited(exc)):
+        return None
+    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    return "primary rate limit" if headers.get("x-ratelimit-remaining") == "0" else "secondary rate limit"
+
+
 def requested_wait(exc: BaseException | None, now: float | None = None) -> float | None:
     """Seconds GitHub asked us to wait (`Retry-After` or `x-ratelimit-reset`), if it did."""
     if not isinstance(exc, GithubException):
@@ -67,11 +78,13 @@ class GitHubRetry:
     """Builds tenacity `Retrying` objects; `sleep` and the attempt count are injectable for tests."""
 
     def __init__(self, *, attempts: int = 6, sleep: Callable[[float], None] = time.sleep,
-                 max_wait_s: float = MAX_WAIT_S, unreachable_attempts: int = 3) -> None:
+                 max_wait_s: float = MAX_WAIT_S, unreachable_attempts: int = 3,
+                 max_asked_s: float = MAX_ASKED_S) -> None:
         self.attempts = attempts
         self.unreachable_attempts = min(unreachable_attempts, attempts)
         self.sleep = sleep
         self.max_wait_s = max_wait_s
+        self.max_asked_s = max_asked_s
         self._backoff = wait_exponential_jitter(initial=1, max=30, jitter=1)
 
     def _wait(self, state: RetryCallState) -> float:
@@ -79,7 +92,9 @@ class GitHubRetry:
         if unreachable(exc):
             return 0.5 * state.attempt_number
         asked = requested_wait(exc)
-        return min(asked if asked is not None else self._backoff(state), self.max_wait_s)
+        if asked is not None:
+            return min(asked, self.max_asked_s)
+        return min(self._backoff(state), self.max_wait_s)
 
     def _stop(self, state: RetryCallState) -> bool:
         exc = state.outcome.exception() if state.outcome else None
@@ -89,8 +104,10 @@ class GitHubRetry:
     def _log(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         status = getattr(exc, "status", type(exc).__name__)
-        log.warning("GitHub answered %s; retrying in %.1fs (attempt %d of %d)",
-                    status, state.upcoming_sleep, state.attempt_number, self.attempts)
+        limit = rate_limit(exc)
+        said = f"GitHub answered {status} ({limit}); waiting {state.upcoming_sleep:.0f}s as it asks" if limit and \
+            requested_wait(exc) is not None else f"GitHub answered {status}; retrying in {state.upcoming_sleep:.1f}s"
+        log.warning("%s (attempt %d of %d)", said, state.attempt_number, self.attempts)
 
     def retrying(self) -> Retrying:
         return Retrying(

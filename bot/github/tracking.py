@@ -5,9 +5,11 @@
 publishing), a model response counts a turn and its cost, a tool call (or a
 long answer's progress while it streams, `thinking… 1,204 tokens`) is the last
 action; a sandbox that died and was replaced is counted and said at once. A phase change edits the comment at once; anything else at most once
-per `interval_s` (10 s), which keeps a run far below GitHub's secondary rate
-limits on content-creating requests
-(https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits).
+per `interval_s` (10 s), and only as an optional write: one the forge's pacer lets through only while the
+account has room (bot/github/pacing.py), so however many runs go at once their progress edits stay within
+GitHub's secondary limits on content-creating requests
+(https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits)
+and never take the budget their results need. A phase change or the result always goes (waiting if it must).
 A failed edit is logged and never fails the run: the comment is a view of the
 run, and the next edit (or the final one) brings it up to date.
 """
@@ -156,14 +158,15 @@ class Tracker:
     def _edit(self, *, force: bool) -> None:
         if not force and self.clock() - self.edited_at < self.interval_s:
             return
-        self._write(self.text())
+        self._write(self.text(), optional=not force)
 
-    def _write(self, text: str) -> None:
+    def _write(self, text: str, *, optional: bool = False) -> None:
         if text == self.last_text or self.comment_id is None:
             return
         self.edited_at = self.clock()
         try:
-            self.forge.edit_comment(self.repo, self.comment_id, text)
+            if not self.forge.edit_comment(self.repo, self.comment_id, text, optional=optional):
+                return  # no room now: the next edit brings it up to date
         except Exception as e:  # noqa: BLE001 - a failed edit never fails the run
             log.warning("could not edit the tracking comment %s on %s: %s", self.comment_id, self.repo, e)
             return

@@ -104,6 +104,8 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs ADD COLUMN note text;
     CREATE INDEX jobs_turns ON jobs (installation, claimed_at);
     """,
+    # 5: listing runs a page at a time by state (`runs`; by repository: `jobs_repo`).
+    "CREATE INDEX jobs_state ON jobs (state, id);",
 )
 
 _COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id, installation"
@@ -297,20 +299,19 @@ class PostgresStore:
         return JobRecord(*row, store_id=self.store_id)
 
     def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
-             state: str | None = None) -> list[JobRecord]:
-        """The newest `limit` jobs, newest first, for the dashboard; only those of `repos` ("owner/name",
-        any case) when given, only those in `state` when given."""
-        where = ["TRUE"]
-        params: dict[str, Any] = {"limit": limit}
+             state: str | None = None, before: int | None = None) -> list[JobRecord]:
+        """See `bot.jobs.sqlite.Store.runs`: one query, each repository's newest ids through `jobs_repo`
+        (a LATERAL probe per repository) or an id range and `jobs_state`."""
+        params = {"before": before if before is not None else 2**62, "limit": limit, "state": state,
+                  "repos": sorted({r.lower() for r in repos or ()})}
+        and_state = " AND state = %(state)s" if state is not None else ""
+        ids = f"SELECT id FROM jobs WHERE id < %(before)s{and_state} ORDER BY id DESC LIMIT %(limit)s"
         if repos is not None:
-            where.append("lower(split_part(key, '#', 1)) = ANY(%(repos)s::text[])")
-            params["repos"] = sorted({r.lower() for r in repos})
-        if state is not None:
-            where.append("state = %(state)s")
-            params["state"] = state
+            ids = ("SELECT p.id FROM unnest(%(repos)s::text[]) AS r(name), LATERAL (SELECT id FROM jobs WHERE "
+                   f"lower(split_part(key, '#', 1)) = r.name AND id < %(before)s{and_state} ORDER BY id DESC "
+                   "LIMIT %(limit)s) AS p ORDER BY p.id DESC LIMIT %(limit)s")
         with self._tx() as cur:
-            rows = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE {' AND '.join(where)} "
-                               "ORDER BY id DESC LIMIT %(limit)s", params).fetchall()
+            rows = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({ids}) ORDER BY id DESC", params).fetchall()
         return [JobRecord(*row, store_id=self.store_id) for row in rows]
 
     def snapshot(self) -> Snapshot:

@@ -56,6 +56,8 @@ newer version is refused. The first open draws the store's `store_id` (bot/core/
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import sqlite3
 import tempfile
@@ -70,13 +72,16 @@ from typing import Any
 from bot.config import StoreSettings
 from bot.core.extras import requires_extra
 from bot.core.names import new_store_id
-from bot.jobs.sqlite_sql import CLAIM, COLUMNS, MIGRATIONS, RUNNABLE, SCHEMA
+from bot.jobs.sqlite_sql import CLAIM, COLUMNS, MIGRATIONS, REPO_RUN_IDS, RUNNABLE, RUNS_PAGE, SCHEMA
 from bot.jobs.transitions import MOVES
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, Caps, JobRecord,
                             JobStore, Snapshot, StoreError, check_final, installation_of)
 
 __all__ = ["BODY_RETENTION_S", "DELIVERY_RETENTION_S", "MIGRATIONS", "STATES", "JobRecord", "JobStore", "Store",
            "StoreError", "open_store"]
+
+LIVE = ("queued", "running")  # the states jobs_open holds
+
 
 class _NewerSchema(StoreError):
     """The file was written by a newer decode-bot."""
@@ -311,22 +316,25 @@ class Store:
         return _record(row, self.store_id)
 
     def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
-             state: str | None = None) -> list[JobRecord]:
-        """The newest `limit` jobs, newest first, for the dashboard; only those of `repos` ("owner/name",
-        any case) when given, only those in `state` when given."""
-        where: list[str] = []
-        params: list[Any] = []
-        if repos is not None:
-            names = sorted({r.lower() for r in repos})
-            where.append(f"lower(substr(key, 1, instr(key, '#') - 1)) IN ({', '.join('?' * len(names))})")
-            params += names
-        if state is not None:
-            where.append("state = ?")
-            params.append(state)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
+             state: str | None = None, before: int | None = None) -> list[JobRecord]:
+        """The newest `limit` jobs older than job `before` (None: from the newest), newest first, for the
+        dashboard; only those of `repos` ("owner/name", any case) when given, only those in `state` when given.
+        A page costs what it lists whatever the store holds: an id range (`jobs_open`, `jobs_failed` for a
+        state), and for `repos` each repository's newest ids from `jobs_repo`, merged as they are read."""
+        params = {"before": before if before is not None else 2**62, "limit": limit}
+        if state is not None and state not in STATES:
+            raise ValueError(f"no state {state!r}: one of {', '.join(STATES)}")
+        and_state = f" AND state = '{state}'" + (" AND state IN ('queued', 'running')" if state in LIVE else "") \
+            if state is not None else ""
         with self._read_lock, self._errors():
-            rows = self._reader.execute(f"SELECT {COLUMNS} FROM jobs {clause} ORDER BY id DESC LIMIT ?",
-                                        (*params, limit)).fetchall()
+            if repos is None:
+                rows = self._reader.execute(RUNS_PAGE.format(columns=COLUMNS, and_state=and_state), params).fetchall()
+            else:
+                newest = [self._reader.execute(REPO_RUN_IDS.format(and_state=and_state), {**params, "repo": repo})
+                          for repo in sorted({r.lower() for r in repos})]  # cursors, stepped as merged: a page's rows
+                ids = [found for (found,) in itertools.islice(heapq.merge(*newest, reverse=True), limit)]
+                rows = self._reader.execute(f"SELECT {COLUMNS} FROM jobs WHERE id IN ({', '.join(map(str, ids))}) "
+                                            "ORDER BY id DESC").fetchall()
         return [_record(row, self.store_id) for row in rows]
 
     def snapshot(self) -> Snapshot:

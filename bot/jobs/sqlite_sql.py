@@ -48,7 +48,18 @@ MIGRATIONS: tuple[str, ...] = (
     "ALTER TABLE jobs ADD COLUMN claimed_at REAL",
     "ALTER TABLE jobs ADD COLUMN note TEXT",
     "CREATE INDEX IF NOT EXISTS jobs_turns ON jobs (installation, claimed_at)",
+    # 8-9: listing runs a page at a time (`Store.runs`), newest first: the failed ones (queued and running
+    # ones have jobs_open, done ones are most), and by repository. No (state, id) index: with one, SQLite's
+    # planner scans the whole table for the claim instead of jobs_open.
+    "CREATE INDEX IF NOT EXISTS jobs_failed ON jobs (id) WHERE state = 'failed'",
+    "CREATE INDEX IF NOT EXISTS jobs_repo ON jobs (lower(substr(key, 1, instr(key, '#') - 1)), id)",
 )
+
+# A page of runs older than job :before: by id (a state named as a literal, so that SQLite takes the partial
+# index of that state), and one repository's newest ids (jobs_repo).
+RUNS_PAGE = "SELECT {columns} FROM jobs WHERE id < :before{and_state} ORDER BY id DESC LIMIT :limit"
+REPO_RUN_IDS = ("SELECT id FROM jobs WHERE lower(substr(key, 1, instr(key, '#') - 1)) = :repo AND id < :before"
+                "{and_state} ORDER BY id DESC LIMIT :limit")
 
 COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id, installation"
 

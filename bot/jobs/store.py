@@ -155,8 +155,9 @@ class JobStore(Protocol):
         ...
 
     def runs(self, limit: int = 200, *, repos: Collection[str] | None = None,
-             state: str | None = None) -> list[JobRecord]:
-        """The newest `limit` jobs, newest first, optionally only of `repos` and in `state`."""
+             state: str | None = None, before: int | None = None) -> list[JobRecord]:
+        """The newest `limit` jobs older than job `before` (None: from the newest), newest first, optionally
+        only of `repos` and in `state`; a page costs what it lists, not what the store holds."""
         ...
 
     def counts(self) -> dict[str, int]:

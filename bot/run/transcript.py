@@ -156,28 +156,47 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def figures(events: list[dict[str, Any]]) -> Figures:
-    """The run's totals: from `run_end`, or summed from the responses when the run never ended.
+class Tally:
+    """The run's totals, taken one event at a time (`figures` over a list; a page index over a file)."""
 
-    The events keep the names they were written with (`wall_s`, the model's usage names): transcripts on
-    disk outlive this code."""
-    end = next((e for e in reversed(events) if e["type"] == "run_end"), None)
-    responses = [e for e in events if e["type"] == "model_response"]
-    usage = dict.fromkeys(_USAGE_KEYS, 0)
-    for r in responses:
-        for k in _USAGE_KEYS:
-            usage[k] += int((r.get("usage") or {}).get(k) or 0)
-    figs: dict[str, Any] = {
-        "trims": sum(1 for e in events if e["type"] == "context_trim"),
-        "turns": max((int(e.get("turn") or 0) for e in responses), default=0),
-        "cost_usd": sum(float(r.get("cost_usd") or 0) for r in responses),
-        "seconds": float(events[-1].get("t") or 0) if events else 0.0,
-    }
-    if end:
-        usage.update({k: int(v or 0) for k, v in (end.get("usage") or {}).items() if k in _USAGE_KEYS})
-        figs.update({k: end[k] for k in ("turns", "cost_usd") if end.get(k) is not None})
-        figs["seconds"] = end["wall_s"] if end.get("wall_s") is not None else figs["seconds"]
-    return Figures(usage=Usage(**usage), **figs)
+    def __init__(self) -> None:
+        self.usage = dict.fromkeys(_USAGE_KEYS, 0)
+        self.turns = self.trims = 0
+        self.cost_usd = self.seconds = 0.0
+        self.end: dict[str, Any] | None = None
+
+    def add(self, e: dict[str, Any]) -> None:
+        """Count `e`: a response's usage, turn and cost, a trim, the time of the last event, the run's end."""
+        self.seconds = float(e.get("t") or 0)
+        if e["type"] == "model_response":
+            for k in _USAGE_KEYS:
+                self.usage[k] += int((e.get("usage") or {}).get(k) or 0)
+            self.turns = max(self.turns, int(e.get("turn") or 0))
+            self.cost_usd += float(e.get("cost_usd") or 0)
+        elif e["type"] == "context_trim":
+            self.trims += 1
+        elif e["type"] == "run_end":
+            self.end = e
+
+    def figures(self) -> Figures:
+        """The totals: `run_end`'s, or the responses' sums when the run never ended."""
+        usage, end = dict(self.usage), self.end
+        figs: dict[str, Any] = {"trims": self.trims, "turns": self.turns, "cost_usd": self.cost_usd,
+                                "seconds": self.seconds}
+        if end:
+            usage.update({k: int(v or 0) for k, v in (end.get("usage") or {}).items() if k in _USAGE_KEYS})
+            figs.update({k: end[k] for k in ("turns", "cost_usd") if end.get(k) is not None})
+            figs["seconds"] = end["wall_s"] if end.get("wall_s") is not None else figs["seconds"]
+        return Figures(usage=Usage(**usage), **figs)
+
+
+def figures(events: list[dict[str, Any]]) -> Figures:
+    """The run's totals: from `run_end`, or summed from the responses when the run never ended (the events keep
+    the names they were written with, `wall_s` and the model's usage names: transcripts outlive this code)."""
+    tally = Tally()
+    for e in events:
+        tally.add(e)
+    return tally.figures()
 
 
 def stop_reason(events: list[dict[str, Any]]) -> str:
@@ -210,22 +229,37 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
     `max_block_chars` shortens long blocks (head and tail kept); None keeps all. `brief` leaves out what
     a pull request body shows above its transcript copy: the figures, the task and the summary.
     """
-    cap = max_block_chars
-    start = dict(next((e for e in events if e["type"] == "run_start"), {}))
-    home = home_of(str(start.get("repo") or ""))  # model prose links to this repository only
-    results = {e.get("id"): e for e in events if e["type"] == "tool_result"}
-    called = {e.get("id") for e in events if e["type"] == "tool_call"}
-    out = ["# decode-bot transcript", ""]
+    start = next((e for e in events if e["type"] == "run_start"), {})
+    head = render_head(start, None if brief else render_figures(figures(events), stop_reason(events)),
+                       max_block_chars=max_block_chars)
+    return head + render_events(events, max_block_chars=max_block_chars, brief=brief, repo=start.get("repo"))
+
+
+def render_head(start: dict[str, Any], figs: str | None, *, max_block_chars: int | None = None) -> str:
+    """The transcript's head: where it ran (`run_start`), the figures table `figs` and the task (both left out
+    when `figs` is None: a pull request shows them above its copy)."""
+    start, out = dict(start), ["# decode-bot transcript", ""]
     for key in ("base_sha", "config_sha"):
         if start.get(key):
             start[key] = str(start[key])[:12]
     where = [f"{label} {code_span(str(start[k]))}" for k, label in _HEADER_FIELDS if start.get(k)]
     if where:
         out += [" · ".join(where), ""]
-    if not brief:
-        out += [render_figures(figures(events), stop_reason(events)), ""]
-    if start.get("task") and not brief:
-        out += ["**Task**", "", fence(str(start["task"]), "text", cap), ""]
+    if figs is not None:
+        out += [figs, ""]
+        if start.get("task"):
+            out += ["**Task**", "", fence(str(start["task"]), "text", max_block_chars), ""]
+    return "\n".join(out) + "\n"
+
+
+def render_events(events: list[dict[str, Any]], *, max_block_chars: int | None = None, brief: bool = False,
+                  repo: str | None = None) -> str:
+    """`events` turn by turn (a whole transcript, or a page of whole turns): text, tool calls with their
+    results, notes, and the summary (unless `brief`); model prose keeps links to `repo` (`run_start`'s) only."""
+    cap, out = max_block_chars, []
+    home = home_of(str(repo or ""))
+    results = {e.get("id"): e for e in events if e["type"] == "tool_result"}
+    called = {e.get("id") for e in events if e["type"] == "tool_call"}
     shown: set[Any] = set()
     for e in events:
         kind = e["type"]
@@ -261,7 +295,7 @@ def render_markdown(events: list[dict[str, Any]], *, max_block_chars: int | None
                 out += ["## Summary", "", safe_prose(str(e["summary"]).strip(), home), ""]
             if e.get("error"):
                 out += ["## Error", "", fence(str(e["error"]), "text", cap), ""]
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(out).rstrip() + "\n" if out else ""
 
 
 def _response(e: dict[str, Any], results: dict[Any, dict[str, Any]], called: set[Any], shown: set[Any],

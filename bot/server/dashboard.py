@@ -1,8 +1,9 @@
 """GET /: the runs a signed-in user may see, newest first, with per-day totals.
 
 A user sees the runs of the repositories they can read on GitHub (as listed at sign-in), nothing
-else; `?repo=owner/name` and `?state=queued|running|done|failed` narrow the list. The totals are
-over the runs listed (the newest `LIMIT`). Above them, the queue: the queued jobs of those repositories in
+else; `?repo=owner/name` and `?state=queued|running|done|failed` narrow the list. A page lists `LIMIT`
+runs; `?before=<job id>` the next older page (linked below the table), each page costing what it lists
+however many runs the store holds (`JobStore.runs`). The totals are over the runs listed. Above them, the queue: the queued jobs of those repositories in
 the order they will be claimed, with their place in line (counted over every repository), why each
 waits and since when (bot/jobs/queue.py). A server in setup mode (no App credentials, no token) says
 so here and links /setup (never its key: anyone may open /).
@@ -19,7 +20,7 @@ from flask import Blueprint, render_template, request, session
 
 from bot.github.app_credentials import has_credentials
 from bot.server.context import app_context
-from bot.github.links import run_path
+from bot.github.links import run_paths
 from bot.server.oauth import callback_url, configured, current_user
 from bot.server.run_views import RunRow, daily_totals, row_of
 from bot.server.web import secure
@@ -27,7 +28,7 @@ from bot.core.names import key_parts
 from bot.jobs.queue import Waiting, waiting
 from bot.jobs.sqlite import STATES
 
-LIMIT = 200
+LIMIT = 50  # runs a page; `?before=` the next ones
 home = Blueprint("dashboard", __name__)
 home.after_request(secure)
 
@@ -46,11 +47,14 @@ def index() -> str:
     repo = (request.args.get("repo") or "").strip().lower() or None
     state = request.args.get("state") if request.args.get("state") in STATES else None
     repos = user.repos if repo is None else user.repos & {repo}
-    rows = [row_of(job, settings.store.data_dir) for job in ctx.store.runs(LIMIT, repos=repos, state=state)]
+    before = request.args.get("before", type=int)
+    jobs = ctx.store.runs(LIMIT, repos=repos, state=state, before=before)
+    rows = [row_of(job, settings.store.data_dir) for job in jobs]
+    older = jobs[-1].id if len(jobs) == LIMIT else None
     queue = [_queued(w) for w in waiting(ctx.store) if w.repo in repos] if state in (None, "queued") else []
     return render_template("dashboard.html", user=user, csrf=session.get("csrf", ""), rows=rows, queue=queue,
-                           totals=daily_totals(rows), repo=repo, state=state, states=STATES,
-                           repos=sorted(user.repos), links={row.run_id: _links(row) for row in rows})
+                           totals=daily_totals(rows), repo=repo, state=state, states=STATES, older=older,
+                           repos=sorted(user.repos), links=_links(rows))
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,13 @@ def _queued(w: Waiting) -> QueuedRow:
     return QueuedRow(w.position, repo, number, issue, w.reason, since, max(0.0, time.time() - w.job.created_at))
 
 
-def _links(row: RunRow) -> dict[str, str | None]:
+def _links(rows: list[RunRow]) -> dict[str, dict[str, str | None]]:
+    """Each row's links: its transcript page (signed), its issue and its pull request."""
     settings = app_context().settings
-    issue = f"{settings.github.web_url}/{row.repo}/issues/{row.number}" if row.number is not None else None
-    pr = row.pr_url if row.pr_url and re.match(r"https?://", row.pr_url) else None
-    return {"transcript": run_path(settings, row.run_id), "issue": issue, "pr": pr}
+    pages = run_paths(settings, [row.run_id for row in rows])
+    links = {}
+    for row in rows:
+        issue = f"{settings.github.web_url}/{row.repo}/issues/{row.number}" if row.number is not None else None
+        pr = row.pr_url if row.pr_url and re.match(r"https?://", row.pr_url) else None
+        links[row.run_id] = {"transcript": pages[row.run_id], "issue": issue, "pr": pr}
+    return links

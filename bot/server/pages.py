@@ -1,13 +1,16 @@
-"""GET /runs/<run_id>?exp=...&sig=...: one run's transcript; GET /runs/<run_id>/events?exp=...&sig=...&after=N:
-its news.
+"""GET /runs/<run_id>?exp=...&sig=...[&page=N]: one run's transcript, a page of turns at a time;
+GET /runs/<run_id>/events?exp=...&sig=...&after=N&size=M: its news.
 
 The signature (`links`) is checked first, and a bad or missing one answers exactly like an unknown
 run (404), so run ids cannot be probed; a link this server signed whose expiry has passed answers 410
 with how to see the run now (sign in on the dashboard). While the run is on (no record.json yet, job queued or
-running) the page polls the events endpoint (static/live.js) with `after` = the length in bytes of
-transcript.jsonl it has shown; the answer carries the re-rendered transcript only when the file
-grew. Polling, not server-sent events: each viewer would otherwise hold one of the server's few
-request threads for as long as the run lasts, and those threads also answer GitHub's webhooks.
+running) the page shows the last page and polls the events endpoint (static/live.js) with `after` = where
+the last turn it shows begins and `size` = the bytes of transcript.jsonl it has seen; only when the file
+grew does the answer carry what is new: the turns finished since (`done`, appended), the turn under way
+(`open`, replaced) and the figures (`head`). So a page and each update cost what they show, never the
+whole run (bot/run/transcript_pages.py). Polling, not server-sent events: each viewer would otherwise hold
+one of the server's few request threads for as long as the run lasts, and those threads also answer
+GitHub's webhooks.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from werkzeug.wrappers import Response
 
 from bot.server.context import app_context
 from bot.github.links import Link, check
-from bot.server.render import transcript_html
+from bot.server.render import MAX_BLOCK_CHARS, markdown_html
 from bot.server.run_views import LIVE_STATES, job_of, run_dir
 from bot.run.result import read_record
 from bot.server.web import secure
-from bot.run.transcript import JSONL_NAME, load_events
+from bot.run.transcript import JSONL_NAME, render_events, render_head
+from bot.run.transcript_pages import Index, index, read_span
 
 runs = Blueprint("runs", __name__)
 runs.after_request(secure)
@@ -63,24 +67,53 @@ def _run(run_id: str) -> RunState:
     return RunState(directory, state, live, size)
 
 
-def _html(run: RunState) -> str:
+@dataclass(frozen=True)
+class Shown:
+    """What a page (or an update) shows: the head with the figures, the finished turns, the turn under way."""
+
+    head: str
+    done: str
+    open: str
+    after: int  # where `open` begins in transcript.jsonl
+    page: int
+    pages: int
+
+
+def _shown(run: RunState, page: int | None, after: int | None = None) -> Shown:
+    """Page `page` (None: the last while the run is live, else the first), or with `after` the news since."""
     path = run.directory / JSONL_NAME if run.directory is not None else None
-    if path is None or not path.exists():
-        return "<p>The run has not started yet; this page follows it.</p>"
-    return transcript_html(load_events(path))
+    found = index(path) if path is not None and path.exists() else Index()
+    if path is None or not found.size:
+        return Shown("<p>The run has not started yet; this page follows it.</p>", "", "", 0, 1, 1)
+    number = page or (found.pages if run.live else 1)
+    begin, end = found.span(number) if after is None else (after, found.size)
+    split = max(begin, found.last_turn_at()) if run.live and end == found.size else end
+    head = render_head(found.start, found.figures_markdown(), max_block_chars=MAX_BLOCK_CHARS)
+    repo = found.start.get("repo")
+    return Shown(markdown_html(head), _html(path, begin, split, repo), _html(path, split, end, repo), split, number,
+                 found.pages)
+
+
+def _html(path: Path, begin: int, end: int, repo: str | None) -> str:
+    if end <= begin:
+        return ""
+    events = read_span(path, begin, end)
+    return markdown_html(render_events(events, max_block_chars=MAX_BLOCK_CHARS, repo=repo))
 
 
 @runs.get("/runs/<run_id>")
 def transcript(run_id: str) -> str:
     run = _run(run_id)
-    return render_template("run.html", user=None, run_id=run_id, run=run, html=_html(run),
+    page = request.args.get("page", type=int)
+    return render_template("run.html", user=None, run_id=run_id, run=run, shown=_shown(run, page),
                            exp=request.args["exp"], sig=request.args["sig"])
 
 
 @runs.get("/runs/<run_id>/events")
 def events(run_id: str) -> Response:
     run = _run(run_id)
-    answer: dict[str, object] = {"after": run.size, "live": run.live, "state": run.state}
-    if str(run.size) != request.args.get("after") or not run.live:
-        answer["html"] = _html(run)
+    answer: dict[str, object] = {"size": run.size, "live": run.live, "state": run.state}
+    if str(run.size) != request.args.get("size") or not run.live:
+        shown = _shown(run, None, after=request.args.get("after", 0, type=int))
+        answer.update(head=shown.head, done=shown.done, open=shown.open, after=shown.after)
     return jsonify(answer)

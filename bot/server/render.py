@@ -9,12 +9,8 @@ survives (https://nh3.readthedocs.io/). The page's Content-Security-Policy is th
 from __future__ import annotations
 
 import re
-from typing import Any
-
 import nh3
 from markdown_it import MarkdownIt
-
-from bot.run.transcript import render_markdown
 
 MAX_BLOCK_CHARS = 20_000  # one tool output this long is shown head and tail, like the PR's transcript
 TAGS = {"a", "p", "pre", "code", "em", "strong", "del", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li",
@@ -26,9 +22,8 @@ LANGUAGE = re.compile(r"language-[A-Za-z0-9_+#.-]+")
 _md = MarkdownIt("commonmark", {"html": True, "linkify": False}).enable("table").enable("strikethrough")
 
 
-def transcript_html(events: list[dict[str, Any]]) -> str:
-    """The events rendered as sanitized HTML (an empty run gives the figures table only)."""
-    markdown = render_markdown(events, max_block_chars=MAX_BLOCK_CHARS)
+def markdown_html(markdown: str) -> str:
+    """A transcript's Markdown (or a page of it) as sanitized HTML."""
     return safe_html(_md.render(markdown))
 
 

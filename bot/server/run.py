@@ -33,6 +33,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
+from bot.github.pacing import WritePacer
 from bot.jobs.handler import exhausted_reporter, job_handler
 from bot.jobs.lease import LeaseRunner
 from bot.jobs.queue_notes import QueueNotes
@@ -101,7 +102,7 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
                credentials: Credentials, gate: ModelGate) -> LeaseRunner:
     """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`;
     it claims nothing while the model's check fails."""
-    forge = GitHubForge(credentials)
+    forge = GitHubForge(credentials, pacer=WritePacer.per_minute(settings.github.writes_per_minute))
     prepare_host(settings.sandbox.mode, sandbox_spec(settings.sandbox, settings.store.data_dir))
     handle = job_handler(settings, forge, metrics.record_run, model=gate.model)
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge),

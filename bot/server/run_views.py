@@ -14,13 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.names import attempt_of, job_id, key_parts, run_id
+from bot.core.names import attempt_dir, job_id, key_parts, run_id
 from bot.github.work import work_of
 from bot.jobs.store import JobRecord, JobStore
 from bot.run.result import Figures, RunResult, read_record
 from bot.run.transcript import JSONL_NAME, figures, load_events
 
 LIVE_STATES = ("queued", "running")
+MAX_ATTEMPT_DIRS = 100  # a job is tried far fewer times (DECODE_MAX_ATTEMPTS)
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,16 @@ class RunRow:
 
 
 def run_dir(data_dir: Path, run_id: str) -> Path | None:
-    """The directory of the run's latest attempt, or None before it started."""
-    runs = Path(data_dir) / "runs"
-    attempts = [(n, path) for path in runs.glob(f"{run_id}*")
-                if (n := attempt_of(run_id, path.name)) is not None and path.is_dir()]
-    return max(attempts)[1] if attempts else None
+    """The directory of the run's latest attempt, or None before it started: attempts are looked for one by one
+    (`attempt_dir`), never by listing `runs/`, which holds every run of `DECODE_KEEP_DAYS`."""
+    runs, found = Path(data_dir) / "runs", None
+    for attempt in range(1, MAX_ATTEMPT_DIRS + 1):
+        path = runs / attempt_dir(run_id, attempt)
+        if path.is_dir():
+            found = path
+        elif attempt > 1:
+            break
+    return found
 
 
 def job_of(store: JobStore, run_id: str) -> JobRecord | None:

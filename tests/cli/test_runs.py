@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bot.model import Usage
 from bot.run.result import RECORD, Figures, RunResult, write_record
+from bot.workspace.run_dirs import fresh_dir
 from tests.support.cli import DECODE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,3 +69,16 @@ def test_an_empty_data_dir_and_a_bad_limit(tmp_path: Path) -> None:
     assert empty.returncode == 0 and empty.stdout == "" and "no runs in" in empty.stderr
     bad = decode_runs(tmp_path, "--limit", "0")
     assert bad.returncode == 2 and bad.stderr.startswith("decode: --limit 0 is not valid"), bad.stderr
+
+
+def test_runs_go_page_by_page_in_the_order_they_were_made_and_pruned_ones_are_passed_over(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for i in range(1, 8):
+        fresh_dir(runs, f"job-{i}")
+    (runs / "job-6").rmdir()  # pruned
+    first = decode_runs(tmp_path, "--limit", "3")
+    assert [line.split()[0] for line in first.stdout.splitlines()[1:]] == ["job-7", "job-5", "job-4"]
+    second = decode_runs(tmp_path, "--limit", "3", "--before", "job-4")
+    assert [line.split()[0] for line in second.stdout.splitlines()[1:]] == ["job-3", "job-2", "job-1"]
+    bad = decode_runs(tmp_path, "--before", "job-99")
+    assert bad.returncode == 2 and "--before job-99: there is no such run" in bad.stderr

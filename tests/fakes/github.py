@@ -46,6 +46,8 @@ SECONDARY_RATE_LIMIT = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out "
     "to GitHub Support for help, please include the request ID ABCD:1234."
 )
+SECONDARY_DOCS = "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits"
+WRITES = {"POST", "PATCH", "PUT", "DELETE"}
 
 
 @dataclass
@@ -86,6 +88,9 @@ class FakeGitHub(GitHubState):
         self.pauses: list[tuple[str, re.Pattern[str], Pause]] = []
         self.manifests: list[dict] = []  # every App manifest POSTed to /settings/apps/new (github_manifest)
         self.created_apps: list[dict] = []  # every App created from one: id, slug, owner
+        self.latency_s = 0.0  # added to every request's answer: a round trip to a distant GitHub
+        self.write_limit: tuple[int, float] | None = None  # (writes, seconds) per identity: `limit_writes`
+        self._writes: dict[str, list[float]] = {}
         self._server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -137,8 +142,7 @@ class FakeGitHub(GitHubState):
         """403 with GitHub's secondary rate limit message and Retry-After
         (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api)."""
         self.inject(method, path_regex, 403, times=times, apply=apply, headers={"retry-after": str(retry_after)},
-                    body={"message": SECONDARY_RATE_LIMIT, "documentation_url": "https://docs.github.com/rest/"
-                          "using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits"})
+                    body={"message": SECONDARY_RATE_LIMIT, "documentation_url": SECONDARY_DOCS})
 
     def inject_primary_rate_limit(self, method: str, path_regex: str, *, times: int = 1, status: int = 403,
                                   reset_in: int = 1) -> None:
@@ -148,6 +152,35 @@ class FakeGitHub(GitHubState):
         self.inject(method, path_regex, status, times=times, headers=headers, body={
             "message": f"API rate limit exceeded for installation ID {self.installation_id}.",
             "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"})
+
+    def limit_writes(self, count: int = 80, per_s: float = 60.0) -> None:
+        """Enforce GitHub's secondary limit on content-creating requests: past `count` writes (POST, PATCH, PUT,
+        DELETE) by one identity within `per_s` seconds, a write is refused 403 with `retry-after` saying when
+        the window frees, as GitHub does (80 a minute; https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits)."""
+        self.write_limit = (count, per_s)
+
+    def writes(self) -> list[Request]:
+        """The content-creating REST requests made (POST, PATCH, PUT, DELETE), refused ones included."""
+        return [r for r in self.requests if r.kind == "rest" and r.method in WRITES]
+
+    def _over_write_limit(self, request: Request) -> float | None:
+        """Seconds to wait when `request` is a write past `write_limit`; None when it may go (and it is counted)."""
+        if self.write_limit is None or request.method not in WRITES:
+            return None
+        count, per_s = self.write_limit
+        who = request.headers.get("authorization", "")
+        try:
+            who = self.authenticate(who).login
+        except (ApiError, AttributeError):
+            pass
+        now = time.monotonic()
+        with self.lock:
+            recent = [t for t in self._writes.get(who, []) if t > now - per_s]
+            if len(recent) >= count:
+                self._writes[who] = recent
+                return recent[0] + per_s - now
+            self._writes[who] = recent + [now]
+        return None
 
     def pause(self, method: str, path_regex: str) -> Pause:
         """Hold the next REST request matching (method, path regex) until released; a dropped one has no effect."""
@@ -188,6 +221,8 @@ class FakeGitHub(GitHubState):
             request = Request(method, path, query, headers, body, "rest" if path != url.path else "other")
         with self.lock:
             self.requests.append(request)
+        if self.latency_s:
+            time.sleep(self.latency_s)
         pause = None if git_match else self._take_pause(method, request.path)
         if pause is not None and pause.hold():
             request.status = -1
@@ -215,6 +250,9 @@ class FakeGitHub(GitHubState):
             with self.lock:
                 self.unknown.append(label)
             return 404, headers, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+        if (wait := self._over_write_limit(request)) is not None:
+            headers["retry-after"] = str(max(math.ceil(wait), 1))
+            return 403, headers, {"message": SECONDARY_RATE_LIMIT, "documentation_url": SECONDARY_DOCS}
         fault = self._take_fault(request.method, request.path)
         if fault is None or fault.apply:
             try:

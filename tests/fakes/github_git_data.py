@@ -12,6 +12,7 @@ either.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -35,10 +36,7 @@ def _git(repo, *args: str, input: bytes | None = None, env: dict | None = None) 
 
 def _kind(repo, sha: str | None) -> str | None:
     """The object type of `sha` in `repo` (blob, tree, commit), or None when it has none."""
-    if not sha:
-        return None
-    out = subprocess.run(["git", "cat-file", "-t", sha], cwd=repo.path, env=GIT_ENV, capture_output=True)
-    return out.stdout.decode().strip() if out.returncode == 0 else None
+    return _kinds(repo, [sha])[0] if isinstance(sha, str) and sha.strip() else None
 
 
 def _api(fake, repo, kind: str, sha: str) -> str:
@@ -69,29 +67,57 @@ def render_tree(fake, repo, sha: str) -> dict:
 
 @route("POST", "{o_r}/git/trees")
 def create_tree(fake, request, identity, owner, name) -> Result:
-    """The tree of `base_tree` (or an empty one) with `tree`'s entries set or, with `sha: null`, removed."""
+    """The tree of `base_tree` (or an empty one) with `tree`'s entries set or, with `sha: null`, removed; an
+    entry may carry its file's `content` inline instead of a blob's `sha`, as GitHub's does
+    (https://docs.github.com/en/rest/git/trees#create-a-tree). A few git processes whatever the entry count."""
     repo = access(fake, identity, owner, name, write=True)
     body = request.body or {}
     base = body.get("base_tree")
-    if base is not None and _kind(repo, base) != "tree":
+    if base is not None and _kinds(repo, [base]) != ["tree"]:
         raise invalid("Tree", f"base_tree {base} is not a tree", "base_tree")
+    entries = body.get("tree") or []
+    for entry in entries:
+        mode = entry.get("mode")
+        if mode not in MODES or entry.get("type") != MODES[mode] or not entry.get("path"):
+            raise invalid("Tree", f"tree.mode {mode} and tree.type {entry.get('type')} do not match", "tree")
+        if "content" in entry and (entry.get("sha") is not None or not isinstance(entry["content"], str)):
+            raise invalid("Tree", "use either tree.sha or tree.content (a string), not both", "tree.content")
+    inline = _hash_contents(repo, [e["content"] for e in entries if "content" in e])
+    shas = [inline.pop(0) if "content" in e else e.get("sha") for e in entries]
+    named = [(e, sha) for e, sha in zip(entries, shas) if sha is not None and e["mode"] != "160000"]
+    for (entry, sha), kind in zip(named, _kinds(repo, [sha for _, sha in named])):
+        if kind != MODES[entry["mode"]]:
+            raise invalid("Tree", f"tree.sha {sha} is not a valid {MODES[entry['mode']]}", "tree.sha")
+    info = b"".join(f"{e['mode'] if sha else '0'} {sha or '0' * 40}\t{e['path']}\0".encode()  # mode 0 removes
+                    for e, sha in zip(entries, shas))
     with tempfile.TemporaryDirectory() as tmp:
         env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
         _git(repo, "read-tree", *([base] if base else ["--empty"]), env=env)
-        for entry in body.get("tree") or []:
-            path, mode, sha = entry.get("path"), entry.get("mode"), entry.get("sha")
-            if mode not in MODES or entry.get("type") != MODES[mode] or not path:
-                raise invalid("Tree", f"tree.mode {mode} and tree.type {entry.get('type')} do not match", "tree")
-            if "content" in entry:
-                sha = _git(repo, "hash-object", "-w", "--stdin", input=entry["content"].encode()).decode().strip()
-            if sha is None:  # mode 0 removes the path (git update-index --index-info)
-                _git(repo, "update-index", "-z", "--index-info", input=f"0 {'0' * 40}\t{path}\0".encode(), env=env)
-                continue
-            if mode != "160000" and _kind(repo, sha) != MODES[mode]:
-                raise invalid("Tree", f"tree.sha {sha} is not a valid {MODES[mode]}", "tree.sha")
-            _git(repo, "update-index", "--add", "--cacheinfo", f"{mode},{sha},{path}", env=env)
+        _git(repo, "update-index", "-z", "--index-info", input=info, env=env)
         sha = _git(repo, "write-tree", env=env).decode().strip()
     return 201, render_tree(fake, repo, sha), {}
+
+
+def _hash_contents(repo, contents: list[str]) -> list[str]:
+    """Write each of `contents` as a blob (UTF-8) in one `git fast-import` process; their shas, in order (a
+    blob's sha is git's: sha1 of its header and bytes)."""
+    if not contents:
+        return []
+    stream, shas = [], []
+    for text in contents:
+        data = text.encode()
+        stream += [b"blob\ndata %d\n" % len(data), data, b"\n"]
+        shas.append(hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+    _git(repo, "fast-import", "--quiet", input=b"".join(stream))
+    return shas
+
+
+def _kinds(repo, shas: list[str]) -> list[str | None]:
+    """The object type of each of `shas` (None for a missing one), in one `git cat-file` process."""
+    if not shas:
+        return []
+    out = _git(repo, "cat-file", "--batch-check=%(objecttype)", input="".join(f"{s}\n" for s in shas).encode())
+    return [None if line.endswith("missing") else line for line in out.decode().splitlines()]
 
 
 def verification(fake, sha: str) -> dict:

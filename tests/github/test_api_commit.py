@@ -4,9 +4,12 @@ the fake GitHub (which writes real objects into its bare repositories) and the f
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import threading
 
+import pytest
 import requests
 
 from bot.github.api_commit import read_commit
@@ -27,14 +30,14 @@ def bash(command: str, said: str = "Done.") -> list:
     return [[{"type": "tool_use", "name": "bash", "input": {"command": command}}], [{"type": "text", "text": said}]]
 
 
-def app_run(world, title: str, turns: list) -> tuple[int, dict]:
+def app_run(world, title: str, turns: list, *, retry: GitHubRetry | None = None) -> tuple[int, dict]:
     """An issue `title` by alice, labeled and run by the App (its installation token) as the server runs it,
     the model answering `turns`: the issue's number and the pull request it ended as."""
     fake, anthropic, settings, _, _ = world
     number = fake.add_issue(OWNER, NAME, title, "", user="alice")
     anthropic.script(turns)
     forge = GitHubForge(AppCredentials(str(fake.app_id), fake.private_key_pem, fake.api_url),
-                        retry=GitHubRetry(sleep=lambda s: None), throttle=False)
+                        retry=retry or GitHubRetry(sleep=lambda s: None))
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
     trigger = Router(Rules.of(settings)).decide("issues", as_sent(fake, payload))
     conclusion = run_github_job(JobContext(trigger, settings.replace(github_token=None), forge, run_id="app",
@@ -97,6 +100,47 @@ def test_modes_links_and_deletions_arrive_and_a_clone_sees_them(world, tmp_path)
                    env=git_env(fake.token), check=True, capture_output=True)
     assert (clone / "run.sh").stat().st_mode & 0o111 and (clone / "utils.py").is_symlink()
     assert not (clone / "README.md").exists()
+
+
+BIG_CHANGE = ("mkdir -p gen && for i in $(seq {n}); do printf 'line %s\\n' $i > gen/f$i.txt; done && "
+              "printf '#!/bin/sh\\necho hi\\n' > run.sh && chmod +x run.sh && ln -s calendar_utils.py utils.py && "
+              "rm README.md && printf '\\211PNG\\0\\377' > logo.png")
+
+
+def git_data_writes(fake) -> list:
+    """The content-creating requests of the Git Database API (blobs, trees, commits, refs) the fake saw."""
+    return [r for r in fake.writes() if "/git/" in r.path]
+
+
+@pytest.mark.parametrize("n", [300, 1000])
+def test_a_change_of_many_files_is_one_verified_commit_in_a_few_requests_none_refused(world, n):
+    fake = world[0]
+    fake.limit_writes(80, 60.0)  # GitHub's secondary limit on content creation
+    _, pr = app_run(world, "Generate", bash(BIG_CHANGE.format(n=n)))
+    head = pr["head"]["sha"]
+    assert fake.api_commits[head]["signed"] and git_commit(fake, head)["verification"]["verified"]
+    listed = tree(fake, head)
+    assert len([line for line in listed if " gen/" in line]) == n
+    assert {"100755 run.sh", "120000 utils.py", "100644 logo.png"} <= set(listed) and "100644 README.md" not in listed
+    made = git_data_writes(fake)  # the binary logo as a blob, every text file inline in one tree, commit, ref
+    assert [(r.method, r.path.rsplit("/git/", 1)[1].split("/")[0]) for r in made] == \
+        [("POST", "blobs"), ("POST", "trees"), ("POST", "commits"), ("POST", "refs")]
+    assert not [r for r in fake.requests if r.status in (403, 429)]  # none refused
+    assert not pushes(fake)
+
+
+def test_the_commit_is_read_from_git_in_one_cat_file_process(tmp_path, monkeypatch):
+    ran = finished(bare(tmp_path / "base.git"), tmp_path / "run", branch="decode/x",
+                   change={f"gen/f{i}.txt": f"{i}\n" for i in range(200)})
+    log, bin_dir = tmp_path / "git.log", tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$1" >> {log}\nexec {shutil.which("git")} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")  # every git the workspace runs, logged
+    new = read_commit(ran.workspace, ran.result.commit)
+    assert not isinstance(new, str) and len(new.entries) == 200
+    ran_git = log.read_text().split()
+    assert ran_git.count("cat-file") == 1 and len(ran_git) <= 4, ran_git
 
 
 def test_a_file_over_the_api_limit_goes_by_git_with_a_note(world):
@@ -164,7 +208,7 @@ def test_a_pull_requests_branch_that_moved_on_meanwhile_is_never_overwritten(wor
                            user="alice")
     comment = fake.add_comment(OWNER, NAME, number, "/decode add notes", user="alice")
     anthropic.script(edit_turns("late"))
-    gate = fake.pause("POST", rf"^/repos/{REPO}/git/blobs$")
+    gate = fake.pause("POST", rf"^/repos/{REPO}/git/trees$")
 
     def someone_pushes() -> None:
         gate.reached.wait(120)

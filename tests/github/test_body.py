@@ -1,6 +1,6 @@
 """PR bodies under GitHub's 65,536-character cap, with the transcript split across comments."""
 
-from bot.github.body import BODY_LIMIT, Report, split_markdown
+from bot.github.body import BODY_LIMIT, MAX_COMMENTS, Report, split_markdown
 from bot.github.notes import files_changed
 
 FIGURES = "| turns | cost |\n| --- | --- |\n| 3 | $0.10 |"
@@ -76,3 +76,10 @@ def test_the_body_lists_the_files_changed_once_before_the_figures():
     body, _ = Report(summary="Fixed.", figures=FIGURES, transcript="t\n", changes=changes).texts()
     assert body.index("**Files changed**") < body.index("| turns |") and body.count("calendar_utils.py") == 1
     assert files_changed(b"") == ""
+
+
+def test_a_very_long_transcript_without_a_page_is_cut_after_a_bounded_number_of_comments():
+    text = transcript(2000, 20)
+    body, comments = Report(summary="Done.", figures=FIGURES, transcript=text).texts(closes=3)
+    assert len(comments) == MAX_COMMENTS and all(len(c) <= BODY_LIMIT for c in [body, *comments])
+    assert "the whole transcript is in `transcript.md`" in comments[-1] and "## Turn 0" in body

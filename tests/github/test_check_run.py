@@ -33,7 +33,7 @@ def app(world):
     """The world as the App sees it: installation tokens, its id (for Re-run), a public URL (transcript links)."""
     fake, _, settings, _, _ = world
     creds = AppCredentials(str(fake.app_id), fake.private_key_pem, fake.api_url)
-    forge = GitHubForge(creds, retry=GitHubRetry(sleep=lambda s: None), throttle=False)
+    forge = GitHubForge(creds, retry=GitHubRetry(sleep=lambda s: None))
     return forge, settings.replace(github_token=None, github_app_id=str(fake.app_id), public_url=PUBLIC)
 
 

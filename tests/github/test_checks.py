@@ -27,7 +27,7 @@ def pr(fake_github):
     """A repository with a decode-bot branch; (fake, PyGithub repository, head sha)."""
     fake_github.add_repo(OWNER, NAME, {"calendar_utils.py": "def is_weekend(d):\n    return d > 5\n"})
     sha = fake_github.push_branch(OWNER, NAME, "decode/issue-1-weekend", {"calendar_utils.py": "x = 1\n"})
-    gh_repo = client(TokenCredentials(fake_github.token, fake_github.api_url), REPO, throttle=False).get_repo(REPO)
+    gh_repo = client(TokenCredentials(fake_github.token, fake_github.api_url), REPO).get_repo(REPO)
     return fake_github, gh_repo, sha
 
 
@@ -105,7 +105,7 @@ def test_missing_logs_are_observations_that_say_why(pr):
     add_check_run(fake, OWNER, NAME, sha, "expired", "failure", log=None)
     add_check_run(fake, OWNER, NAME, sha, "tests", "failure", log="boom\n")
     token = fake.mint_installation_token(None, {"checks": "read", "metadata": "read"}).value  # no Actions: read
-    no_actions = client(TokenCredentials(token, fake.api_url), REPO, throttle=False).get_repo(REPO)
+    no_actions = client(TokenCredentials(token, fake.api_url), REPO).get_repo(REPO)
 
     [expired, _] = failed_checks(gh_repo, sha, redact=redact)
     [_, tests] = failed_checks(no_actions, sha, redact=redact)
@@ -139,7 +139,7 @@ def test_the_fake_serves_check_suites_and_runs_as_github_does(pr):
 def test_without_checks_permission_github_refuses_and_we_raise(pr):
     fake, _, sha = pr
     token = fake.mint_installation_token(None, {"contents": "write", "metadata": "read"}).value
-    gh_repo = client(TokenCredentials(token, fake.api_url), REPO, throttle=False).get_repo(REPO)
+    gh_repo = client(TokenCredentials(token, fake.api_url), REPO).get_repo(REPO)
     with pytest.raises(GithubException) as raised:
         failed_checks(gh_repo, sha, redact=redact)
     assert raised.value.status == 403

@@ -176,7 +176,7 @@ def test_app_mode_mints_one_repository_scoped_token(world):
     fake, anthropic, settings, _, _ = world
     number = fake.add_issue(OWNER, NAME, "Notes", "", user="alice")
     creds = AppCredentials(str(fake.app_id), fake.private_key_pem, fake.api_url)
-    forge = GitHubForge(creds, retry=GitHubRetry(sleep=lambda s: None), throttle=False)
+    forge = GitHubForge(creds, retry=GitHubRetry(sleep=lambda s: None))
     anthropic.script(edit_turns("as an app"))
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
     trigger = Router(Rules.of(settings)).decide("issues", payload)

@@ -13,7 +13,7 @@ def forge(fake_github):
     fake_github.add_repo("octo", "r", {"a.txt": "a\n"})
     sleeps: list[float] = []
     forge = GitHubForge(TokenCredentials(fake_github.token, fake_github.api_url),
-                        retry=GitHubRetry(sleep=sleeps.append), throttle=False)
+                        retry=GitHubRetry(sleep=sleeps.append))
     forge.sleeps = sleeps
     return forge
 

@@ -29,7 +29,7 @@ def forge(fake_github) -> GitHubForge:
         for n in range(5):
             fake_github.add_issue(owner, name, f"bug {n}", user="alice")
     credentials = AppCredentials(str(fake_github.app_id), fake_github.private_key_pem, fake_github.api_url)
-    return GitHubForge(credentials, throttle=False)
+    return GitHubForge(credentials)
 
 
 def enqueue(store: JobStore, work: Issue | Comment) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.jobs.sqlite import Store
+from bot.jobs.sqlite_sql import REPO_RUN_IDS, RUNNABLE, RUNS_PAGE
 from bot.jobs.store import JobRecord, JobStore, StoreError
 from tests.support.stores import StoreFactory, claim_until_empty
 
@@ -312,6 +313,21 @@ def test_runs_filters_by_repository_and_state_newest_first(store: JobStore) -> N
     assert store.runs(repos=[]) == []
 
 
+def test_runs_go_page_by_page_each_job_once_whatever_the_filters(store: JobStore) -> None:
+    ids = [enqueue(store, f"{owner}/r#{n}")[0] for n in range(12) for owner in ("a", "b", "c")]
+    for _ in range(10):
+        store.finish(store.claim("w").id, "w", "done")
+    for repos, state in ((None, None), (["A/r", "c/r"], None), (None, "queued"), (["b/r"], "done")):
+        pages, before = [], None
+        while page := store.runs(4, repos=repos, state=state, before=before):
+            pages.append([j.id for j in page])
+            before = page[-1].id
+        listed = [i for p in pages for i in p]
+        wanted = [j.id for j in store.runs(1000, repos=repos, state=state)]
+        assert listed == wanted == sorted(wanted, reverse=True) and all(len(p) <= 4 for p in pages)
+        assert set(wanted) <= set(ids) and wanted
+
+
 def test_a_store_keeps_the_id_its_first_open_drew_and_its_jobs_carry_it(store_factory: StoreFactory) -> None:
     first = store_factory()
     [job_id] = enqueue(first)
@@ -323,6 +339,24 @@ def test_a_store_keeps_the_id_its_first_open_drew_and_its_jobs_carry_it(store_fa
 
 
 # -- SQLite's own ---------------------------------------------------------
+
+
+def test_a_page_of_runs_reads_an_index_in_order_never_sorts_the_table(tmp_path: Path) -> None:
+    import sqlite3
+
+    Store(tmp_path / "jobs.db").close()  # the schema, migrated
+    db = sqlite3.connect(tmp_path / "jobs.db")
+    for sql, index in ((RUNS_PAGE.format(columns="id", and_state=" AND state = 'failed'"), "jobs_failed"),
+                       (RUNS_PAGE.format(columns="id", and_state=" AND state = 'queued' AND state IN ('queued', "
+                                                                 "'running')"), "jobs_open"),
+                       (REPO_RUN_IDS.format(and_state=""), "jobs_repo")):
+        plan = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", {
+            "before": 10, "limit": 5, "repo": "a/r"}))
+        assert "TEMP B-TREE" not in plan and index in plan, plan
+    claim = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {RUNNABLE}", {
+        "now": 0, "max_attempts": 3, "per_installation": 0, "per_repo": 0}))
+    assert "USING INDEX jobs_open" in claim, claim  # the claim reads the open jobs, never the whole table
+    db.close()
 
 
 def test_a_store_written_before_body_digests_opens_and_dedupes(tmp_path: Path) -> None:

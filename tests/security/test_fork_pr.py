@@ -55,7 +55,7 @@ def decode_comment(world, number: int, *, forge=None, **settings):
 def app_forge(fake) -> GitHubForge:
     """The GitHub App's forge: installation tokens, which may push to a fork whose PR allows maintainer edits."""
     return GitHubForge(AppCredentials(str(fake.app_id), fake.private_key_pem, fake.api_url),
-                       retry=GitHubRetry(sleep=lambda s: None), throttle=False)
+                       retry=GitHubRetry(sleep=lambda s: None))
 
 
 def base_branches_holding(fake, commit: str) -> list[str]:

@@ -161,3 +161,17 @@ def test_a_row_reads_the_run_result_the_runner_stored_and_a_record_of_the_same_s
     row = text[text.index(f'data-run="{died}"'):].split("</tr>")[0]
     assert ">1<" in row and "$0.75" in row and ">4s<" in row and 'title="the worker died"' in row
     store.close()
+
+
+def test_many_runs_are_listed_a_page_at_a_time_with_a_link_to_the_older_ones(tmp_path):
+    store = Store(tmp_path / "jobs.sqlite3")
+    app = web_app(tmp_path, store, **OAUTH)
+    client = app.test_client()
+    made = [add_run(client, store, repo="octo/app", number=n) for n in range(1, 53)]
+    sign_in(client, tmp_path, "alice", {"octo/app"})
+    first = client.get("/")
+    assert shown(first) == made[::-1][:50]
+    [older] = re.findall(r'id="older" href="([^"]+)"', first.get_data(as_text=True))
+    second = client.get(older.replace("&amp;", "&"))
+    assert shown(second) == [made[1], made[0]] and 'id="older"' not in second.get_data(as_text=True)
+    store.close()

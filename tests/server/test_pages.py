@@ -103,21 +103,42 @@ def test_a_queued_job_has_a_page_that_waits_for_it(env):
     assert "has not started yet" in text and 'data-live="true"' in text
 
 
-def test_the_events_endpoint_sends_the_transcript_only_when_it_grew(env):
+def test_the_events_endpoint_sends_only_what_is_new(env):
     app, client, store, data = env
     run_id = add_run(client, store, repo="octo/app", number=1, state="running")
     directory = write_run(data, run_id, turn(1, "turn one"))
     url = f"/runs/{run_id}/events?{query(app, run_id)}"
-    first = client.get(url + "&after=0").get_json()
-    assert first["live"] and "turn one" in first["html"] and first["state"] == "running"
-    assert "html" not in client.get(url + f"&after={first['after']}").get_json()
+    first = client.get(url + "&after=0&size=0").get_json()
+    assert first["live"] and "turn one" in first["open"] and first["state"] == "running"
+    assert "open" not in client.get(url + f"&after={first['after']}&size={first['size']}").get_json()
     append(directory, turn(2, "turn two"))
-    grown = client.get(url + f"&after={first['after']}").get_json()
-    assert "turn two" in grown["html"] and grown["after"] > first["after"]
+    grown = client.get(url + f"&after={first['after']}&size={first['size']}").get_json()
+    assert "turn one" in grown["done"] and "turn two" in grown["open"] and grown["after"] > first["after"]
+    append(directory, turn(3, "turn three"))
+    news = client.get(url + f"&after={grown['after']}&size={grown['size']}").get_json()
+    assert "turn two" in news["done"] and "turn three" in news["open"] and "turn one" not in str(news)
+    assert "<td>3</td>" in news["head"]  # the figures so far
     store.finish(int(run_id.removeprefix("job-")), "web-test-worker", "done", result={"state": "done"})
     (directory / "record.json").write_text('{"stop_reason": "completed"}')
-    final = client.get(url + f"&after={grown['after']}").get_json()
-    assert final["live"] is False and final["state"] == "done" and "turn two" in final["html"]
+    final = client.get(url + f"&after={news['after']}&size={news['size']}").get_json()
+    assert final["live"] is False and final["state"] == "done" and "turn three" in final["done"] + final["open"]
+
+
+def test_a_long_run_shows_a_page_of_turns_with_links_to_the_others(env):
+    app, client, store, data = env
+    run_id = add_run(client, store, repo="octo/app", number=1, state="done")
+    events = [{"type": "run_start", "task": "A long one", "repo": "octo/app"}]
+    for n in range(1, 501):
+        events += turn(n, f"step {n} here")
+    write_run(data, run_id, events + [{"type": "run_end", "stop_reason": "completed", "summary": "All done.",
+                                       "turns": 500}], record={"stop_reason": "completed"})
+    first = client.get(f"/runs/{run_id}?{query(app, run_id)}").get_data(as_text=True)
+    assert "step 1 here" in first and "step 50 here" in first and "step 51 here" not in first
+    assert "turns page 1 of 10" in first and "page=10" in first and "All done." not in first
+    assert "<td>500</td>" in first  # the figures are the whole run's
+    last = client.get(f"/runs/{run_id}?{query(app, run_id)}&page=10").get_data(as_text=True)
+    assert "step 451 here" in last and "step 450 here" not in last and "All done." in last
+    assert len(last) < len(first) * 2 and len(first) < 100_000  # a page costs its turns, not the run
 
 
 HOSTILE = [
@@ -133,7 +154,8 @@ class _Active(HTMLParser):
     attributes, URLs other than http(s) and mailto."""
 
     SAFE_TAGS = {"a", "p", "pre", "code", "em", "strong", "del", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol",
-                 "li", "blockquote", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "hr", "br"}
+                 "li", "blockquote", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "hr", "br",
+                 "div"}  # the page's own wrappers (head, finished turns, the turn under way); the sanitizer drops any other
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -172,8 +194,8 @@ def test_a_hostile_transcript_renders_without_script_handlers_or_javascript_urls
     html = body[body.index(">") + 1:]
     assert active(html) == []
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # shown as text, not run
-    live = client.get(f"/runs/{run_id}/events?{query(app, run_id)}&after=0").get_json()["html"]
-    assert active(live) == []
+    live = client.get(f"/runs/{run_id}/events?{query(app, run_id)}&after=0").get_json()
+    assert active(live["head"] + live["done"] + live["open"]) == []
 
 
 @pytest.mark.parametrize("hostile", HOSTILE + ['<a href="https://example.org" onclick="x()">ok</a>'])

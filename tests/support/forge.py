@@ -99,10 +99,11 @@ class MemoryForge:
         self.comments.append(comment)
         return comment.id
 
-    def edit_comment(self, repo: str, comment_id: int, body: str) -> None:
+    def edit_comment(self, repo: str, comment_id: int, body: str, *, optional: bool = False) -> bool:
         self._check("edit_comment")
         next(c for c in self.comments if c.id == comment_id).body = body
         self.edits.append((comment_id, body))
+        return True
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         found = self.find_comments(repo, number, marker)

@@ -38,7 +38,7 @@ def world(fake_github, fake_anthropic, tmp_path):
                                        github_api_url=fake_github.api_url, github_token=fake_github.token)
     sleeps: list[float] = []
     forge = GitHubForge(TokenCredentials(fake_github.token, fake_github.api_url),
-                        retry=GitHubRetry(sleep=sleeps.append), throttle=False)
+                        retry=GitHubRetry(sleep=sleeps.append))
     return fake_github, fake_anthropic, settings, forge, sleeps
 
 

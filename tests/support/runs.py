@@ -89,7 +89,8 @@ def append(directory: Path, events: list[dict]) -> None:
     """Append events to the run's transcript.jsonl, one line each, as `Transcript.record` does."""
     with open(directory / "transcript.jsonl", "a", encoding="utf-8") as f:
         for event in events:
-            f.write(json.dumps({"t": 0.0, "at": "2026-01-01T00:00:00.000Z", **event}) + "\n")
+            f.write(json.dumps({"type": event["type"], "t": 0.0, "at": "2026-01-01T00:00:00.000Z", **event},
+                               ensure_ascii=False) + "\n")
 
 
 def sign_in(client: FlaskClient, data_dir: Path, login: str, repos: set[str], lifetime_s: float = 3600) -> str:

@@ -44,6 +44,15 @@ def test_prune_takes_runs_past_their_days_and_nothing_else(tmp_path):
     assert prune(tmp_path / "no-runs-yet", 30) == []
 
 
+def test_prune_walks_the_runs_at_most_once_an_hour_whatever_the_number_of_runs_starting(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "a").mkdir(parents=True)
+    assert prune(runs, 30) == []  # a pass: nothing old yet
+    age(runs / "a", 31)
+    assert prune(runs, 30) == []  # the next run, minutes later: no second pass
+    assert prune(runs, 30, now=time.time() + 3601) == ["a"]
+
+
 def test_a_local_run_leaves_transcripts_and_a_record_and_prunes_old_runs(fake_anthropic, tmp_path,
                                                                           buggy_repo):  # noqa: F811
     old = tmp_path / "data" / "runs" / "from-last-month"

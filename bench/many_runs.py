@@ -1,0 +1,177 @@
+"""Many runs: the dashboard, `decode runs`, a page of `JobStore.runs` and a claim with 100, 10,000 and
+100,000 runs kept, on SQLite and PostgreSQL: p50/p99 (issue 38).
+
+    python3 bench/many_runs.py [--runs 100,10000,100000] [--stores sqlite,postgres] [--samples 40] [--smoke]
+
+Jobs are written in bulk straight into a store that `open_store` migrated (50 repositories, every job done
+with its result but the newest 100, queued): what a data dir looks like after months of use. Timed, each
+`--samples` times: the dashboard's page (GET / through the real Flask app, signed in to all 50
+repositories; then filtered to one repository, and to one state), the store's page of runs (deep: the page
+before the middle job), a claim and its finish, and `decode runs` over as many run directories (each with
+its record.json; SQLite's pass only, it reads no store). The baseline is the same measure at the
+smallest size, in the same run: a page that costs what it lists stays near 1x however many runs there
+are. Target: a dashboard page within 50 ms at 100,000 runs, flat from 10,000 to 100,000.
+PostgreSQL is found at DECODE_TEST_DATABASE_URL (default: the one scripts/setup makes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psycopg  # noqa: E402
+
+from bot.cli.runs import list_runs  # noqa: E402
+from bot.jobs.store import JobStore  # noqa: E402
+from bot.run.result import Figures, RunResult, write_record  # noqa: E402
+from tests.support.runs import sign_in, web_app  # noqa: E402
+from tests.support.stores import open_at, postgres_test_url, with_database  # noqa: E402
+
+REPOS = [f"octo/repo{i}" for i in range(50)]
+QUEUED = 100
+TARGET_MS = 50.0
+RESULT = json.dumps(RunResult("job-0", "success", repo="octo/repo0", branch="decode/issue-1", stop_reason="completed",
+                              pr_url="https://github.com/octo/repo0/pull/1",
+                              figures=Figures(turns=12, cost_usd=0.42, seconds=300.0)).to_json())
+COLUMNS = ("key", "payload", "state", "attempts", "created_at", "updated_at", "result", "installation")
+
+
+def queued(n: int) -> int:
+    """How many of `n` jobs are queued: `QUEUED`, or half of a small store."""
+    return min(QUEUED, n // 2)
+
+
+def rows(n: int) -> list[tuple]:
+    """`n` jobs, oldest first, across `REPOS`: done with a result, but the newest `queued(n)`, queued."""
+    now, done = time.time() - n, n - queued(n)
+    return [(f"{REPOS[i % 50]}#{i}", "{}", "done" if i < done else "queued", 1, now + i, now + i,
+             RESULT if i < done else None, "octo") for i in range(n)]
+
+
+def fill_sqlite(path: Path, n: int) -> None:
+    db = sqlite3.connect(path)
+    with db:
+        db.executemany(f"INSERT INTO jobs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})", rows(n))
+    db.execute("ANALYZE")
+    db.close()
+
+
+def fill_postgres(url: str, n: int) -> None:
+    with psycopg.connect(url) as conn, conn.cursor() as cur:
+        with cur.copy(f"COPY jobs ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+            for row in rows(n):
+                copy.write_row(row)
+        conn.commit()
+        cur.execute("ANALYZE jobs")
+
+
+def samples(fn: Callable[[], object], count: int) -> tuple[float, float]:
+    """(p50, p99) in ms of `count` calls of `fn`, after one warm-up."""
+    fn()
+    took = []
+    for _ in range(count):
+        began = time.perf_counter()
+        fn()
+        took.append((time.perf_counter() - began) * 1000)
+    took.sort()
+    return statistics.median(took), took[min(len(took) - 1, int(len(took) * 0.99))]
+
+
+def measure(store: JobStore, data: Path, n: int, count: int) -> dict[str, tuple[float, float]]:
+    """The p50/p99 of each measure over a store of `n` runs."""
+    app = web_app(data, store, github_token="ghs_bench", github_client_id="Iv23li0bench",
+                  github_client_secret="bench-secret-value-123")
+    client = app.test_client()
+    sign_in(client, data, "alice", set(REPOS))
+
+    def get(url: str) -> None:
+        answer = client.get(url)
+        assert answer.status_code == 200 and b'id="runs"' in answer.data, answer.status_code
+
+    def claim() -> None:
+        job = store.claim("bench")
+        if job is not None:
+            store.finish(job.id, "bench", "done")
+    middle = store.runs(1, before=n // 2 + 1)[0].id
+    return {"dashboard": samples(lambda: get("/"), count),
+            "dashboard, one repo": samples(lambda: get("/?repo=octo/repo7"), count),
+            "dashboard, done": samples(lambda: get("/?state=done"), count),
+            "store page, deep": samples(lambda: store.runs(200, repos=REPOS, before=middle), count),
+            "claim + finish": samples(claim, min(count, queued(n) - 2))}
+
+
+def run_dirs(data: Path, n: int) -> None:
+    """`n` run directories with their record.json, as a data dir of that many finished runs holds."""
+    runs = data / "runs"
+    for i in range(n):
+        directory = runs / f"job-{i}"
+        directory.mkdir(parents=True)
+        write_record(directory, RunResult(f"job-{i}", "success", repo=REPOS[i % 50], stop_reason="completed"))
+
+
+def one_store(kind: str, n: int, tmp: Path, count: int) -> dict[str, tuple[float, float]]:
+    data = tmp / f"{kind}-{n}"
+    data.mkdir()
+    if kind == "sqlite":
+        open_at(str(data)).close()  # the schema, migrated as a server opens it
+        fill_sqlite(data / "jobs.sqlite3", n)
+        store = open_at(str(data))
+    else:
+        schema = f"bench_{secrets.token_hex(4)}"
+        base = postgres_test_url()
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        url = with_database(base, base.rsplit("/", 1)[1].split("?")[0], schema)
+        open_at(url).close()
+        fill_postgres(url, n)
+        store = open_at(url)
+    try:
+        found = measure(store, data, n, count)
+    finally:
+        store.close()
+        if kind == "postgres":
+            with psycopg.connect(postgres_test_url(), autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    if kind == "sqlite":
+        run_dirs(data, n)
+        found["decode runs"] = samples(lambda: list_runs(data, 20), max(count // 4, 3))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", default="100,10000,100000")
+    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, few samples: seconds, for CI")
+    args = parser.parse_args(argv)
+    sizes = [200, 1000] if args.smoke else [int(n) for n in args.runs.split(",")]
+    count = 5 if args.smoke else args.samples
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="decode-bench-runs-") as tmp:
+        print(f"baseline: each measure at {sizes[0]:,} runs, same run; p50 / p99 in ms over {count} samples")
+        print(f"{'store':<9} {'runs':>8}  {'what':<20} {'p50':>8} {'p99':>8} {'p50 vs base':>12}")
+        for kind in args.stores.split(","):
+            base: dict[str, float] = {}
+            for n in sizes:
+                for what, (p50, p99) in one_store(kind, n, Path(tmp), count).items():
+                    base.setdefault(what, p50)
+                    print(f"{kind:<9} {n:>8,}  {what:<20} {p50:>8.2f} {p99:>8.2f} {p50 / base[what]:>11.2f}x")
+                    if what.startswith("dashboard") and n >= 100_000:
+                        ok &= p50 <= TARGET_MS
+    print(f"target: a dashboard page within {TARGET_MS:.0f} ms at 100,000 runs: {'ok' if ok else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
