@@ -116,6 +116,11 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--parallel", type=int, default=1, metavar="N", help="run N tasks at once (default 1)")
     p.add_argument("--max-turns", type=int, help="turn cap of each task (DECODE_MAX_TURNS)")
     p.add_argument("--max-cost", type=float, help="cost cap in USD of each task (DECODE_MAX_COST_USD)")
+    p.add_argument("--attempts", type=int, default=1, metavar="N", help="N attempts of each task (1-5): the "
+                                                                        "verify-picked score and pass@N side by side")
+    p.add_argument("--test-cmd", metavar="CMD", help="SWE-bench instances: the command that runs the tests and prints "
+                                                     "each one's status, e.g. 'python3 -m pytest -rA' (an instance's "
+                                                     "own test_cmd wins)")
     p.add_argument("--from-history", metavar="REPO", help="write tasks from REPO's merged pull requests (OWNER/NAME)")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="with --from-history: at most N tasks "
                                                                        "(default 20)")
@@ -135,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--issue", type=int, help="work on this GitHub issue (or pull request) and open a PR")
     run.add_argument("--base", help="branch to start from (default: the repository's default branch)")
     run.add_argument("--no-pr", action="store_true", help="leave a local branch and the transcript, open no pull request")
+    run.add_argument("--attempts", type=int, metavar="N", help="run N attempts at once (1-5) and keep the best: the first "
+                                                         "that passes verify, then the fewest changed lines "
+                                                         "(default: decode.yml's attempts, else 1)")
     run.add_argument("--plan", action="store_true", help="print a plan for the task (or --issue) and change nothing")
     run.add_argument("--max-turns", type=int, help="turn cap (DECODE_MAX_TURNS)")
     run.add_argument("--max-cost", type=float, help="cost cap in USD (DECODE_MAX_COST_USD)")

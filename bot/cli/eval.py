@@ -21,9 +21,11 @@ from bot.cli.repo import github_clone_url, github_repo_name
 from bot.cli.run import with_budget_flags
 from bot.config import Settings
 from bot.core.errors import ConfigError
-from bot.eval.runner import Outcome, run_task
+from bot.eval.runner import Judge, Outcome, run_task
+from bot.eval.swebench import is_instance_file, read_instances, write_outputs
 from bot.eval.summary import Results, last_lines, table
 from bot.eval.tasks import Task, read_tasks
+from bot.run.repo_config import parse_attempts
 from bot.sandbox import close_all
 from bot.workspace.clone import git_url
 
@@ -35,8 +37,13 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                                 "FILE"),
            (args.write is not None, "--write goes with --from-history: to run a task file, give it alone"),
            (args.parallel < 1, f"--parallel {args.parallel} is not valid: give 1 or more tasks at once"))
+    parse_attempts(args.attempts, "--attempts")
     settings = with_budget_flags(settings.replace(pool_size=0), args)
-    tasks = read_tasks(Path(args.tasks))
+    instances = read_instances(Path(args.tasks), args.test_cmd) if is_instance_file(Path(args.tasks)) else None
+    refuse((instances is None and args.test_cmd is not None, "--test-cmd goes with SWE-bench instances (a task "
+                                                             "file's checks are their own test commands)"))
+    tasks = [i.task() for i in instances] if instances is not None else read_tasks(Path(args.tasks))
+    judges: dict[str, Judge] = {i.instance_id: i.judge for i in instances or []}
     out = Path(args.out or datetime.now(timezone.utc).strftime("decode-eval-%Y%m%d-%H%M%S"))
     try:
         results = Results(out)
@@ -44,10 +51,11 @@ def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError(f"--out {out}: cannot write results.jsonl there ({e.strerror}): give a directory") from None
     started = time.monotonic()
     try:
-        outcomes = run_all(tasks, settings, out, results, args.parallel)
+        outcomes = run_all(tasks, settings, out, results, args.parallel, judges, args.attempts)
     finally:
         results.close()
-    for line in table(outcomes) + last_lines(outcomes, time.monotonic() - started, results.path):
+    report = [] if instances is None else [f"SWE-bench: {write_outputs(out, instances, outcomes, settings.model.name)}"]
+    for line in table(outcomes) + last_lines(outcomes, time.monotonic() - started, results.path) + report:
         print(line)
     return 1 if any(o.status == "error" for o in outcomes) else 0
 
@@ -59,8 +67,10 @@ def refuse(*rules: tuple[bool, str]) -> None:
             raise ConfigError(message)
 
 
-def run_all(tasks: list[Task], settings: Settings, out: Path, results: Results, parallel: int) -> list[Outcome]:
-    """Every task, `parallel` at a time on threads (each its own run id, sandbox and branch), in file order."""
+def run_all(tasks: list[Task], settings: Settings, out: Path, results: Results, parallel: int,
+            judges: dict[str, Judge], attempts: int = 1) -> list[Outcome]:
+    """Every task, `parallel` at a time on threads (each its own run id, sandbox and branch), in file order;
+    a task in `judges` has its checks judged by it (SWE-bench's per-test rule)."""
     lock = threading.Lock()
 
     def one(task: Task) -> Outcome:
@@ -68,7 +78,8 @@ def run_all(tasks: list[Task], settings: Settings, out: Path, results: Results, 
             with lock:
                 print(f"[{task.id}] {line}", file=sys.stderr, flush=True)
 
-        outcome = run_task(task, settings, lambda repo: resolve(repo, settings), out, progress)
+        outcome = run_task(task, settings, lambda repo: resolve(repo, settings), out, progress, judges.get(task.id),
+                           attempts)
         progress(f"{outcome.status} ({outcome.seconds:.1f}s)")
         results.add(outcome)
         return outcome

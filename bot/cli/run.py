@@ -23,7 +23,9 @@ from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.model import preload
+from bot.run.attempts import pick, run_attempts, table as attempts_table, why
 from bot.run.pipeline import Job, Ran, execute
+from bot.run.repo_config import PATH as CONFIG_PATH, config_of, parse_attempts
 from bot.workspace.clone import git_url
 from bot.workspace.run_dirs import drop_clones
 
@@ -34,6 +36,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     without it), beside the repository's resolution and the clone."""
     settings = settings.replace(pool_size=0)  # one run per process: a warm pool would only start containers
     settings = with_budget_flags(settings, args)
+    if args.attempts is not None:
+        parse_attempts(args.attempts, "--attempts")
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     args.task = task_text(args)
     if args.issue is None and args.task is None:
@@ -63,12 +67,33 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return run_plan(args, settings, repo, token, args.task, run_id, progress)
     job = Job(repo=repo, task=args.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id, base=args.base,
               token=token)
-    ran = execute(job, settings, progress=progress)
+    count = args.attempts or (attempts_at(repo, args.base) if local.exists() else 1)
+    ran = execute(job, settings, progress=progress) if count == 1 else best_of(job, settings, count, progress)
+    if ran is None:
+        return 1
     delivered = deliver_local(ran) if local.exists() else None
     if delivered:  # the branch is in the user's repository: the run's clone is not needed any more
         drop_clones(ran.run_dir)
     report(ran, delivered)
     return ran.result.exit_code
+
+
+def attempts_at(repo: str, base: str | None) -> int:
+    """decode.yml's `attempts` at `base` (default: HEAD) of the local repository `repo`."""
+    shown = subprocess.run(["git", "-C", repo, "show", f"{base or 'HEAD'}:{CONFIG_PATH}"], capture_output=True)
+    return config_of(shown.stdout if shown.returncode == 0 else None).attempts
+
+
+def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], None]) -> Ran | None:
+    """`count` attempts of `job` at once (bot/run/attempts.py): each one's line, how the published one was
+    picked, and its `Ran` (None: none to publish, said on stderr)."""
+    chosen, attempts, _ = run_attempts(job, settings, count, progress)
+    for line in attempts_table(attempts, pick(attempts)):
+        print(line)
+    print(f"picked: {why(attempts, pick(attempts))}")
+    if chosen is None:
+        print(f"decode: {why(attempts, None)}", file=sys.stderr)
+    return chosen
 
 
 def with_budget_flags(settings: Settings, args: argparse.Namespace) -> Settings:
@@ -121,7 +146,7 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
     conclusion = run_github_job(JobContext(work, settings, forge, run_id, run_tag(CLI_ORIGIN, run_id),
-                                           authorize=False, progress=progress))
+                                           authorize=False, progress=progress, attempts=args.attempts))
     result = conclusion.recorded(run_id)  # the pull request and the commit GitHub has, for `decode runs`
     if conclusion.ran is not None:
         report(replace(conclusion.ran, result=result), None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,7 +27,8 @@ from bot.core.errors import DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.eval.tasks import Task
 from bot.run.beside import Beside
-from bot.run.pipeline import Job, execute
+from bot.run.attempts import run_attempts
+from bot.run.pipeline import Job, Ran, execute
 from bot.run.repo_config import PATH as CONFIG_PATH, RepoConfig, load_repo_config
 from bot.run.setup import run_setup
 from bot.run.transcript import Transcript
@@ -39,6 +41,9 @@ CHECK_TIMEOUT_S = 900.0  # one check command, after setup
 STATUSES = ("resolved", "unresolved", "invalid", "error")
 
 Progress = Callable[[str], None]
+# Whether a check's output resolves its task, for checks judged by more than their exit status (SWE-bench's
+# per-test statuses, bot/eval/swebench.py); None: exit 0 resolves.
+Judge = Callable[[str], bool] | None
 # A task's `repo` as the pipeline clones it: (what to clone, the token to clone with). The door supplies it
 # (bot/cli/eval.py), as `decode run` resolves --repo.
 Resolve = Callable[[str], tuple[str, str | None]]
@@ -57,6 +62,9 @@ class Outcome:
     transcript: str | None = None
     reason: str | None = None
     changes_config: bool = False  # the result changes .github/decode.yml (the check used the base's)
+    patch: str = ""  # the result's diff from the base (empty when nothing was committed); not in results.jsonl
+    attempts: int = 1  # `--attempts N`: the status is the verify-picked attempt's, turns and cost all of theirs
+    pass_at_n: bool = False  # with attempts: whether any attempt resolved the task
 
     def to_json(self) -> dict[str, object]:
         """The contract's fields, `reason` when there is one, and `changes_decode_yml` when true."""
@@ -67,50 +75,91 @@ class Outcome:
             data["reason"] = self.reason
         if self.changes_config:
             data["changes_decode_yml"] = True
+        if self.attempts > 1:
+            data.update(attempts=self.attempts, pass_at_n=self.pass_at_n)
         return data
 
 
-def run_task(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress) -> Outcome:
-    """Run `task` to its outcome; any error (a clone, the sandbox, the model) is its `error` outcome, never
-    an exception, so the other tasks go on."""
+def run_task(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress,
+             judge: Judge = None, attempts: int = 1) -> Outcome:
+    """Run `task` to its outcome, its checks judged by `judge`; any error (a clone, the sandbox, the model) is
+    its `error` outcome, never an exception, so the other tasks go on."""
     started = time.monotonic()
     try:
-        return _run(task, settings, resolve, out, progress, started)
+        return _run(task, settings, resolve, out, progress, started, judge, attempts)
     except Exception as e:  # noqa: BLE001 - one task's failure is its outcome, whatever it was
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         progress(f"error: {reason}")
         return Outcome(task.id, "error", seconds=time.monotonic() - started, reason=settings.redactor.redact(reason))
 
 
+def passes(result: CommandResult, judge: Judge) -> bool:
+    """Whether a check that ended with `result` resolves its task: in time, and exit 0 or `judge`'s verdict."""
+    if result.timed_out:
+        return False
+    return judge(result.output) if judge is not None else result.exit_code == 0
+
+
 def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress,
-         started: float) -> Outcome:
+         started: float, judge: Judge, attempts: int) -> Outcome:
     source, token = resolve(task.repo)
     logs = out / "checks" / slug(task.id)
     progress(f"checking the base {task.base}")
     before, config = run_check(task.check, settings, source, task.base, token, logs / "base")
-    if before.exit_code == 0 and not before.timed_out:
+    if passes(before, judge):
         return Outcome(task.id, "invalid", seconds=time.monotonic() - started,
                        reason=f"the check passes on the base {task.base} (see {logs / 'base'})")
-    if before.exit_code in (126, 127):  # the shell's "cannot execute" and "not found": the check itself is broken
-        raise DecodeError(f"the check cannot run on the base {task.base} (exit {before.exit_code}: a command is "
-                          f"missing or not executable in the sandbox; see {logs / 'base'})")
+    if before.exit_code in (126, 127, 97):  # the shell's "cannot execute" and "not found": the check itself is broken
+        why = "its test patch does not apply" if before.exit_code == 97 else \
+            "a command is missing or not executable in the sandbox"  # 97: bot/eval/swebench.py's check
+        raise DecodeError(f"the check cannot run on the base {task.base} (exit {before.exit_code}: {why}; "
+                          f"see {logs / 'base'})")
     run_id = Job.new_run_id()
     job = Job(repo=source, task=task.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id,
               base=task.base, token=token)
-    ran = execute(job, settings, progress=progress)
-    result, figures = ran.result, ran.result.figures
-    status, reason = "unresolved", None
+    if attempts == 1:
+        ran = execute(job, settings, progress=progress)
+        rans, shown = [ran], ran
+    else:  # what the bot would publish: the picked attempt, else (none passed verify) the first that finished
+        chosen, _, found = run_attempts(job, settings, attempts, progress)
+        rans = [r for r in found if r is not None]
+        if not rans:
+            raise DecodeError(f"none of the {attempts} attempts finished (see {out})")
+        shown = chosen or rans[0]
+    verdicts = [_verdict(task, settings, r, config, logs / ("result" if attempts == 1 else f"result-{n}"), judge,
+                         progress) for n, r in enumerate(rans, 1)]
+    status, reason = verdicts[rans.index(shown)]
+    result = shown.result
+    every = [r.result.figures for r in rans if r.result.figures]
+    return Outcome(task.id, status, turns=sum(f.turns for f in every), cost_usd=sum(f.cost_usd for f in every),
+                   seconds=time.monotonic() - started, branch=job.branch if result.commit else None,
+                   transcript=str(shown.transcript_md), reason=reason, changes_config=CONFIG_PATH in result.changed,
+                   patch=_diff(shown.workspace.clean, shown.workspace.base_sha, job.branch)
+                   if result.commit and shown.workspace else "",
+                   attempts=attempts, pass_at_n=any(v[0] == "resolved" for v in verdicts))
+
+
+def _verdict(task: Task, settings: Settings, ran: Ran, config: RepoConfig, log_dir: Path, judge: Judge,
+             progress: Progress) -> tuple[str, str | None]:
+    """One run's status and reason: its result checked (a run that committed nothing is unresolved; one
+    that ended in an error and resolved nothing is an error)."""
+    result = ran.result
     if result.commit is not None and ran.workspace is not None:
         progress("checking the result")
-        after, _ = run_check(task.check, settings, str(ran.workspace.clean), job.branch, None, logs / "result",
+        after, _ = run_check(task.check, settings, str(ran.workspace.clean), ran.job.branch, None, log_dir,
                              config=config)
-        status = "resolved" if after.exit_code == 0 and not after.timed_out else status
-    if status == "unresolved" and result.stop_reason == "error":
-        status, reason = "error", result.error or "the run ended in an error"
-    return Outcome(task.id, status, turns=figures.turns if figures else 0,
-                   cost_usd=figures.cost_usd if figures else 0.0, seconds=time.monotonic() - started,
-                   branch=job.branch if result.commit else None, transcript=str(ran.transcript_md), reason=reason,
-                   changes_config=CONFIG_PATH in result.changed)
+        if passes(after, judge):
+            return "resolved", None
+    if result.stop_reason == "error":
+        return "error", result.error or "the run ended in an error"
+    return "unresolved", None
+
+
+def _diff(clean: Path, base: str, branch: str) -> str:
+    """The run's result as a patch `git apply` takes: `branch`'s diff from `base`, binary files included."""
+    done = subprocess.run(["git", "diff", "--binary", base, branch], cwd=clean, capture_output=True, text=True,
+                          check=True)
+    return done.stdout
 
 
 def run_check(command: str, settings: Settings, source: str, ref: str, token: str | None, log_dir: Path, *,

@@ -52,8 +52,13 @@ def last_lines(outcomes: Sequence[Outcome], seconds: float, results: Path) -> li
     cost = sum(o.cost_usd for o in outcomes)
     changed = [o.id for o in outcomes if o.changes_config]
     marked = [f"{len(changed)} result(s) change .github/decode.yml, checked under the base's: {', '.join(changed)}"]
+    attempts = max((o.attempts for o in outcomes), default=1)
+    passed = sum(o.pass_at_n for o in outcomes if o.status in ("resolved", "unresolved"))
+    at_n = [f"attempts {attempts}: verify-picked {count['resolved']} of {valid}, pass@{attempts} {passed} of {valid}"
+            + (f" ({passed / valid:.0%})" if valid else "")]
     return [f"resolved {count['resolved']} of {valid}{share}; {len(outcomes)} tasks: {count['invalid']} invalid, "
             f"{count['error']} errors",
+            *(at_n if attempts > 1 else []),
             *(marked if changed else []),
             f"cost ${cost:.4f}, time {seconds:.1f}s",
             f"results: {results}"]

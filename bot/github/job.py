@@ -25,6 +25,7 @@ from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
 from bot.core.names import BRANCH_PREFIX
+from bot.github.attempts import attempts_of, best_of
 from bot.github.allow import open_allow_pull
 from bot.github.bots import BOT_RUN, acted_by, bot_allowed, cap_text, is_bot
 from bot.github.check_run import CheckRun, start_check_run
@@ -75,6 +76,7 @@ class JobContext:
     run_url: str | None = None
     model: Model | None = None
     authorize: bool = True
+    attempts: int | None = None  # `decode run --attempts N`; None: the comment's `attempts=N`, else decode.yml's
     progress: Callable[[str], None] = _quiet
 
 
@@ -318,7 +320,11 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
               base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token, tools=the_plan.mode.tools)
     try:
-        outcome = execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check))
+        count = attempts_of(ctx.attempts or getattr(ctx.work, "attempts", None), forge, repo,
+                            the_plan.config_base or the_plan.clone_base or info.default_branch) \
+            if job.tools.keeps_changes else 1  # a planning run is one: it publishes no diff to pick from
+        outcome, attempts = (execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check)),
+                             "") if count == 1 else best_of(job, settings, count, progress, tracking, check)
     except Exception as e:
         if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details
             text = one_line(settings.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]
@@ -337,7 +343,7 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
             return publish_plan(forge, repo, the_plan.delivery.number, outcome, redact,
                                 command=settings.github.command, transcript_url=page)
         return publish(the_plan, outcome, forge, repo, ctx.tag, redact, transcript_url=page,
-                       command=settings.github.command)
+                       command=settings.github.command, attempts=attempts)
     except Exception as e:
         raise Unpublished(e, outcome) from e
 

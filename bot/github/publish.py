@@ -33,12 +33,14 @@ OUTPUT_CAP = 2000  # characters of each tool input or output in the pull request
 
 def publish(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
              redact: Callable[[str], str], *, transcript_url: str | None = None,
-             command: str = "/decode") -> Conclusion:
+             command: str = "/decode", attempts: str = "") -> Conclusion:
     """Deliver the outcome as the plan says, and the report for the tracking comment; `tag` is the run's tag
     (`core.names.run_tag`) for the markers of its comments, `transcript_url` the run's transcript page, when
-    the server has a public URL, `command` the comment command (`/decode allow` is offered for refused hosts). A
-    review's threads get one reply each."""
-    conclusion = _deliver(the_plan, ran, forge, repo, tag, redact, transcript_url=transcript_url, command=command)
+    the server has a public URL, `command` the comment command (`/decode allow` is offered for refused hosts),
+    `attempts` the list of a run's attempts (bot/github/attempts.py), with the notes. A review's threads get
+    one reply each."""
+    conclusion = _deliver(the_plan, ran, forge, repo, tag, redact, transcript_url=transcript_url, command=command,
+                          attempts=attempts)
     if isinstance(the_plan.delivery, PushToPull) and the_plan.delivery.stateful:
         note = note_of(tag, ran.agent.stop_reason, agent_summary(ran, redact), ran.result.figures)
         record_run(forge, repo, the_plan.delivery.number, note, the_plan.task, last_steps(load_events(
@@ -73,7 +75,8 @@ def _thread_reply(conclusion: Conclusion, summary: str) -> str:
 
 
 def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
-             redact: Callable[[str], str], *, transcript_url: str | None = None, command: str) -> Conclusion:
+             redact: Callable[[str], str], *, transcript_url: str | None = None, command: str,
+             attempts: str = "") -> Conclusion:
     """The delivery itself: a pull request, commits on one, or a fork's branch or patch."""
     result, branch, delivery = ran.agent, the_plan.branch, the_plan.delivery
     commit, ws = ran.result.commit, ran.workspace
@@ -86,7 +89,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     if isinstance(delivery, OpenPull) and delivery.plan_url:  # `/decode go`
         offer = "\n\n".join(filter(None, [f"📋 This run carried out [the plan]({delivery.plan_url}) as it read "
                                            "when `go` was given.", offer]))
-    notes = "\n\n".join(filter(None, [ran.review.line if ran.review else "", notes, offer]))
+    notes = "\n\n".join(filter(None, [redact(attempts), ran.review.line if ran.review else "", notes, offer]))
     changes = b"" if commit is None or ws is None else ws.git(
         "diff", "--numstat", "-z", "--no-renames", ws.base_sha, commit, what="listing changes")
     if commit is not None and ws is not None and not isinstance(delivery, ToFork):

@@ -17,6 +17,7 @@ run, and the next edit (or the final one) brings it up to date.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -57,6 +58,8 @@ class Tracker:
         self.edited_at = float("-inf")
         self.edits = 0
         self.last_text = ""
+        self.attempts: dict[int, tuple[str, int, float]] = {}  # attempt -> (phase, turn, cost), of several
+        self._lock = threading.Lock()
 
     def start(self, number: int, tag: str) -> None:
         """Post the comment on issue or pull request `number` (or edit the one found): unlike later edits, a
@@ -78,6 +81,8 @@ class Tracker:
                 lines.append(f"- ✅ {label}")
             elif name not in ("setup", "verifying"):  # shown only when the run has them
                 lines.append(f"- ⬜ {label}")
+        lines += [f"  - attempt {n}: {PHASES.get(phase, phase)}" + (f", turn {turn}, ${cost:.4f}" if turn else "")
+                  for n, (phase, turn, cost) in sorted(self.attempts.items())]
         if self.warnings:
             lines += ["", *self.warnings]
         return "\n".join(lines) + f"\n\n{self.footer}"
@@ -108,6 +113,24 @@ class Tracker:
             self._edit(force=kind in ("sandbox_restart", "mcp_server"))
         except Exception as e:  # noqa: BLE001 - the comment is a view; the run goes on whatever it does
             log.warning("tracking comment: %s", e)
+
+    def on_attempt(self, number: int, event: dict[str, Any]) -> None:
+        """Take one event of attempt `number` of several: its phase, turn and cost on its own line under the
+        checklist (which follows the furthest attempt); from any attempt's thread."""
+        with self._lock:
+            kind, name = event.get("type"), str(event.get("name"))
+            phase, turn, cost = self.attempts.get(number, ("preparing", 0, 0.0))
+            if kind == "phase" and name in PHASES:
+                phase = name
+            elif kind == "model_response":
+                turn, cost = int(event.get("turn") or turn), cost + float(event.get("cost_usd") or 0)
+            elif kind == "run_end":
+                phase = f"done: {event.get('stop_reason')}"
+            self.attempts[number] = (phase, turn, cost)
+            if kind == "phase" and name in PHASES and list(PHASES).index(name) > list(PHASES).index(self.phase):
+                self.move(name)
+            else:
+                self._edit(force=kind in ("phase", "run_end"))
 
     def move(self, phase: str) -> None:
         """Enter `phase` and edit the comment now."""

@@ -135,6 +135,9 @@ def _issue_labeled(payload: dict[str, Any], rules: Rules) -> Decision:
     return Issue(number=payload["issue"]["number"], **_text(payload["issue"]), **_common(payload))
 
 
+ATTEMPTS = re.compile(r"attempts=(\S*)(?:\s|$)", re.IGNORECASE)  # `/decode attempts=N ...` (bot/run/attempts.py)
+
+
 def _issue_comment(payload: dict[str, Any], rules: Rules) -> Decision:
     comment = payload["comment"]
     instructions = command_instructions(comment.get("body"), rules.command)
@@ -155,11 +158,13 @@ def _issue_comment(payload: dict[str, Any], rules: Rules) -> Decision:
             return Ignore(f"{rules.command} {word.lower()} works on issues, not on pull requests")
         return ON_ISSUES[word.lower()](number=issue["number"], comment_id=comment["id"], instructions=more,
                                        **_text(issue), **_common(payload))
+    attempts = ATTEMPTS.match(instructions)
     return Comment(
         is_pull_request=is_pr,
         number=issue["number"],
         comment_id=comment["id"],
-        instructions=instructions,
+        instructions=instructions[attempts.end():].strip() if attempts else instructions,
+        attempts=attempts.group(1) if attempts else None,
         **_text(issue),
         **_common(payload),
     )

@@ -53,6 +53,7 @@ class Comment:
     is_pull_request: bool = False
     title: str | None = None
     body: str | None = None
+    attempts: str | None = None  # `/decode attempts=N ...`: N as written (checked by the job, 1 to 5)
 
     @property
     def kind(self) -> str:

@@ -52,9 +52,10 @@ from bot.workspace.trusted_files import Git, read_trusted
 PATH = ".github/decode.yml"
 KEYS = ("setup", "network", "setup_timeout", "allow_cidrs", "allow_domains", "allow_workflow_changes", "gpu",
         "image", "verify", "verify_rounds", "review_trigger", "ci_fix", "setup_cache_key", "thinking", "allowed_bots",
-        "review", "mcp")
+        "review", "mcp", "attempts")
 MAX_CACHE_KEY_FILES = 20
 MAX_VERIFY_ROUNDS = 5
+MAX_ATTEMPTS = 5
 # A docker image reference, [registry[:port]/]name[/name...][:tag][@digest], as the engine parses it.
 _REGISTRY = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -83,6 +84,7 @@ class RepoConfig:
     setup_cache_key: tuple[str, ...] | None = None  # files keying the setup cache; None: no setup cache
     thinking: str | int | None = None  # "on", "off" or a budget in tokens; None: DECODE_THINKING decides
     allowed_bots: tuple[str, ...] = ()  # bot logins, lower-cased, whose labels and commands start runs
+    attempts: int = 1  # how many attempts of a run go at once, the best published (bot/run/attempts.py)
     review: bool = False  # a read-only pass reviews the diff before the run publishes (bot/run/self_review.py)
     mcp: tuple["McpServer", ...] = ()  # MCP servers the agent may use, in the file's order
 
@@ -193,7 +195,8 @@ def parse_repo_config(data: object) -> RepoConfig:
                       thinking=None if data.get("thinking") is None else thinking_value(data["thinking"],
                                                                                          f"{PATH}: thinking"),
                       allowed_bots=parse_allowed_bots(data.get("allowed_bots")),
-                      review=parse_review(data.get("review")), mcp=parse_mcp(data.get("mcp")))
+                      review=parse_review(data.get("review")), mcp=parse_mcp(data.get("mcp")),
+                      attempts=parse_attempts(data.get("attempts", 1), f"{PATH}: 'attempts'"))
 
 
 def parse_review(value: object) -> bool:
@@ -203,6 +206,15 @@ def parse_review(value: object) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{PATH}: 'review' must be true (review the diff before publishing) or false, not "
                           f"{_shown(value)}")
+    return value
+
+
+def parse_attempts(value: object, where: str) -> int:
+    """An attempts count (decode.yml's `attempts`, `--attempts`, `/decode attempts=N`), 1 to 5; a `ConfigError`
+    starting with `where` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPTS:
+        raise ConfigError(f"{where} must be a whole number from 1 to {MAX_ATTEMPTS} (how many attempts run at once; "
+                          f"default 1), not {value!r}")
     return value
 
 

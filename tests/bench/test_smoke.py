@@ -16,6 +16,7 @@ BENCH = ROOT / "bench"
 # bench -> its smoke arguments, and a word its last lines print when it ran through.
 SMOKE = {
     "action_install.py": (["--rounds", "1", "--pip-rounds", "0"], "target"),
+    "attempts.py": (["--smoke"], "ratio"),
     "harness_overhead.py": (["--turns", "3", "--rounds", "1"], "harness overhead per turn"),
     "mirror.py": (["--files", "10", "--rounds", "1"], "second run"),
     "prepare.py": (["--mb", "1", "--commits", "2", "--rounds", "1"], "whole prepare"),

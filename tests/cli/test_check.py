@@ -92,7 +92,7 @@ def test_lints_the_working_tree_file_without_a_key(tmp_path):
     assert res.stderr.strip() == ("decode: .github/decode.yml: unknown key 'bogus'; the keys are setup, network, "
                                   "setup_timeout, allow_cidrs, allow_domains, allow_workflow_changes, gpu, image, "
                                   "verify, verify_rounds, review_trigger, ci_fix, setup_cache_key, thinking, "
-                                  "allowed_bots, review, mcp")
+                                  "allowed_bots, review, mcp, attempts")
     (repo / ".github/decode.yml").write_text("verify: make test\n")
     res = decode_check(tmp_path, "--repo", str(repo), SANDBOX_MODE="bwrap", ANTHROPIC_API_KEY="")
     assert res.returncode == 0, res.stderr

@@ -84,6 +84,8 @@ class FakeAnthropic:
         self.replies: list[dict[str, Any]] = []
         self.totals = Usage()
         self._turns: list[list[dict[str, Any]]] = []
+        self._sessions: list[tuple[str, list[list[dict[str, Any]]]]] = []
+        self._started = 0  # conversations started on sessions that share a key
         self._served = 0
         self._by_position = False
         self._pauses: dict[int, Pause] = {}
@@ -126,6 +128,18 @@ class FakeAnthropic:
             self._turns = [normalize_turn(t, i) for i, t in enumerate(turns)]
             self._served = 0
             self._by_position = by_position
+        return self
+
+    def sessions(self, sessions: dict[str, list[Any]] | list[tuple[str, list[Any]]]) -> "FakeAnthropic":
+        """Replace the session by several, as `scripted:` files hold them (bot/model/scripted.py): a request
+        gets, for its place in its conversation, the turn of the session whose key occurs in its first user
+        message (the task), so concurrent runs of different tasks each replay their own. Several sessions
+        under one key (given as a list of pairs) are attempts of one task: each new conversation takes the
+        next in turn, and keeps it (it is known by its first answer, so those must differ)."""
+        pairs = list(sessions.items()) if isinstance(sessions, dict) else list(sessions)
+        with self._lock:
+            self._sessions = [(when, [normalize_turn(t, i) for i, t in enumerate(turns)]) for when, turns in pairs]
+            self._turns, self._served, self._by_position, self._started = [], 0, True, 0
         return self
 
     def pause(self, position: int) -> Pause:
@@ -215,6 +229,8 @@ class FakeAnthropic:
                 check_thinking(body, self.thinking)
                 edited, applied = apply_edits(body, headers, self.context_edits)
                 self._check_window(edited)
+                if self._sessions:
+                    self._turns = self._session_for(body)
                 if self._by_position:
                     self._served = min(_position(body), len(self._turns))
                 if self._served >= len(self._turns):
@@ -229,6 +245,22 @@ class FakeAnthropic:
                 return e.status, extra, {"type": "error", "error": error, "request_id": request_id}
             received.status = 200
             return 200, extra, Streamed(stream_events(reply), self._pace_s) if body.get("stream") else reply
+
+    def _session_for(self, body: dict[str, Any]) -> list[list[dict[str, Any]]]:
+        """The turns of the session whose key occurs in the request's first user message; of several, the next
+        in turn for a new conversation, else the one whose first turn the conversation holds."""
+        messages = body.get("messages") or [{}]
+        first = json.dumps(messages[0].get("content"), ensure_ascii=False)
+        found = [turns for when, turns in self._sessions if json.dumps(when, ensure_ascii=False)[1:-1] in first]
+        if len(found) > 1 and _position(body) == 0:
+            self._started += 1
+            return found[(self._started - 1) % len(found)]
+        if len(found) > 1:
+            answered = _essence(messages[1].get("content"))
+            found = [turns for turns in found if _essence(turns[0]) == answered] or found[:0]
+        if not found:
+            raise ApiError(500, "fake Anthropic API: no scripted session matches the request's conversation")
+        return found[0]
 
     def _count(self, body: Any) -> dict[str, Any]:
         """POST /v1/messages/count_tokens (https://docs.anthropic.com/en/api/messages-count-tokens): the
@@ -337,6 +369,12 @@ class FakeAnthropic:
             "cache_read_input_tokens": read,
             "cache_creation": {"ephemeral_5m_input_tokens": written, "ephemeral_1h_input_tokens": 0},
         }
+
+
+def _essence(content: Any) -> list[tuple[Any, ...]]:
+    """An answer's blocks without their ids: what tells one scripted session's first turn from another's."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    return [(b.get("type"), b.get("text"), b.get("name"), json.dumps(b.get("input"), sort_keys=True)) for b in blocks]
 
 
 def _stub(body: dict[str, Any]) -> dict[str, Any]:

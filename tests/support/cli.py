@@ -24,9 +24,10 @@ def buggy_repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "calendar", files)
 
 
-def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local", **env: str):
+def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local", *, flags: tuple[str, ...] = (),
+               **env: str):
     """Run the `decode` console script as a user would (for SANDBOX_MODE=modal, its entry point with the
-    modal double injected); returns the CompletedProcess."""
+    modal double injected), with `flags` before the task; returns the CompletedProcess."""
     full_env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path / "home"),
@@ -39,7 +40,7 @@ def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local",
         **env,
     }
     command = [sys.executable, "-m", "tests.fakes.decode_modal_double"] if mode == "modal" else [DECODE]
-    return subprocess.run([*command, "run", "--repo", str(repo), task], env=full_env,
+    return subprocess.run([*command, "run", "--repo", str(repo), *flags, task], env=full_env,
                           capture_output=True, text=True, timeout=240)
 
 

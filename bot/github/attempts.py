@@ -1,0 +1,47 @@
+"""Attempts on GitHub: how many a run gets (decode.yml's `attempts`, read through the API from the branch
+whose decode.yml applies), their progress on the tracking comment, and their list for the pull request body.
+The attempts themselves are bot/run/attempts.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from bot.config import Settings
+from bot.core.errors import DecodeError
+from bot.github.check_run import CheckRun
+from bot.github.forge import Forge
+from bot.github.tracking import Tracker
+from bot.run.attempts import pick, run_attempts, table, why
+from bot.run.pipeline import Job, Ran
+from bot.run.repo_config import PATH, config_of, parse_attempts
+
+
+def attempts_of(asked: int | str | None, forge: Forge, repo: str, ref: str) -> int:
+    """How many attempts a run gets: `asked` (`decode run --attempts N`, `/decode attempts=N`) when given, else
+    decode.yml's `attempts` on `ref` (1 without the file or the key); a `ConfigError` for a bad count."""
+    if asked is not None:
+        return parse_attempts(int(asked) if str(asked).isdigit() else asked, f"attempts={asked}: the count")
+    return config_of(forge.file_at(repo, PATH, ref), f" on {ref}").attempts
+
+
+def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], None], tracking: Tracker | None,
+            check: CheckRun) -> tuple[Ran, str]:
+    """`count` attempts of `job`, each one's progress on the tracking comment; the run to publish and the
+    attempts section of its body. With none to pick (every attempt failed `verify` or changed nothing), the
+    first that finished is published, as a single run that did so would be; with none that finished, the first
+    attempt's error is the run's."""
+    def watch(number: int, event: dict[str, Any]) -> None:
+        if tracking is not None:
+            tracking.on_attempt(number, event)
+        if event.get("type") == "phase":
+            check.on_event(event)
+
+    chosen, attempts, rans = run_attempts(job, settings, count, progress, watch)
+    published = chosen or next((ran for ran in rans if ran is not None), None)
+    if published is None:
+        raise DecodeError(f"none of the {count} attempts finished: {attempts[0].error}")
+    number = rans.index(published) + 1
+    section = "\n".join([f"**Attempts** ({count}; published: attempt {number}): {why(attempts, pick(attempts))}", "",
+                         *table(attempts, pick(attempts) or attempts[number - 1])])
+    return published, section

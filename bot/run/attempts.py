@@ -1,0 +1,126 @@
+"""Best of N: N attempts of one job at once, each its own run (run id, sandbox, workspace, transcript) through
+the real pipeline, sharing the warm pool and the setup cache, each verified with decode.yml's `verify:`; the
+one to publish picked by `pick`, a pure function of what each attempt did.
+
+`DECODE_MAX_COST_USD` caps the whole run: each attempt gets an equal share of it. docs/decode-yml.md says how
+attempts are picked and shown.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bot.config import Settings
+from bot.run.pipeline import Job, Ran, execute
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What one attempt did, as the pick and the PR body read it."""
+
+    number: int  # 1-based
+    verified: str  # passed | failed | none (bot.run.verify.Verification.verified)
+    changed_lines: int  # lines added plus lines removed; 0: it changed nothing
+    turns: int = 0
+    cost_usd: float = 0.0
+    transcript: str = ""
+    error: str | None = None  # why it did not finish ("error: ...", "stopped: max_cost"): never picked
+
+
+def pick(attempts: Sequence[Attempt]) -> Attempt | None:
+    """The attempt to publish: of those that passed `verify`, the fewest changed lines (a tie: the cheapest,
+    then the first); with none that passed, and no `verify:` at all, the same among those that changed
+    anything; None when there is nothing to publish (every attempt failed `verify`, or changed nothing)."""
+    changed = [a for a in attempts if a.error is None and a.changed_lines > 0]
+    passed = [a for a in changed if a.verified == "passed"]
+    unverified = [a for a in changed if a.verified == "none"] if not any(a.verified != "none" for a in changed) else []
+    pool = passed or unverified
+    return min(pool, key=lambda a: (a.changed_lines, a.cost_usd, a.number)) if pool else None
+
+
+def run_attempts(job: Job, settings: Settings, count: int, progress: Progress,
+                 watch: Callable[[int, dict[str, Any]], None] | None = None
+                 ) -> tuple[Ran | None, list[Attempt], list[Ran | None]]:
+    """`count` attempts of `job` at once, on threads: the one `pick` chose (None: none to publish), what each
+    did, and each one's `Ran` (None for one that failed). Each runs as its own job (run id `RUN-N`), on the
+    job's branch in its own clone, with 1/`count` of the cost cap; `watch` sees each one's transcript events
+    with its number (the tracking comment's view of every attempt)."""
+    share = settings.replace(budget=replace(settings.budget, max_cost_usd=settings.budget.max_cost_usd / count))
+    lock = threading.Lock()
+
+    def one(number: int) -> Ran:
+        def said(line: str) -> None:
+            with lock:
+                progress(f"[attempt {number}] {line}")
+
+        seen = None if watch is None else lambda event: watch(number, event)
+        return execute(replace(job, run_id=f"{job.run_id}-{number}"), share, progress=said, watch=seen)
+
+    with ThreadPoolExecutor(max_workers=count, thread_name_prefix="attempt") as pool:
+        futures = [pool.submit(one, n) for n in range(1, count + 1)]
+    rans: list[Ran | None] = []
+    attempts: list[Attempt] = []
+    for number, future in enumerate(futures, 1):
+        try:
+            ran = future.result()
+        except Exception as e:  # noqa: BLE001 - one attempt's failure is its line in the list, the others go on
+            rans.append(None)
+            said = str(e).splitlines()[0] if str(e) else type(e).__name__
+            attempts.append(Attempt(number, "none", 0, error=f"error: {said}"))
+            continue
+        rans.append(ran)
+        attempts.append(attempt_of(number, ran))
+    chosen = pick(attempts)
+    return (rans[chosen.number - 1] if chosen else None), attempts, rans
+
+
+def attempt_of(number: int, ran: Ran) -> Attempt:
+    """What a finished run did, as an `Attempt`."""
+    figures = ran.result.figures
+    return Attempt(number, ran.verification.verified, changed_lines(ran), turns=figures.turns if figures else 0,
+                   cost_usd=figures.cost_usd if figures else 0.0, transcript=str(ran.transcript_md),
+                   error=None if ran.result.stop_reason == "completed" else
+                   f"error: {ran.result.error}" if ran.result.stop_reason == "error" else
+                   f"stopped: {ran.result.stop_reason}")  # a cap (its share of the cost), an interrupt
+
+
+def changed_lines(ran: Ran) -> int:
+    """Lines added plus removed by the run's commit (0 without one); a binary file counts as one line."""
+    if ran.result.commit is None or ran.workspace is None:
+        return 0
+    done = subprocess.run(["git", "diff", "--numstat", ran.workspace.base_sha, ran.result.commit],
+                          cwd=ran.workspace.clean, capture_output=True, text=True, check=True)
+    total = 0
+    for line in done.stdout.splitlines():
+        added, removed = line.split("\t")[:2]
+        total += 1 if added == "-" else int(added) + int(removed)
+    return total
+
+
+def table(attempts: Sequence[Attempt], chosen: Attempt | None) -> list[str]:
+    """The attempts as Markdown table rows (the PR body's and `decode run`'s list), the chosen one marked."""
+    rows = ["| attempt | verify | changed lines | turns | cost | transcript |", "| --- | --- | --- | --- | --- | --- |"]
+    for a in attempts:
+        mark = " (published)" if chosen is not None and a.number == chosen.number else ""
+        verify = a.error or a.verified
+        rows.append(f"| {a.number}{mark} | {verify} | {a.changed_lines} | {a.turns} | ${a.cost_usd:.4f} | "
+                    f"{a.transcript or '-'} |")
+    return rows
+
+
+def why(attempts: Sequence[Attempt], chosen: Attempt | None) -> str:
+    """One line saying how the published attempt was picked, or why none was."""
+    if chosen is None:
+        return f"none of the {len(attempts)} attempts passed `verify` with a change to publish"
+    if chosen.verified == "none":
+        return (f"attempt {chosen.number} of {len(attempts)}: there was nothing to verify by (no `verify:` in "
+                ".github/decode.yml), so the fewest changed lines of those that changed anything")
+    return (f"attempt {chosen.number} of {len(attempts)}: it passed `verify`, with the fewest changed lines of those "
+            "that did")
