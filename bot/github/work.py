@@ -80,9 +80,8 @@ class Continue:
 
 
 @dataclass(frozen=True)
-class PlanRequest:
-    """`/decode plan [instructions]` on an issue: a planning run that changes nothing and answers with the plan,
-    in the issue's plan comment (bot/github/planning.py)."""
+class _IssueCommand:
+    """A command on an issue that names no more than its instructions (`plan`, `go`)."""
 
     repo: str
     number: int
@@ -92,25 +91,23 @@ class PlanRequest:
     instructions: str = ""
     title: str | None = None
     body: str | None = None
-    kind: ClassVar[str] = "plan"
     is_pull_request: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
-class Go:
+class PlanRequest(_IssueCommand):
+    """`/decode plan [instructions]` on an issue: a planning run that changes nothing and answers with the plan,
+    in the issue's plan comment (bot/github/planning.py)."""
+
+    kind: ClassVar[str] = "plan"
+
+
+@dataclass(frozen=True)
+class Go(_IssueCommand):
     """`/decode go [instructions]` on an issue with a plan comment: resolve the issue as the plan (as it reads
     when the job starts) says, in a new pull request. Only a person may approve a plan."""
 
-    repo: str
-    number: int
-    sender_login: str
-    sender_type: str
-    comment_id: int
-    instructions: str = ""
-    title: str | None = None
-    body: str | None = None
     kind: ClassVar[str] = "go"
-    is_pull_request: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
@@ -124,17 +124,20 @@ class Transcript:
 
 def load_events(path: Path) -> list[dict[str, Any]]:
     """The events of a `transcript.jsonl`; a torn last line (a crash mid-write) is skipped."""
+    with open(path, "rb") as f:
+        return parse_events(f)
+
+
+def parse_events(lines: Iterable[bytes]) -> list[dict[str, Any]]:
+    """The events among JSON `lines` of a transcript; a blank, torn or foreign line is skipped."""
     events = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and "type" in event:
-                events.append(event)
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and "type" in event:
+            events.append(event)
     return events
 
 

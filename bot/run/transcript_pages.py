@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.run.transcript import Tally, render_figures
+from bot.run.transcript import Tally, parse_events, render_figures
 
 PAGE_TURNS = 50
 _CACHED = 64  # indexes kept (of the files most recently asked for)
@@ -121,14 +121,6 @@ def _peek(line: bytes) -> tuple[dict[str, Any] | None, int | None]:
 
 def read_span(path: Path, begin: int, end: int) -> list[dict[str, Any]]:
     """The events in bytes [`begin`, `end`) of `path` (whole lines; a torn one is skipped)."""
-    events = []
     with open(path, "rb") as f:
         f.seek(begin)
-        for line in f.read(max(end - begin, 0)).splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and "type" in event:
-                events.append(event)
-    return events
+        return parse_events(f.read(max(end - begin, 0)).splitlines())
