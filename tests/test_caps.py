@@ -57,7 +57,7 @@ def test_a_cap_stops_the_agent_and_commits_its_work(fake_anthropic, tmp_path: Pa
     assert sum(STOP_MESSAGES[reason] in line for line in lines) == 1, res.stderr
     assert len(fake_anthropic.requests) <= 2, "the agent went on after the cap"
     assert took < 180, f"{took:.0f} s: something waited on a dead sandbox (it used to be 600 s)"
-    [second_call] = [e["t"] for e in events if e["type"] == "tool_call" and e["turn"] == 2]
+    last_call = max(e["t"] for e in events if e["type"] == "tool_call")  # the cost cap ends the run after turn 1
     [end] = [e["t"] for e in events if e["type"] == "run_end"]
     if cap != "time":  # the time cap's `sleep` is cut at what is left of the 30 s: not a wait on the sandbox
-        assert end - second_call < 30, f"{end - second_call:.0f} s from the capped call to the end: not at once"
+        assert end - last_call < 30, f"{end - last_call:.0f} s from the capped call to the end: not at once"

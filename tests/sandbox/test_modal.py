@@ -230,7 +230,7 @@ def test_client_and_pool_size_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         assert load_client() is modal, "without an injected client, the modal package"
         monkeypatch.setitem(sys.modules, "modal", None)  # as if the modal package were not installed
         with pytest.raises(ConfigError, match=r"^SANDBOX_MODE=modal needs modal, which is not installed: "
-                                              r"pip install 'decode-bot\[modal\]'$"):
+                                              r"pip install 'decode-bot\[modal\] @ git\+https://github.com/decode-bot/decode-bot'$"):
             load_client()
     finally:
         use_client(modal_double)
