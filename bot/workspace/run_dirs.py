@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from bot.core.files import create_once
+
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +72,8 @@ def _index(runs: Path) -> Path:
         return path
     with os.scandir(runs) as entries:
         dated = sorted((e.stat().st_mtime, e.name) for e in entries if e.is_dir(follow_symlinks=False))
-    made = runs.with_name(f"{runs.name}{INDEX}.{os.getpid()}")
-    made.write_text("".join(f"{name}\n" for _, name in dated), encoding="utf-8")
-    os.replace(made, path)
+    # made whole or not at all, once: threads (a run's attempts) and processes may list at the same time
+    create_once(path, "".join(f"{name}\n" for _, name in dated).encode(), 0o644)
     return path
 
 
