@@ -95,13 +95,16 @@ class FakeAnthropic:
         self._pace_s = 0.0
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        # a path of its own: the harness caches what the Models API said per base URL and process, and a later
+        # fake on a port an earlier one used must not be taken for it
+        self.prefix = "/fake-" + uuid.uuid4().hex[:12]
 
     @property
     def url(self) -> str:
-        """Base URL for the SDK, e.g. http://127.0.0.1:PORT."""
+        """Base URL for the SDK, e.g. http://127.0.0.1:PORT/fake-0123abcd."""
         assert self._server is not None, "the fake is not started"
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host}:{port}{self.prefix}"
 
     def start(self) -> "FakeAnthropic":
         """Serve on a free port in a background thread."""
@@ -392,7 +395,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         headers = {k.lower(): v for k, v in self.headers.items()}
-        answer = self.server.fake.handle(self.command, self.path, headers, raw)  # type: ignore[attr-defined]
+        fake = self.server.fake  # type: ignore[attr-defined]
+        path = self.path.removeprefix(getattr(fake, "prefix", ""))  # the Bedrock and Vertex gateways have none
+        answer = fake.handle(self.command, path, headers, raw)
         if answer is None:
             self.close_connection = True
             return
