@@ -68,7 +68,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     job = Job(repo=repo, task=args.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id, base=args.base,
               token=token)
     count = args.attempts or (attempts_at(repo, args.base) if local.exists() else 1)
-    ran = execute(job, settings, progress=progress) if count == 1 else best_of(job, settings, count, progress)
+    ran = best_of(job, settings, count, progress) if count > 1 else \
+        execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp, store=settings.store,
+                budget=settings.budget, redactor=settings.redactor, progress=progress)
     if ran is None:
         return 1
     delivered = deliver_local(ran) if local.exists() else None
@@ -87,7 +89,9 @@ def attempts_at(repo: str, base: str | None) -> int:
 def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], None]) -> Ran | None:
     """`count` attempts of `job` at once (bot/run/attempts.py): each one's line, how the published one was
     picked, and its `Ran` (None: none to publish, said on stderr)."""
-    chosen, attempts, _ = run_attempts(job, settings, count, progress)
+    chosen, attempts, _ = run_attempts(job, count, progress, model=settings.model, sandbox=settings.sandbox,
+                                       mcp=settings.mcp, store=settings.store, budget=settings.budget,
+                                       redactor=settings.redactor)
     for line in attempts_table(attempts, pick(attempts)):
         print(line)
     print(f"picked: {why(attempts, pick(attempts))}")

@@ -37,7 +37,9 @@ def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], 
         if event.get("type") == "phase":
             check.on_event(event)
 
-    chosen, attempts, rans = run_attempts(job, settings, count, progress, watch)
+    chosen, attempts, rans = run_attempts(job, count, progress, watch, model=settings.model, sandbox=settings.sandbox,
+                                          mcp=settings.mcp, store=settings.store, budget=settings.budget,
+                                          redactor=settings.redactor)
     published = chosen or next((ran for ran in rans if ran is not None), None)
     if published is None:
         raise DecodeError(f"none of the {count} attempts finished: {attempts[0].error}")

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.config import Settings
+from bot.config import Budget, McpSettings, ModelSettings, SandboxSettings, StoreSettings
+from bot.core.redact import Redactor
 from bot.run.pipeline import Job, Ran, execute
 
 Progress = Callable[[str], None]
@@ -45,14 +46,14 @@ def pick(attempts: Sequence[Attempt]) -> Attempt | None:
     return min(pool, key=lambda a: (a.changed_lines, a.cost_usd, a.number)) if pool else None
 
 
-def run_attempts(job: Job, settings: Settings, count: int, progress: Progress,
-                 watch: Callable[[int, dict[str, Any]], None] | None = None
-                 ) -> tuple[Ran | None, list[Attempt], list[Ran | None]]:
+def run_attempts(job: Job, count: int, progress: Progress, watch: Callable[[int, dict[str, Any]], None] | None = None,
+                 *, model: ModelSettings, sandbox: SandboxSettings, mcp: McpSettings, store: StoreSettings,
+                 budget: Budget, redactor: Redactor) -> tuple[Ran | None, list[Attempt], list[Ran | None]]:
     """`count` attempts of `job` at once, on threads: the one `pick` chose (None: none to publish), what each
     did, and each one's `Ran` (None for one that failed). Each runs as its own job (run id `RUN-N`), on the
     job's branch in its own clone, with 1/`count` of the cost cap; `watch` sees each one's transcript events
-    with its number (the tracking comment's view of every attempt)."""
-    share = settings.replace(budget=replace(settings.budget, max_cost_usd=settings.budget.max_cost_usd / count))
+    with its number (the tracking comment's view of every attempt). The parts of the settings are `execute`'s."""
+    share = replace(budget, max_cost_usd=budget.max_cost_usd / count)
     lock = threading.Lock()
 
     def one(number: int) -> Ran:
@@ -61,7 +62,8 @@ def run_attempts(job: Job, settings: Settings, count: int, progress: Progress,
                 progress(f"[attempt {number}] {line}")
 
         seen = None if watch is None else lambda event: watch(number, event)
-        return execute(replace(job, run_id=f"{job.run_id}-{number}"), share, progress=said, watch=seen)
+        return execute(replace(job, run_id=f"{job.run_id}-{number}"), model=model, sandbox=sandbox, mcp=mcp,
+                       store=store, budget=share, redactor=redactor, progress=said, watch=seen)
 
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="attempt") as pool:
         futures = [pool.submit(one, n) for n in range(1, count + 1)]
