@@ -59,7 +59,7 @@ def action_router(settings: Settings, prompt: str, repo: str) -> Router:
                             instructions=text, base_ref=ref)
         return handle
 
-    return Router(Rules.of(settings)).with_routes({event: run(event) for event in WORKFLOW_RUNS})
+    return Router(Rules.of(settings.github)).with_routes({event: run(event) for event in WORKFLOW_RUNS})
 
 
 def runner_sandbox(env: Mapping[str, str]) -> dict[str, tuple]:

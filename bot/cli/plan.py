@@ -45,7 +45,7 @@ def issue_task(settings: Settings, repo: str, number: int, instructions: str) ->
     from bot.github.task_text import build_task
     from bot.github.work import Issue
 
-    issue = GitHubForge(credentials_from(settings)).issue(repo, number)
+    issue = GitHubForge(credentials_from(settings.github)).issue(repo, number)
     if issue.is_pull:
         raise ConfigError(f"--plan --issue {number}: #{number} is a pull request; plan an issue")
     work = Issue(repo=repo, number=number, sender_login="", instructions=instructions)

@@ -144,7 +144,7 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     from bot.github.job import JobContext, run_github_job
     from bot.github.work import Dispatch, Issue
 
-    forge = GitHubForge(credentials_from(settings))
+    forge = GitHubForge(credentials_from(settings.github))
     if args.issue is not None:
         work: Issue | Dispatch = Issue(repo=repo, number=args.issue, sender_login="", instructions=args.task or "")
     else:

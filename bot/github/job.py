@@ -97,7 +97,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         approved = _approved(ctx, work) if isinstance(work, Go) else None
         if isinstance(approved, Conclusion):
             return approved
-        page = run_link(ctx.settings, run_id)
+        page = run_link(ctx.settings.web, ctx.settings.store, run_id)
         tracking = _track(ctx, page, admitted.doing, continues_marker(resume) if resume else "") \
             if admitted.track else None
         check = start_check_run(forge, work, ctx.tag, page or ctx.run_url)

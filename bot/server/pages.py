@@ -46,7 +46,7 @@ class RunState:
 
 def _run(run_id: str) -> RunState:
     ctx = app_context()
-    link = check(ctx.settings, run_id, request.args.get("exp"), request.args.get("sig"))
+    link = check(ctx.settings.store, run_id, request.args.get("exp"), request.args.get("sig"))
     if link is Link.EXPIRED:
         abort(make_response(render_template(
             "message.html", user=None, title="This link has expired",

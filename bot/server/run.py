@@ -135,7 +135,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     check_port(port)
     configure_logging(settings.redactor)
-    credentials = credentials_from(settings) if has_credentials(settings) else None
+    credentials = credentials_from(settings.github) if has_credentials(settings.github) else None
     store = open_store(settings.store)
     pool = Pool(store)
     try:
@@ -200,7 +200,7 @@ class Pool:
         """Run as the App /setup created: its secrets redacted, GitHub asked once, /healthz checking it,
         the workers started."""
         configure_logging(settings.redactor)
-        credentials = credentials_from(settings)
+        credentials = credentials_from(settings.github)
         app_context(app).credentials = ask_github(credentials, settings)
         self.start(settings, credentials)
 
@@ -240,14 +240,14 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
     if port is not None:
         check_port(port)
     configure_logging(settings.redactor)
-    if not has_credentials(settings):
+    if not has_credentials(settings.github):
         raise ConfigError("no GitHub App yet: finish setup at /setup of `decode serve` (it keeps the App in "
                           "DECODE_DATA_DIR/app.json, which decode worker reads too), or set GITHUB_APP_ID and "
                           "GITHUB_APP_PRIVATE_KEY")
     if settings.pool.workers == 0:
         raise ConfigError("DECODE_WORKERS=0 leaves decode worker nothing to do: set it to how many jobs it runs "
                           "at once (0 is for an intake-only decode serve)")
-    credentials = credentials_from(settings)
+    credentials = credentials_from(settings.github)
     ask_github(credentials, settings)
     gate = ModelGate(settings)
     store = open_store(settings.store)

@@ -179,7 +179,7 @@ def test_app_mode_mints_one_repository_scoped_token(world):
     forge = GitHubForge(creds, retry=GitHubRetry(sleep=lambda s: None))
     anthropic.script(edit_turns("as an app"))
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
-    trigger = Router(Rules.of(settings)).decide("issues", payload)
+    trigger = Router(Rules.of(settings.github)).decide("issues", payload)
     conclusion = run_github_job(JobContext(trigger, settings.replace(github_token=None), forge, run_id="app",
                                            tag="origin:app", model=AnthropicModel(settings.model)))
     assert conclusion.state == "success", conclusion.message
@@ -246,7 +246,7 @@ def test_a_30_turn_run_fits_one_body_that_links_the_transcript_page(world):
     assert len(pr["body"]) <= 65_536 and fake.comments(OWNER, NAME, pr["number"]) == []
     [(link, exp, sig)] = set(re.findall(r"\((https://decode.example/runs/job-30\?exp=([0-9]+)&sig=([0-9a-f]+))\)",
                                         pr["body"]))
-    assert check(settings, "job-30", exp, sig) is Link.GOOD
+    assert check(settings.store, "job-30", exp, sig) is Link.GOOD
     assert f"[The full transcript]({link})" in pr["body"] and "## Turn 1\n" in pr["body"]
     assert pr["body"].count("| turns |") == 1 and pr["body"].count("Added done.") == 1
     [tracking] = fake.comments(OWNER, NAME, number)
