@@ -149,8 +149,8 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
         work: Issue | Dispatch = Issue(repo=repo, number=args.issue, sender_login="", instructions=args.task or "")
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
-    conclusion = run_github_job(JobContext(work, settings, forge, run_id, run_tag(CLI_ORIGIN, run_id),
-                                           authorize=False, progress=progress, attempts=args.attempts))
+    conclusion = run_github_job(JobContext(work, forge, run_id, run_tag(CLI_ORIGIN, run_id),
+                                           authorize=False, progress=progress, attempts=args.attempts), settings)
     result = conclusion.recorded(run_id)  # the pull request and the commit GitHub has, for `decode runs`
     if conclusion.ran is not None:
         report(replace(conclusion.ran, result=result), None)

@@ -48,8 +48,8 @@ def decode_comment(world, number: int, *, forge=None, **settings):
         return run(world, "issue_comment", payload, **settings)
     s = base_settings.replace(**settings)
     work = Router(Rules.of(s.github)).decide("issue_comment", payload)
-    return run_github_job(JobContext(work, s, forge, run_id="fork", tag="origin:fork",
-                                     model=AnthropicModel(s.model, sleep=lambda _: None)))
+    return run_github_job(JobContext(work, forge, run_id="fork", tag="origin:fork",
+                                     model=AnthropicModel(s.model, sleep=lambda _: None)), s)
 
 
 def app_forge(fake) -> GitHubForge:
