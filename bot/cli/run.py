@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from bot.cli.plan import issue_task, run_plan
