@@ -31,8 +31,9 @@ def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], 
             check: CheckRun) -> tuple[Ran, str]:
     """`count` attempts of `job`, each one's progress on the tracking comment; the run to publish and the
     attempts section of its body, each attempt's row linking its transcript page (with DECODE_PUBLIC_URL). With
-    none to pick (every attempt failed `verify` or changed nothing), the first that finished is published, as a
-    single run that did so would be; with none that finished, the first attempt's error is the run's."""
+    none to pick (every attempt failed `verify` or changed nothing), the first that finished (one that started,
+    if any did) is published, as a single run that did so would be; with none that finished, the first attempt's
+    error is the run's."""
     def watch(number: int, event: dict[str, Any]) -> None:
         if tracking is not None:
             tracking.on_attempt(number, event)
@@ -40,7 +41,9 @@ def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], 
             check.on_event(event)
 
     chosen, attempts, rans = run_attempts(job, settings, count, progress, watch)
-    published = chosen or next((ran for ran in rans if ran is not None), None)
+    finished = [ran for ran in rans if ran is not None]
+    started = [ran for ran, attempt in zip(rans, attempts) if ran is not None and attempt.turns]
+    published = chosen or next(iter(started + finished), None)
     if published is None:
         raise DecodeError(f"none of the {count} attempts finished: {attempts[0].error}")
     number = rans.index(published) + 1
