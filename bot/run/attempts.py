@@ -68,15 +68,17 @@ def run_attempts(job: Job, settings: Settings, count: int, progress: Progress,
         seen = None if watch is None else lambda event: watch(number, event)
         run_id = best_of_run_id(job.run_id, number)
         try:
-            ran: Ran | None = execute(replace(job, run_id=run_id, purse=purse), settings, progress=said, watch=seen)
+            ran = execute(replace(job, run_id=run_id, purse=purse), settings, progress=said, watch=seen)
         except Exception as e:  # noqa: BLE001 - one attempt's failure is its line in the list, the others go on
-            ran, what = None, Attempt(number, "none", 0, run_id=run_id,
-                                      error=f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-        else:
-            what = attempt_of(number, ran, settings)
+            failed = Attempt(number, "none", 0, run_id=run_id,
+                             error=f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            return said_how(failed), None
+        return said_how(attempt_of(number, ran, settings)), ran
+
+    def said_how(what: Attempt) -> Attempt:  # one that did not finish: how it ended, on its tracking line
         if what.error is not None and watch is not None:
-            watch(number, {"type": "attempt", "state": what.error})
-        return what, ran
+            watch(what.number, {"type": "attempt", "state": what.error})
+        return what
 
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="attempt") as pool:
         done = [future.result() for future in [pool.submit(one, n) for n in range(1, count + 1)]]
