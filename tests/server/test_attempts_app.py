@@ -1,7 +1,7 @@
 """Attempts on the App: `decode serve` with DECODE_PUBLIC_URL, decode.yml's `attempts: 3`, a labeled issue,
 against the fake GitHub and the fake Messages API (one scripted session per attempt). The pull request's body
 lists the three attempts, each row linking its own transcript page, and each link opens that attempt's
-transcript on the server."""
+transcript on the server; the tracking comment's page of the run links the three."""
 
 from __future__ import annotations
 
@@ -51,5 +51,10 @@ def test_each_attempts_row_links_its_own_transcript_page(env, fake_github, fake_
         assert shown == {"Wrote one note.": True, "Wrote two notes.": False, "Wrote three notes.": False}
         other = links[0].group(1).replace(f"job-1-{links[0].group(2)}", f"job-1-{links[1].group(2)}")
         assert page(other)[0] == 404  # a link is one attempt's: its signature opens no other page
+        tracking = fake_github.comments(OWNER, NAME, number)[0]["body"]
+        [run_page] = re.findall(r"\[Transcript\]\((http://[^)]+/runs/job-1\?[^)]+)\)", tracking)
+        status, html = page(run_page)  # the run's own page: it has no transcript, its attempts do
+        assert status == 200 and sorted(re.findall(r'href="/runs/job-1-(\d)\?exp=\d+&amp;sig=\w+"', html)) == [
+            "1", "2", "3"], html
     finally:
         assert server.stop() == 0
