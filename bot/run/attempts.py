@@ -92,9 +92,13 @@ def attempt_of(number: int, ran: Ran, settings: Settings) -> Attempt:
     not start."""
     figures, stop = ran.result.figures, ran.result.stop_reason
     turns = figures.turns if figures else 0
-    spent = f"the run's budget (DECODE_MAX_COST_USD={settings.budget.max_cost_usd:g}) was spent"
-    error = None if stop == "completed" else f"error: {ran.result.error}" if stop == "error" else \
-        (f"not started: {spent}" if not turns else f"stopped: {spent}") if stop == "max_cost" else f"stopped: {stop}"
+    if stop in ("completed", "error"):
+        error = None if stop == "completed" else f"error: {ran.result.error}"
+    elif stop == "max_cost":  # the attempts' cost cap is the run's (one `Purse`)
+        spent = f"the run's budget (DECODE_MAX_COST_USD={settings.budget.max_cost_usd:g}) was spent"
+        error = f"stopped: {spent}" if turns else f"not started: {spent}"
+    else:  # another cap, an interrupt
+        error = f"stopped: {stop}"
     return Attempt(number, ran.verification.verified, changed_lines(ran), turns=turns,
                    cost_usd=figures.cost_usd if figures else 0.0, transcript=str(ran.transcript_md),
                    run_id=ran.job.run_id, error=error)
