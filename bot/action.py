@@ -84,7 +84,7 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
     try:
         prepared = _prepare(env)
     except ConfigError as e:
-        finish(env, Conclusion.of_job("failed", str(e)))
+        finish(env, Conclusion.of_job("failed", str(e), error=e))
         raise
     if isinstance(prepared, Conclusion):
         return finish(env, prepared)
