@@ -150,7 +150,7 @@ def _verdict(task: Task, settings: Settings, ran: Ran, config: RepoConfig, log_d
                              config=config)
         if passes(after, judge):
             return "resolved", None
-    if result.stop_reason == "error":
+    if result.state == "failed":
         return "error", result.error or "the run ended in an error"
     return "unresolved", None
 
