@@ -20,11 +20,13 @@ from typing import Any
 from bot.agent.loop import AgentResult, answer_room, run_agent
 from bot.agent.mcp import McpServers
 from bot.agent.prompt import network_rule, system_prompt, task_message
+from bot.agent.purse import Purse
 from bot.agent.tools import DEFAULT_TOOLS, Toolset
 from bot.config import Budget, McpSettings, ModelSettings, SandboxSettings, StoreSettings
 from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
+from bot.core.text import one_line
 from bot.model import Model, ModelInfo, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.beside import Beside
@@ -65,6 +67,7 @@ class Job:
     attempt: int = 1  # a retried job (its worker died) runs again in a fresh run directory
     token: str | None = None  # what the clone authenticates with (an installation token is per repository)
     tools: Toolset = field(default=DEFAULT_TOOLS, compare=False)  # what the model is offered; read-only: no hand-back
+    purse: Purse | None = field(default=None, compare=False)  # the cost cap it shares (a best-of-N run's attempts)
 
     @staticmethod
     def new_run_id() -> str:
@@ -361,7 +364,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model,
     ctx.beside.after_first_request(repo.ws.keep_tree, "decode-keep-tree")  # for the next run, off this one's path
     max_file = ctx.sandbox.max_file_mb * MB
     reviewer = SelfReview(model, sandbox, repo.ws.base_sha, ctx.job.task, ctx.budget, ctx.transcript, redact,
-                          ctx.started, dict(ctx.model.prices)) \
+                          ctx.started, dict(ctx.model.prices), purse=ctx.job.purse) \
         if config.review and ctx.job.tools.keeps_changes else None
     agent = run_agent(
         model=model, sandbox=sandbox,
@@ -371,7 +374,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model,
         started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript)
                                   if ctx.job.tools.keeps_changes else None, verifier, reviewer),
-        tools=tools,
+        tools=tools, purse=ctx.job.purse,
     )
     if reviewer is None:
         return agent, verifier.verification, None
@@ -393,7 +396,8 @@ def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
         run_id=job.run_id, state=state_of(agent.stop_reason, commit), repo=ctx.redactor.redact(job.repo),
         branch=job.branch, attempt=job.attempt, commit=commit, changed=tuple(applied.changed), left_out=left_out,
         blocked=work.blocked, verified=work.verification.verified, stop_reason=agent.stop_reason,
-        figures=Figures.of(agent), error=agent.error, exit_code=agent.exit_code, restarts=work.restarts)
+        figures=Figures.of(agent), error=one_line(ctx.redactor.redact(agent.error)) if agent.error else None,
+        exit_code=agent.exit_code, restarts=work.restarts)
     return Ran(job, result, agent, work.verification, ctx.run_dir, repo.ws, work.review)
 
 
