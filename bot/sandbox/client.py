@@ -226,6 +226,8 @@ class AgentdSandbox:
         answer = json.loads(line)
         if answer.get("id") != request_id:
             raise SandboxError(f"the sandbox answered out of order ({answer.get('id')} for {request_id})")
+        if cap := self._launcher.stopped():  # passed while the call ran: the agent stops at once
+            raise CapReached(cap)
         if not answer.get("ok"):
             raise Refused(answer.get("error") or "refused")
         return answer
@@ -253,20 +255,27 @@ class AgentdSandbox:
             raise Cancelled(f"the sandbox was closed under the {op} call: the process is stopping")
 
     def _died(self) -> NoReturn:
-        """agentd's channel ended: the launcher's reason when it stopped the sandbox for good (`stopped`, the
-        disk cap), else `SandboxDied` with why, as the backend knows it (`Launcher.death`)."""
-        if stopped := self._launcher.stopped():
-            raise CapReached(stopped)
-        raise SandboxDied(self._launcher.death())
+        """agentd's channel ended: `CapReached` when the launcher stopped the sandbox for good (`stopped`: the disk
+        cap, or the memory cap its `death` found), else `SandboxDied` with why, as the backend knows it."""
+        if cap := self._launcher.stopped():
+            raise CapReached(cap)
+        death = self._launcher.death()
+        if cap := self._launcher.stopped():
+            raise CapReached(cap)
+        raise SandboxDied(death)
+
+    def check_caps(self) -> None:
+        """`CapReached` when a cap has been passed, measured now (`Launcher.stopped(now=True)`)."""
+        if cap := self._launcher.stopped(now=True):
+            raise CapReached(cap)
 
     def run(self, command: str, *, timeout: float = 120.0) -> CommandResult:
         """Run `command` with bash in the workspace; kill its process group at `timeout`. A command killed by
-        SIGKILL for passing the memory limit says so in its output's last line (the backend's `death`)."""
+        SIGKILL makes the backend say whether the memory limit did it: then the run stops at the memory cap."""
         a = self._call("exec", _timeout=timeout + GRACE_S, command=command, timeout=timeout, cap=OUTPUT_CAP)
-        output = a["output"]
-        if a["exit_code"] in KILLED and not a["timed_out"] and (death := self._launcher.death()).oom:
-            output += f"\n[decode] the command was killed: {death.reason}"
-        return CommandResult(a["exit_code"], output, a["timed_out"], a["duration"], a["dropped_bytes"])
+        if a["exit_code"] in KILLED and not a["timed_out"]:
+            self.check_caps()
+        return CommandResult(a["exit_code"], a["output"], a["timed_out"], a["duration"], a["dropped_bytes"])
 
     def read_file(self, path: str) -> bytes:
         return base64.b64decode(self._call("read", path=path)["data"])

@@ -9,7 +9,9 @@ and, past the cap, kills every process of the sandbox and records why; the
 launcher refuses to restart it, the agent stops at once (`CapReached`), and the work so far is handed
 back from a sandbox opened for that alone, without the poller, and committed as incomplete (exit 3).
 The bound is therefore soft: a writer can overshoot by what it writes in one interval (about 0.5 s of
-disk bandwidth) before it is killed. The docker backend adds a hard bound for /tmp and /var/tmp
+disk bandwidth) before it is killed. The loop measures once more before it accepts an answer (`measure`,
+through `Sandbox.check_caps`), so a write the poller has not seen yet still ends the run at the cap, never as
+done. The docker backend adds a hard bound for /tmp and /var/tmp
 (size-limited tmpfs mounts) and polls the workspace the same way.
 """
 
@@ -21,8 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from bot.core.errors import SandboxError
-from bot.sandbox.protocol import SandboxSpec
+from bot.sandbox.protocol import Cap, CapReached, SandboxSpec
 
 INTERVAL_S = 0.5
 
@@ -59,7 +60,7 @@ class DiskGuard:
                  interval: float = INTERVAL_S) -> None:
         self.paths = tuple(paths)
         self.limit = (limit_mb or 0) * 1024 * 1024
-        self.exceeded: str | None = None
+        self.exceeded: Cap | None = None
         self._kill = kill
         self._interval = interval
         self._stop = threading.Event()
@@ -77,19 +78,24 @@ class DiskGuard:
         pause = self._interval
         while not self._stop.wait(pause):
             began = time.monotonic()
-            used = usage(self.paths)
-            pause = max(self._interval, 4 * (time.monotonic() - began))  # a huge tree: at most 20% of a core
-            if used > self.limit:
-                self.exceeded = (f"the agent wrote more than the disk cap (DECODE_MAX_DISK_MB="
-                                 f"{self.limit // (1024 * 1024)}, workspace and temp held {used // (1024 * 1024)} "
-                                 f"MiB): the sandbox was stopped")
-                self._kill()
+            if self.measure():
                 return
+            pause = max(self._interval, 4 * (time.monotonic() - began))  # a huge tree: at most 20% of a core
+
+    def measure(self) -> Cap | None:
+        """Measure now (a guard that polls: else nothing to measure); past the cap, kill the sandbox once and
+        record why. The cap, once passed."""
+        if self.limit and self.exceeded is None and (used := usage(self.paths)) > self.limit:
+            self.exceeded = Cap("max_disk", f"the agent wrote more than the disk cap (DECODE_MAX_DISK_MB="
+                                            f"{self.limit // (1024 * 1024)}, workspace and temp held "
+                                            f"{used // (1024 * 1024)} MiB): the sandbox was stopped")
+            self._kill()
+        return self.exceeded
 
     def check(self) -> None:
-        """Raise the cap's message once it has been passed (a stopped sandbox does not start again)."""
+        """`CapReached` once the cap has been passed (a stopped sandbox does not start again)."""
         if self.exceeded:
-            raise SandboxError(self.exceeded)
+            raise CapReached(self.exceeded)
 
     def close(self) -> None:
         """Stop polling."""
