@@ -30,7 +30,6 @@ GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's ans
 MB = 1024 * 1024
 EXPORT_CHUNK = 4 * MB  # bytes of patch per export_read answer
 CONNECT_S = 60.0  # how long a started agentd may take to connect to its socket
-KILLED = (-9, 137)  # a command's exit code after SIGKILL (agentd's, or a shell's)
 STOPPED_WAIT_S = 3.0  # how long a call waits for a channel to end once the backend stopped the sandbox (a cap)
 
 
@@ -270,10 +269,11 @@ class AgentdSandbox:
             raise CapReached(cap)
 
     def run(self, command: str, *, timeout: float = 120.0) -> CommandResult:
-        """Run `command` with bash in the workspace; kill its process group at `timeout`. A command killed by
-        SIGKILL makes the backend say whether the memory limit did it: then the run stops at the memory cap."""
+        """Run `command` with bash in the workspace; kill its process group at `timeout`. A command that failed
+        (killed, or a process under it killed) makes the backend say whether a cap did it (`check_caps`: the
+        memory limit's out-of-memory kill, the disk): then the run stops at that cap."""
         a = self._call("exec", _timeout=timeout + GRACE_S, command=command, timeout=timeout, cap=OUTPUT_CAP)
-        if a["exit_code"] in KILLED and not a["timed_out"]:
+        if a["exit_code"] != 0 and not a["timed_out"]:
             self.check_caps()
         return CommandResult(a["exit_code"], a["output"], a["timed_out"], a["duration"], a["dropped_bytes"])
 
