@@ -327,7 +327,7 @@ class DockerLauncher:
 
     def death(self) -> Death:
         """The engine's word: a new out-of-memory kill (the cgroup's count read inside, a stopped container's
-        `State.OOMKilled`: the memory cap), else how it stopped; an agentd gone gets `SETTLE_S` to be seen stopped."""
+        `State.OOMKilled`: the memory cap), else how it stopped (a gone agentd's: within `SETTLE_S`)."""
         deadline = time.monotonic() + SETTLE_S
         while (state := self._state()) and state[0] == "true":
             if self._new_oom_kill():
@@ -346,7 +346,8 @@ class DockerLauncher:
     def _out_of_memory(self) -> Death:
         """An out-of-memory kill, told: the memory cap stops the agent's sandbox (not one that only hands back)."""
         if self._memory is None and not self._spec.hand_back_only:
-            self._memory, _ = memory_cap(self._spec.memory_mb), self._kill_all()
+            self._memory = memory_cap(self._spec.memory_mb)
+            self._kill_all()
         return out_of_memory(self._spec.memory_mb)
 
     def _state(self) -> list[str]:
@@ -366,8 +367,7 @@ class DockerLauncher:
         """The disk cap, or the memory cap once `death` saw an out-of-memory kill; `now`: both measured first."""
         if now and self.container is not None and self._new_oom_kill():
             self._out_of_memory()
-        disk = None if self.disk is None else self.disk.measure() if now else self.disk.exceeded
-        return disk or self._memory
+        return (self.disk and (self.disk.measure() if now else self.disk.exceeded)) or self._memory
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""
