@@ -254,9 +254,10 @@ class AgentdSandbox:
             raise Cancelled(f"the sandbox was closed under the {op} call: the process is stopping")
 
     def _died(self) -> NoReturn:
-        """agentd's channel ended: `CapReached` when the launcher stopped the sandbox for good (`stopped`: the disk
-        cap, or the memory cap its `death` found), else `SandboxDied` with why, as the backend knows it."""
-        if cap := self._launcher.stopped():
+        """agentd's channel ended: `CapReached` when the launcher stopped the sandbox for good (`stopped`, asked
+        now: the disk cap, or the memory cap, which its `death` may find too), else `SandboxDied` with why, as
+        the backend knows it."""
+        if cap := self._launcher.stopped(now=True):
             raise CapReached(cap)
         death = self._launcher.death()
         if cap := self._launcher.stopped():
