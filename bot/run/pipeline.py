@@ -272,7 +272,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
         if agent.stop_reason == "interrupted":
             ctx.progress("interrupted: keeping the work so far (interrupt again to stop without it)")
             sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
-        elif agent.stop_reason in ("sandbox_lost", "max_disk"):  # why: the caller's last line
+        elif agent.stop_reason in ("sandbox_lost", "max_disk", "max_memory"):  # why: the caller's last line
             ctx.progress("keeping the work so far")
         hand = sandbox.hand_back(repo.ws.base_sha, **caps) if ctx.job.tools.keeps_changes else HandBack(b"", {})
         return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts), review)
