@@ -144,17 +144,25 @@ def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     outputs = {"pr_url": result.pr_url or "", "branch": result.branch or "", "conclusion": result.state,
                "verified": result.verified, "cost_usd": f"{result.figures.cost_usd if result.figures else 0.0:.4f}",
                "transcript_path": str(ran.run_dir) if ran is not None else ""}
-    if path := env.get("GITHUB_OUTPUT"):
-        with open(path, "a", encoding="utf-8") as f:
-            f.writelines(f"{k}={v}\n" for k, v in outputs.items())
-    if path := env.get("GITHUB_STEP_SUMMARY"):
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(summary(conclusion))
+    append(env, "GITHUB_OUTPUT", "".join(f"{k}={v}\n" for k, v in outputs.items()))
+    append(env, "GITHUB_STEP_SUMMARY", summary(conclusion))
     if conclusion.state == "failed":
         print(f"::error title=decode-bot::{conclusion.message.splitlines()[0] if conclusion.message else 'failed'}")
     print(f"decode-bot: {conclusion.state}" + (f" {conclusion.pr_url}" if conclusion.pr_url else "")
           + (f" ({conclusion.message})" if conclusion.state == "skipped" else ""))
     return conclusion.exit_code
+
+
+def append(env: Mapping[str, str], name: str, text: str) -> None:
+    """Append `text` to the file the runner names in `name`, if set; a ConfigError naming the variable when that
+    file cannot be written (else a bare path and "DECODE_DATA_DIR" were named)."""
+    if path := env.get(name):
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise ConfigError(f"{name}={path}: cannot write it ({e.strerror}): the runner sets it to a file; unset "
+                              "it outside GitHub Actions") from None
 
 
 def summary(conclusion: Conclusion) -> str:

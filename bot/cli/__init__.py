@@ -195,7 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         if stderr_closed:
             print(stderr_closed)
             return 2
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except KeyboardInterrupt:  # before any work: nothing to keep
+            print("decode: interrupted", file=sys.stderr)
+            return INTERRUPTED
         if args.command in ("run", "action", "eval"):
             with sigterm_interrupts():
                 return _main(args)

@@ -1,6 +1,7 @@
 """The `decode` process's standard streams when their other end is closed.
 
-- stdout closed or its reader gone (`decode check | head -1`): output ends quietly. Once a write
+- stdout closed or its reader gone (`decode check | head -1`): output ends quietly; on a full disk
+  (`>/dev/full`) one line on stderr says its output is lost. Once a write
   meets EPIPE, descriptor 1 points at /dev/null and the command goes on to its own exit status;
   no BrokenPipeError traceback, none at interpreter exit either.
 - stderr: where decode says what it does and what went wrong. Closed at start (`2>&-`) or a pipe
@@ -53,19 +54,25 @@ class _Quiet:
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
-            self._silence()
+        except OSError as error:
+            self._silence(error)
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            self._silence()
+        except OSError as error:
+            self._silence(error)
             self._stream.flush()  # the buffered text, now to /dev/null
 
-    def _silence(self) -> None:
-        _to_devnull(self._stream.fileno())
+    def _silence(self, error: OSError) -> None:
+        """Point the descriptor at /dev/null; a write that failed otherwise than by a gone reader (stdout on a
+        full disk, `>/dev/full`) is said once on stderr, since what was written there is lost."""
+        fd = self._stream.fileno()
+        _to_devnull(fd)
+        if not isinstance(error, BrokenPipeError) and fd == 1:
+            print(f"decode: standard output could not be written ({error.strerror}): what it printed is lost; "
+                  "send it where there is room", file=sys.stderr, flush=True)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
