@@ -115,7 +115,11 @@ def data_dir(env: Mapping[str, str], row: Row) -> Path:
     """DECODE_DATA_DIR made absolute (a relative one is taken from the current directory); a ConfigError when
     it is a file, or cannot be made or written by this user, before any command starts on it."""
     raw = env.get(row.var or "")
-    path = Path(raw).expanduser().resolve() if raw else Path(row.default).expanduser()
+    try:
+        path = Path(raw).expanduser().resolve() if raw else Path(row.default).expanduser()
+    except RuntimeError:  # `~user` of no such user, or `~` without HOME
+        raise ConfigError(f"{row.var}={raw or row.default}: the home directory of `~` is unknown here: set "
+                          f"{row.var} to an absolute path") from None
     if problem := unusable_dir(path):
         given = f"{row.var}={raw}" if raw else f"{row.var} (unset: {path})"
         raise ConfigError(f"{given} {problem}: set {row.var} to a directory this user may write")
