@@ -31,6 +31,7 @@ from bot.model import Model, make_model
 from bot.run.pipeline import Job
 from bot.run.transcript import render_figures
 from bot.sandbox import preflight
+from bot.workspace.clone import require_git
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
 from bot.github.work import Dispatch, Work
 
@@ -106,6 +107,7 @@ def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conc
     a `ConfigError` for anything that cannot work."""
     settings = Settings.from_env(env, **runner_sandbox(env), pool_size=0)  # one run: no warm pool
     preflight(settings.sandbox.mode)
+    require_git()
     event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
     repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
     event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")

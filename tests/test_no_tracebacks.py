@@ -123,6 +123,9 @@ TRIES: dict[str, Try] = {
                                           env={**REAL_MODEL, "ANTHROPIC_API_KEY": "sk-ant-api03 xyz"}),
     "GITHUB_TOKEN with a space": Try(("run", "--repo", REPO, TASK), 2, "GITHUB_TOKEN holds a space",
                                      env={"GITHUB_TOKEN": "ghp_ x"}),
+    "run, no git on PATH": Try(LOCAL, 2, "git is not on PATH: install git", env={"PATH": "{tmp}"}),
+    "check, no git on PATH": Try(CHECK, 2, "git is not on PATH: install git", env={"PATH": "{tmp}"}),
+    "action, no git on PATH": Try(ACTION, 2, "git is not on PATH: install git", env={"PATH": "{tmp}"}),
     # streams
     "stdout on a full disk": Try(('"$DECODE" check --repo "$REPO" >/dev/full',), 0,
                                  "standard output could not be written (No space left on device)", shell=True),

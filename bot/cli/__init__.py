@@ -186,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 INTERRUPTED = 130
+GIT_COMMANDS = ("run", "check", "eval", "serve", "worker")  # and the Action, once its outputs can say it
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     try:
+        if args.command in GIT_COMMANDS:
+            from bot.workspace.clone import require_git
+
+            require_git()
         if args.command == "action":
             from bot.action import run_action
 

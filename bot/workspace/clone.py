@@ -103,6 +103,13 @@ def git_env(token: str | None = None, *, local: bool = False, base: Mapping[str,
     return env
 
 
+def require_git() -> None:
+    """A ConfigError unless git is on PATH: every door clones, commits and pushes with it (else the first clone
+    failed as "git: No such file or directory", named as a data dir to fix, or with a traceback)."""
+    if shutil.which("git") is None:
+        raise ConfigError("git is not on PATH: install git (decode clones, commits and pushes with it)")
+
+
 def _git(args: Sequence[str], cwd: Path, env: Mapping[str, str], redactor: Redactor, *,
          what: str, input: bytes | None = None, ok: tuple[int, ...] = (0,), timeout: float = 600) -> bytes:
     """Run git; a failure is a `DecodeError` saying `what` failed, with git's stderr redacted."""
