@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import os
 import signal
 import sys
-import tempfile
 import threading
-import traceback
 from typing import NoReturn
 
-from bot.cli.streams import guarded_streams
+from bot.cli.streams import crash_report, guarded_streams, one_line_logs
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError, Interrupted
 from bot.core.extras import requires_extra
@@ -201,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:  # before any work: nothing to keep
             print("decode: interrupted", file=sys.stderr)
             return INTERRUPTED
+        if args.command not in ("serve", "worker"):
+            one_line_logs()
         if args.command in ("run", "action", "eval"):
             with sigterm_interrupts():
                 return _main(args)
@@ -283,9 +282,7 @@ def unexpected(e: Exception) -> int:
         print(f"decode: {e.filename}: {e.strerror or e}: check that this user may write there (DECODE_DATA_DIR, "
               "or the path given)", file=sys.stderr)
         return 2
-    fd, path = tempfile.mkstemp(prefix="decode-crash-", suffix=".txt")
-    with os.fdopen(fd, "w") as report:
-        traceback.print_exception(e, file=report)
+    path = crash_report(e)
     print(f"decode: unexpected {type(e).__name__}: {e}; this is a bug in decode-bot: please report it with "
           f"{path}, which holds its traceback", file=sys.stderr)
     return 1
