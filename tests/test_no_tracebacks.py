@@ -119,6 +119,8 @@ TRIES: dict[str, Try] = {
     "DECODE_PRICES a list": Try(LOCAL, 2, "DECODE_PRICES is not valid", env={"DECODE_PRICES": "[1]"}),
     "DECODE_DATA_DIR ~ of nobody": Try(("runs",), 2, "the home directory of `~` is unknown here: set DECODE_DATA_DIR"
                                        " to an absolute path", env={"DECODE_DATA_DIR": "~nosuchuser/x"}),
+    "DECODE_MODEL=scripted: of a task file": Try(LOCAL, 2, "not a session or transcript file (it holds no model turns)",
+                                                 env={"DECODE_MODEL": "scripted:{tasks:ok}"}),
     "DECODE_MODEL=scripted: of a directory": Try(LOCAL, 2, "cannot read the script (Is a directory)",
                                                  env={"DECODE_MODEL": "scripted:{tmp}"}),
     "ANTHROPIC_BASE_URL not a URL on check": Try(CHECK, 2, "ANTHROPIC_BASE_URL='http://[::1' is not valid",
