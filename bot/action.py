@@ -31,6 +31,7 @@ from bot.model import Model, make_model
 from bot.run.pipeline import Job
 from bot.run.transcript import render_figures
 from bot.sandbox import preflight
+from bot.workspace.clone import require_git
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
 from bot.github.work import Dispatch, Work
 
@@ -106,6 +107,7 @@ def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conc
     a `ConfigError` for anything that cannot work."""
     settings = Settings.from_env(env, **runner_sandbox(env), pool_size=0)  # one run: no warm pool
     preflight(settings.sandbox.mode)
+    require_git()
     event = require(env, "GITHUB_EVENT_NAME", "GITHUB_EVENT_NAME is not set: run `decode action` inside GitHub Actions")
     repo = require(env, "GITHUB_REPOSITORY", "GITHUB_REPOSITORY is not set: run `decode action` inside GitHub Actions")
     event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")
@@ -144,17 +146,25 @@ def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     outputs = {"pr_url": result.pr_url or "", "branch": result.branch or "", "conclusion": result.state,
                "verified": result.verified, "cost_usd": f"{result.figures.cost_usd if result.figures else 0.0:.4f}",
                "transcript_path": str(ran.run_dir) if ran is not None else ""}
-    if path := env.get("GITHUB_OUTPUT"):
-        with open(path, "a", encoding="utf-8") as f:
-            f.writelines(f"{k}={v}\n" for k, v in outputs.items())
-    if path := env.get("GITHUB_STEP_SUMMARY"):
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(summary(conclusion))
+    append(env, "GITHUB_OUTPUT", "".join(f"{k}={v}\n" for k, v in outputs.items()))
+    append(env, "GITHUB_STEP_SUMMARY", summary(conclusion))
     if result.state == "failed":
         print(f"::error title=decode-bot::{conclusion.message.splitlines()[0] if conclusion.message else 'failed'}")
     print(f"decode-bot: {result.state}" + (f" {result.pr_url}" if result.pr_url else "")
           + (f" ({conclusion.message})" if result.state == "skipped" else ""))
     return result.exit_code
+
+
+def append(env: Mapping[str, str], name: str, text: str) -> None:
+    """Append `text` to the file the runner names in `name`, if set; a ConfigError naming the variable when that
+    file cannot be written (else a bare path and "DECODE_DATA_DIR" were named)."""
+    if path := env.get(name):
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise ConfigError(f"{name}={path}: cannot write it ({e.strerror}): the runner sets it to a file; unset "
+                              "it outside GitHub Actions") from None
 
 
 def summary(conclusion: Conclusion) -> str:

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import os
 import signal
 import sys
-import tempfile
 import threading
-import traceback
 from typing import NoReturn
 
-from bot.cli.streams import guarded_streams
+from bot.cli.streams import crash_report, guarded_streams, one_line_logs
 from bot.config import Settings
 from bot.core.errors import ConfigError, DecodeError, Interrupted
 from bot.core.extras import requires_extra
@@ -186,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 INTERRUPTED = 130
+GIT_COMMANDS = ("run", "check", "eval", "serve", "worker")  # and the Action, once its outputs can say it
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         if stderr_closed:
             print(stderr_closed)
             return 2
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except KeyboardInterrupt:  # before any work: nothing to keep
+            print("decode: interrupted", file=sys.stderr)
+            return INTERRUPTED
+        if args.command not in ("serve", "worker"):
+            one_line_logs()
         if args.command in ("run", "action", "eval"):
             with sigterm_interrupts():
                 return _main(args)
@@ -204,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     try:
+        if args.command in GIT_COMMANDS:
+            from bot.workspace.clone import require_git
+
+            require_git()
         if args.command == "action":
             from bot.action import run_action
 
@@ -275,9 +283,7 @@ def unexpected(e: Exception) -> int:
         print(f"decode: {e.filename}: {e.strerror or e}: check that this user may write there (DECODE_DATA_DIR, "
               "or the path given)", file=sys.stderr)
         return 2
-    fd, path = tempfile.mkstemp(prefix="decode-crash-", suffix=".txt")
-    with os.fdopen(fd, "w") as report:
-        traceback.print_exception(e, file=report)
+    path = crash_report(e)
     print(f"decode: unexpected {type(e).__name__}: {e}; this is a bug in decode-bot: please report it with "
           f"{path}, which holds its traceback", file=sys.stderr)
     return 1

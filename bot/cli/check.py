@@ -27,7 +27,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError, SandboxError
 from bot.model.thinking import DEFAULT_BUDGET
 from bot.run.repo_config import PATH, McpServer, RepoConfig, config_of
-from bot.sandbox import capabilities, offering
+from bot.sandbox import capabilities, offering, preflight
 from bot.sandbox.egress_policy import check_ceiling
 from bot.workspace.trusted_files import read_trusted
 
@@ -124,6 +124,7 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
     check_ceiling(found.config.allow_cidrs, settings.sandbox.allow_cidrs_max)
     config = found.config
     keyed = model_line(settings, say)
+    preflight(settings.sandbox.mode)  # what every door checks before any work: e.g. Modal's credentials
     if settings.sandbox.mode == "docker":
         docker_image(config.image or settings.sandbox.image)
     say(f"{found.where}: {'valid' if found.present else 'none, so the defaults'}")

@@ -41,6 +41,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     args.task = task_text(args)
     if args.issue is None and args.task is None:
         raise ConfigError("give a TASK (or --task-file PATH), or --issue N to work on an issue")
+    if args.issue is not None and args.issue < 1:  # else a reaction was posted to GitHub's 404 first
+        raise ConfigError(f"--issue {args.issue} is not valid: give the number of an issue or pull request")
     preload(settings.model)
     local = Path(args.repo).expanduser()
     github_repo = None if local.exists() else github_repo_name(args.repo, settings.github.api_url)

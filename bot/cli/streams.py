@@ -1,12 +1,16 @@
 """The `decode` process's standard streams when their other end is closed.
 
-- stdout closed or its reader gone (`decode check | head -1`): output ends quietly. Once a write
+- stdout closed or its reader gone (`decode check | head -1`): output ends quietly; on a full disk
+  (`>/dev/full`) one line on stderr says its output is lost. Once a write
   meets EPIPE, descriptor 1 points at /dev/null and the command goes on to its own exit status;
   no BrokenPipeError traceback, none at interpreter exit either.
 - stderr: where decode says what it does and what went wrong. Closed at start (`2>&-`) or a pipe
   nobody reads: one line on stdout naming the fix, exit status 2, before any work (otherwise a
   run's first progress line raised BrokenPipeError and the run failed unseen, "did not start").
   A reader that goes away later (a `| tee` killed mid-run) only silences it, like stdout.
+- A log record of the command line's doors (a run on GitHub logs a failure nobody foresaw) is one line on
+  stderr, as Python's last-resort handler shows it, but its traceback goes to a private crash file the line
+  names, as for an unexpected error of the command itself.
 - A closed descriptor 0, 1 or 2 points at /dev/null before anything is opened: otherwise the next
   file opened (the job store, a transcript) would take its number, and every child process
   (git, docker) would write its own output into that file.
@@ -14,9 +18,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import sys
+import tempfile
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -53,19 +60,25 @@ class _Quiet:
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
-            self._silence()
+        except OSError as error:
+            self._silence(error)
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            self._silence()
+        except OSError as error:
+            self._silence(error)
             self._stream.flush()  # the buffered text, now to /dev/null
 
-    def _silence(self) -> None:
-        _to_devnull(self._stream.fileno())
+    def _silence(self, error: OSError) -> None:
+        """Point the descriptor at /dev/null; a write that failed otherwise than by a gone reader (stdout on a
+        full disk, `>/dev/full`) is said once on stderr, since what was written there is lost."""
+        fd = self._stream.fileno()
+        _to_devnull(fd)
+        if not isinstance(error, BrokenPipeError) and fd == 1:
+            print(f"decode: standard output could not be written ({error.strerror}): what it printed is lost; "
+                  "send it where there is room", file=sys.stderr, flush=True)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -93,3 +106,37 @@ def guarded_streams() -> Iterator[str | None]:
             if stream is not None:
                 stream.flush()
         sys.stdout, sys.stderr = saved
+
+
+def crash_report(error: BaseException) -> str:
+    """The path of a new private file (mode 0600) holding `error`'s traceback, for a bug report."""
+    fd, path = tempfile.mkstemp(prefix="decode-crash-", suffix=".txt")
+    with os.fdopen(fd, "w") as report:
+        traceback.print_exception(error, file=report)
+    return path
+
+
+class OneLineLogs(logging.Handler):
+    """Warnings and errors on stderr, one line each (the message, as the last-resort handler prints it); a
+    record's traceback goes to a crash report the line names (it was printed on the terminal)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                error = record.exc_info[1]
+                line += f" ({type(error).__name__}: a bug in decode-bot; its traceback is in {crash_report(error)})"
+            print(line, file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001 (logging's own contract: a handler never raises)
+            self.handleError(record)
+
+
+def one_line_logs() -> None:
+    """Route the root logger's warnings and errors through `OneLineLogs`, once, unless something configured it
+    (decode serve and decode worker log JSON lines of their own)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(OneLineLogs())

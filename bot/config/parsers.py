@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bot.config.mcp_servers import RemoteMcp, mcp_servers
 from bot.core.errors import ConfigError
@@ -49,8 +50,31 @@ def text(env: Mapping[str, str], row: Row) -> Any:
 
 
 def url(env: Mapping[str, str], row: Row) -> str | None:
-    """A base URL without its trailing slash; None when unset and without a default."""
-    return (env.get(row.var or "") or row.default or "").rstrip("/") or None
+    """An http(s) base URL without its trailing slash; None when unset and without a default. Anything else is
+    refused here, not after a client's retries (a scheme-less or `ftp:` ANTHROPIC_BASE_URL took 40 s to fail)."""
+    value = (env.get(row.var or "") or row.default or "").strip().rstrip("/")
+    if not value:
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{row.var}={value!r} is not valid: set it to an http:// or https:// URL "
+                          + (f"(default {row.default})" if row.default else "(or unset it)"))
+    return value
+
+
+def token(env: Mapping[str, str], row: Row) -> str | None:
+    """A key or token as sent in an HTTP header: printable ASCII without spaces (a pasted line break or space
+    otherwise failed as a connection error, after retries, with the key in the message). The value is never
+    repeated in the error."""
+    value = env.get(row.var or "") or None
+    if value is not None and not all(33 <= ord(c) < 127 for c in value):
+        raise ConfigError(f"{row.var} holds a space, a line break or a character that is not ASCII: set it to the "
+                          "key alone, as issued")
+    return value
 
 
 def path(env: Mapping[str, str], row: Row) -> Path | None:
@@ -91,7 +115,11 @@ def data_dir(env: Mapping[str, str], row: Row) -> Path:
     """DECODE_DATA_DIR made absolute (a relative one is taken from the current directory); a ConfigError when
     it is a file, or cannot be made or written by this user, before any command starts on it."""
     raw = env.get(row.var or "")
-    path = Path(raw).expanduser().resolve() if raw else Path(row.default).expanduser()
+    try:
+        path = Path(raw).expanduser().resolve() if raw else Path(row.default).expanduser()
+    except RuntimeError:  # `~user` of no such user, or `~` without HOME
+        raise ConfigError(f"{row.var}={raw or row.default}: the home directory of `~` is unknown here: set "
+                          f"{row.var} to an absolute path") from None
     if problem := unusable_dir(path):
         given = f"{row.var}={raw}" if raw else f"{row.var} (unset: {path})"
         raise ConfigError(f"{given} {problem}: set {row.var} to a directory this user may write")

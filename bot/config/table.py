@@ -19,7 +19,7 @@ from __future__ import annotations
 from bot.config.parsers import (  # noqa: F401 (re-exported: the table is where the settings are looked up)
     CREDENTIAL_FILE_VARS, DEFAULT_MODEL, MIN_THINKING_BUDGET, PRICE_KEYS, PROVIDERS, RemoteMcp, Row, SANDBOX_MODES,
     choice, cidrs, count, credential_files, data_dir, database_url, fixed, mcp_servers, path, paths, positive,
-    prices, private_key, text, thinking, thinking_value, url,
+    prices, private_key, text, thinking, thinking_value, token, url,
 )
 
 
@@ -27,9 +27,9 @@ ROWS: tuple[Row, ...] = (
     # model
     Row("model", "DECODE_MODEL", "model.name", DEFAULT_MODEL, text,
         "the model id; `scripted:FILE` replays a session JSON or a `transcript.jsonl` instead"),
-    Row("anthropic_api_key", "ANTHROPIC_API_KEY", "model.api_key", None, text,
+    Row("anthropic_api_key", "ANTHROPIC_API_KEY", "model.api_key", None, token,
         "anthropic: the Anthropic API's key (the SDK's own name)", secret=True),
-    Row("anthropic_base_url", "ANTHROPIC_BASE_URL", "model.base_url", None, text,
+    Row("anthropic_base_url", "ANTHROPIC_BASE_URL", "model.base_url", None, url,
         "anthropic: the API's base URL: any Anthropic-compatible endpoint"),
     Row("provider", "DECODE_PROVIDER", "model.provider", "anthropic", choice(PROVIDERS),
         "who serves the model: `anthropic` (the Anthropic API), `bedrock` (Amazon Bedrock) or `vertex` (Google "
@@ -66,7 +66,7 @@ ROWS: tuple[Row, ...] = (
         "budget), `off`, or a budget in tokens (at least 1024); a repository's decode.yml `thinking` overrides it "
         "(docs/model.md)"),
     # GitHub
-    Row("github_token", "GITHUB_TOKEN", "github.token", None, text,
+    Row("github_token", "GITHUB_TOKEN", "github.token", None, token,
         "token mode (the Action, the CLI): clone, push, pull requests and comments", secret=True),
     Row("github_app_id", "GITHUB_APP_ID", "github.app_id", None, text, "GitHub App mode: the App's id"),
     Row("github_app_private_key", "GITHUB_APP_PRIVATE_KEY", "github.app_private_key", None, private_key,

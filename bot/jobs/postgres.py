@@ -367,7 +367,7 @@ class PostgresStore:
             raise StoreError(f"the job store {self.path} failed: {self._clean(e)}") from None
 
     def _clean(self, error: BaseException) -> str:
-        text = str(error).strip() or type(error).__name__
+        text = " ".join(str(error).split()) or type(error).__name__  # libpq's message spans lines: one line
         password = self._password  # redacted as the log redactor does: when long enough to be a secret
         return text.replace(password, "[REDACTED]") if password and len(password) >= MIN_SECRET_LENGTH else text
 

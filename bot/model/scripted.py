@@ -56,6 +56,8 @@ class ScriptedModel:
                 turns = [] if sessions else data["turns"] if isinstance(data, dict) else data
             if not isinstance(turns, list):
                 raise TypeError("the turns must be a list")
+            if not turns and not sessions:  # a task file or an empty list: else the run failed at its first turn
+                raise ValueError("it holds no model turns")
         except (ValueError, KeyError, TypeError) as e:
             raise ConfigError(f"DECODE_MODEL=scripted:{path}: not a session or transcript file ({e})") from None
         try:

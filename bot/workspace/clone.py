@@ -103,6 +103,13 @@ def git_env(token: str | None = None, *, local: bool = False, base: Mapping[str,
     return env
 
 
+def require_git() -> None:
+    """A ConfigError unless git is on PATH: every door clones, commits and pushes with it (else the first clone
+    failed as "git: No such file or directory", named as a data dir to fix, or with a traceback)."""
+    if shutil.which("git") is None:
+        raise ConfigError("git is not on PATH: install git (decode clones, commits and pushes with it)")
+
+
 def _git(args: Sequence[str], cwd: Path, env: Mapping[str, str], redactor: Redactor, *,
          what: str, input: bytes | None = None, ok: tuple[int, ...] = (0,), timeout: float = 600) -> bytes:
     """Run git; a failure is a `DecodeError` saying `what` failed, with git's stderr redacted."""
@@ -113,7 +120,11 @@ def _git(args: Sequence[str], cwd: Path, env: Mapping[str, str], redactor: Redac
         raise DecodeError(f"{what} took longer than {timeout:.0f}s") from None
     if res.returncode not in ok:
         stderr = redactor.redact(res.stderr.decode("utf-8", "replace").strip())
-        detail = stderr.splitlines()[-1] if stderr else f"exit status {res.returncode}"
+        # git's own reason is its first `fatal:`/`error:` line; the lines after it are advice ("...and the
+        # repository exists.")
+        lines = stderr.splitlines()
+        detail = next((x for x in lines if x.startswith(("fatal:", "error:"))), lines[-1] if lines else
+                      f"exit status {res.returncode}")
         raise DecodeError(f"{what} failed: {detail}", exit_code=res.returncode, stderr=stderr)
     return res.stdout
 
@@ -331,10 +342,10 @@ def _source(repo: str) -> tuple[str, bool]:
     if not git_url(repo):
         source = Path(repo).expanduser()
         if not source.exists():
-            raise DecodeError(f"the repository path {repo} does not exist: give a git URL or an existing clone")
+            raise ConfigError(f"the repository path {repo} does not exist: give a git URL or an existing clone")
         return str(source.resolve()), True
     if urllib.parse.urlsplit(repo).password:
-        raise DecodeError("the repository URL contains credentials: remove them and set GITHUB_TOKEN instead")
+        raise ConfigError("the repository URL contains credentials: remove them and set GITHUB_TOKEN instead")
     return repo, repo.startswith("file://")
 
 
