@@ -395,7 +395,7 @@ def test_a_store_written_before_call_ids_gains_them_and_a_newer_one_is_refused(t
     path = tmp_path / "jobs.sqlite3"
     Store(path).close()
     old = sqlite3.connect(path)  # back to the file as released before versioning: no call_id, user_version 0
-    old.executescript("DROP INDEX jobs_turns; ALTER TABLE jobs DROP COLUMN installation;"
+    old.executescript("DROP INDEX jobs_turns; DROP INDEX jobs_queued; ALTER TABLE jobs DROP COLUMN installation;"
                       "ALTER TABLE jobs DROP COLUMN claimed_at; ALTER TABLE jobs DROP COLUMN note;"
                       "ALTER TABLE jobs DROP COLUMN call_id; PRAGMA user_version = 0;"
                       "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "
