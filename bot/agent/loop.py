@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.agent.context import Context, Trim
+from bot.agent.purse import Purse
 from bot.agent.tools import DEFAULT_TOOLS, Toolset
 from bot.config import Budget
 from bot.core.errors import DecodeError
@@ -90,9 +91,15 @@ class _Meter:
     usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     trims: int = 0
+    purse: Purse | None = None  # the cost cap this run shares with others (a best-of-N run's attempts)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
+
+    def spend(self, usd: float) -> None:
+        self.cost += usd
+        if self.purse is not None:
+            self.purse.spend(usd)
 
     def exceeded(self) -> str | None:
         b = self.budget
@@ -100,7 +107,7 @@ class _Meter:
             return "max_turns"
         if self.usage.total >= b.max_tokens:
             return "max_tokens"
-        if self.cost >= b.max_cost_usd:
+        if self.cost >= b.max_cost_usd or self.purse is not None and self.purse.spent_out():
             return "max_cost"
         if self.elapsed() >= b.max_wall_s:
             return "wall_clock"
@@ -130,6 +137,7 @@ def run_agent(
     info: ModelInfo | None = None,
     after_tools: Callable[[], None] = lambda: None,
     tools: Toolset = DEFAULT_TOOLS,
+    purse: Purse | None = None,
 ) -> AgentResult:
     """Drive `model` on `task` with tools running in `sandbox` until done or capped.
 
@@ -150,9 +158,10 @@ def run_agent(
     `after_tools` runs after each turn's tool calls (the pipeline checkpoints a copied workspace there,
     bot/run/restart.py); a `SandboxLost` from a call, or a `CapReached` from a call or from `before_finish`,
     stops the run as incomplete, its work kept. `tools` is what the model is offered and how each call runs (the
-    run's `Toolset`), the same every turn.
+    run's `Toolset`), the same every turn. `purse` is a cost cap shared with runs going on at once (bot/agent/
+    purse.py): each turn's cost is paid from it too, and the run stops at `max_cost` when it is spent out.
     """
-    meter = _Meter(budget) if started is None else _Meter(budget, started=started)  # from the run's start
+    meter = _Meter(budget, purse=purse) if started is None else _Meter(budget, started=started, purse=purse)
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     info = model.info() if info is None else info
     thinking = thinking or ThinkingPlan(None, answer_room(info))
@@ -292,7 +301,7 @@ def _ask(model: Model, system: str, messages: list[dict[str, Any]], sent: int, m
     meter.turns += 1
     meter.usage += reply.usage
     turn_cost = cost_usd(reply.model or model.name, reply.usage, prices)
-    meter.cost += turn_cost
+    meter.spend(turn_cost)
     recorder.record(
         "model_response", turn=meter.turns, content=reply.content, stop_reason=reply.stop_reason,
         usage=_usage_dict(reply.usage), cost_usd=turn_cost, duration_s=time.monotonic() - began,

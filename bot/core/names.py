@@ -1,7 +1,8 @@
 """The names the bot writes and later reads back, each encoder beside its decoder.
 
 - run ids: `job-<N>` for the job store's job N (a run's directory, its record, page links); N restarts at 1
-  in a new store, so a run id is unique only within its store;
+  in a new store, so a run id is unique only within its store; `<run id>-<k>` for attempt k of a best-of-N run
+  (decode.yml's `attempts`), each its own run with its own directory and page;
 - store ids: 16 hex digits drawn at random once, when a job store is made (the store's migration);
 - run tags: `<origin>:<run_id>`, unique wherever GitHub shows them (the hidden markers of the comments a run
   looks up again): the origin is the store id for a store's job, `actions/<owner/name>` for an Actions run
@@ -24,7 +25,7 @@ RUN_PREFIX = "job-"
 CLI_ORIGIN = "cli"
 ACTIONS_ORIGIN = "actions/"
 BRANCH_PREFIX = "decode/"
-_RUN_ID = re.compile(r"job-([0-9]{1,18})")
+_RUN_ID = re.compile(r"job-([0-9]{1,18})(?:-[1-9])?")
 _RUN_TAG = re.compile(r"([A-Za-z0-9._/-]+):([A-Za-z0-9._-]+)")
 _ATTEMPT = re.compile(r"(.+)\.([0-9]{1,9})")
 _ISSUE_BRANCH = re.compile(r"decode/issue-([0-9]+)-[a-z0-9-]*")
@@ -37,9 +38,14 @@ def run_id(job_id: int) -> str:
 
 
 def job_id(run_id: str) -> int | None:
-    """The job number in a run id `job-<N>`, None for any other name."""
+    """The job number in a run id `job-<N>` or `job-<N>-<k>` (`best_of_run_id`), None for any other name."""
     match = _RUN_ID.fullmatch(run_id)
     return int(match.group(1)) if match else None
+
+
+def best_of_run_id(run_id: str, number: int) -> str:
+    """The run id of attempt `number` (1-9) of the best-of-N run `run_id`."""
+    return f"{run_id}-{number}"
 
 
 def new_store_id() -> str:

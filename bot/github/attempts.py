@@ -5,12 +5,14 @@ The attempts themselves are bot/run/attempts.py's."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from bot.config import Settings
 from bot.core.errors import DecodeError
 from bot.github.check_run import CheckRun
 from bot.github.forge import Forge
+from bot.github.links import run_link
 from bot.github.tracking import Tracker
 from bot.run.attempts import pick, run_attempts, table, why
 from bot.run.pipeline import Job, Ran
@@ -28,9 +30,10 @@ def attempts_of(asked: int | str | None, forge: Forge, repo: str, ref: str) -> i
 def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], None], tracking: Tracker | None,
             check: CheckRun) -> tuple[Ran, str]:
     """`count` attempts of `job`, each one's progress on the tracking comment; the run to publish and the
-    attempts section of its body. With none to pick (every attempt failed `verify` or changed nothing), the
-    first that finished is published, as a single run that did so would be; with none that finished, the first
-    attempt's error is the run's."""
+    attempts section of its body, each attempt's row linking its transcript page (with DECODE_PUBLIC_URL). With
+    none to pick (every attempt failed `verify` or changed nothing), the first that finished (one that started,
+    if any did) is published, as a single run that did so would be; with none that finished, the first attempt's
+    error is the run's."""
     def watch(number: int, event: dict[str, Any]) -> None:
         if tracking is not None:
             tracking.on_attempt(number, event)
@@ -38,10 +41,14 @@ def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], 
             check.on_event(event)
 
     chosen, attempts, rans = run_attempts(job, settings, count, progress, watch)
-    published = chosen or next((ran for ran in rans if ran is not None), None)
+    finished = [ran for ran in rans if ran is not None]
+    started = [ran for ran, attempt in zip(rans, attempts) if ran is not None and attempt.turns]
+    published = chosen or next(iter(started + finished), None)
     if published is None:
         raise DecodeError(f"none of the {count} attempts finished: {attempts[0].error}")
     number = rans.index(published) + 1
+    shown = [replace(a, transcript=f"[transcript]({url})") if (url := run_link(settings, a.run_id)) else a
+             for a in attempts]  # each its page, where the server has one
     section = "\n".join([f"**Attempts** ({count}; published: attempt {number}): {why(attempts, pick(attempts))}", "",
-                         *table(attempts, pick(attempts) or attempts[number - 1])])
+                         *table(shown, pick(attempts) or attempts[number - 1])])
     return published, section

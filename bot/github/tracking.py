@@ -126,11 +126,13 @@ class Tracker:
                 turn, cost = int(event.get("turn") or turn), cost + float(event.get("cost_usd") or 0)
             elif kind == "run_end":
                 phase = f"done: {event.get('stop_reason')}"
+            elif kind == "attempt":  # how one that did not finish ended (bot/run/attempts.py), in words
+                phase = str(event.get("state"))
             self.attempts[number] = (phase, turn, cost)
             if kind == "phase" and name in PHASES and list(PHASES).index(name) > list(PHASES).index(self.phase):
                 self.move(name)
             else:
-                self._edit(force=kind in ("phase", "run_end"))
+                self._edit(force=kind in ("phase", "run_end", "attempt"))
 
     def move(self, phase: str) -> None:
         """Enter `phase` and edit the comment now."""

@@ -2,8 +2,9 @@
 the real pipeline, sharing the warm pool and the setup cache, each verified with decode.yml's `verify:`; the
 one to publish picked by `pick`, a pure function of what each attempt did.
 
-`DECODE_MAX_COST_USD` caps the whole run: each attempt gets an equal share of it. docs/decode-yml.md says how
-attempts are picked and shown.
+`DECODE_MAX_COST_USD` caps the whole run: every attempt pays from one `Purse`, so when the attempts together
+reach it, each stops at its next turn, and one that had not made its first turn yet is listed as not started.
+docs/decode-yml.md says how attempts are picked and shown.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bot.agent.purse import Purse
 from bot.config import Settings
+from bot.core.names import best_of_run_id
 from bot.run.pipeline import Job, Ran, execute
 
 Progress = Callable[[str], None]
@@ -30,8 +33,9 @@ class Attempt:
     changed_lines: int  # lines added plus lines removed; 0: it changed nothing
     turns: int = 0
     cost_usd: float = 0.0
-    transcript: str = ""
-    error: str | None = None  # why it did not finish ("error: ...", "stopped: max_cost"): never picked
+    transcript: str = ""  # where its transcript is: a path, or a Markdown link to its page
+    error: str | None = None  # why it did not finish ("error: ...", "stopped: ...", "not started: ..."): never picked
+    run_id: str = ""
 
 
 def pick(attempts: Sequence[Attempt]) -> Attempt | None:
@@ -49,46 +53,55 @@ def run_attempts(job: Job, settings: Settings, count: int, progress: Progress,
                  watch: Callable[[int, dict[str, Any]], None] | None = None
                  ) -> tuple[Ran | None, list[Attempt], list[Ran | None]]:
     """`count` attempts of `job` at once, on threads: the one `pick` chose (None: none to publish), what each
-    did, and each one's `Ran` (None for one that failed). Each runs as its own job (run id `RUN-N`), on the
-    job's branch in its own clone, with 1/`count` of the cost cap; `watch` sees each one's transcript events
-    with its number (the tracking comment's view of every attempt)."""
-    share = settings.replace(budget=replace(settings.budget, max_cost_usd=settings.budget.max_cost_usd / count))
-    lock = threading.Lock()
+    did, and each one's `Ran` (None for one that failed). Each runs as its own job (run id `best_of_run_id`), on
+    the job's branch in its own clone, paying from one `Purse` of the whole cost cap (an attempt that finds it
+    spent out before its first turn did not start, and says so); `watch` sees each one's transcript events with
+    its number (the tracking comment's view of every attempt), and an `attempt` event with the line of one that
+    did not finish."""
+    purse, lock = Purse(settings.budget.max_cost_usd), threading.Lock()
 
-    def one(number: int) -> Ran:
+    def one(number: int) -> tuple[Attempt, Ran | None]:
         def said(line: str) -> None:
             with lock:
                 progress(f"[attempt {number}] {line}")
 
         seen = None if watch is None else lambda event: watch(number, event)
-        return execute(replace(job, run_id=f"{job.run_id}-{number}"), share, progress=said, watch=seen)
+        run_id = best_of_run_id(job.run_id, number)
+        try:
+            ran = execute(replace(job, run_id=run_id, purse=purse), settings, progress=said, watch=seen)
+        except Exception as e:  # noqa: BLE001 - one attempt's failure is its line in the list, the others go on
+            failed = Attempt(number, "none", 0, run_id=run_id,
+                             error=f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            return said_how(failed), None
+        return said_how(attempt_of(number, ran, settings)), ran
+
+    def said_how(what: Attempt) -> Attempt:  # one that did not finish: how it ended, on its tracking line
+        if what.error is not None and watch is not None:
+            watch(what.number, {"type": "attempt", "state": what.error})
+        return what
 
     with ThreadPoolExecutor(max_workers=count, thread_name_prefix="attempt") as pool:
-        futures = [pool.submit(one, n) for n in range(1, count + 1)]
-    rans: list[Ran | None] = []
-    attempts: list[Attempt] = []
-    for number, future in enumerate(futures, 1):
-        try:
-            ran = future.result()
-        except Exception as e:  # noqa: BLE001 - one attempt's failure is its line in the list, the others go on
-            rans.append(None)
-            said = str(e).splitlines()[0] if str(e) else type(e).__name__
-            attempts.append(Attempt(number, "none", 0, error=f"error: {said}"))
-            continue
-        rans.append(ran)
-        attempts.append(attempt_of(number, ran))
+        done = [future.result() for future in [pool.submit(one, n) for n in range(1, count + 1)]]
+    attempts, rans = [a for a, _ in done], [r for _, r in done]
     chosen = pick(attempts)
     return (rans[chosen.number - 1] if chosen else None), attempts, rans
 
 
-def attempt_of(number: int, ran: Ran) -> Attempt:
-    """What a finished run did, as an `Attempt`."""
-    figures = ran.result.figures
-    return Attempt(number, ran.verification.verified, changed_lines(ran), turns=figures.turns if figures else 0,
+def attempt_of(number: int, ran: Ran, settings: Settings) -> Attempt:
+    """What a finished run did, as an `Attempt`: one stopped by the run's cost cap before its first turn did
+    not start."""
+    figures, stop = ran.result.figures, ran.result.stop_reason
+    turns = figures.turns if figures else 0
+    if stop in ("completed", "error"):
+        error = None if stop == "completed" else f"error: {ran.result.error}"
+    elif stop == "max_cost":  # the attempts' cost cap is the run's (one `Purse`)
+        spent = f"the run's budget (DECODE_MAX_COST_USD={settings.budget.max_cost_usd:g}) was spent"
+        error = f"stopped: {spent}" if turns else f"not started: {spent}"
+    else:  # another cap, an interrupt
+        error = f"stopped: {stop}"
+    return Attempt(number, ran.verification.verified, changed_lines(ran), turns=turns,
                    cost_usd=figures.cost_usd if figures else 0.0, transcript=str(ran.transcript_md),
-                   error=None if ran.result.stop_reason == "completed" else
-                   f"error: {ran.result.error}" if ran.result.stop_reason == "error" else
-                   f"stopped: {ran.result.stop_reason}")  # a cap (its share of the cost), an interrupt
+                   run_id=ran.job.run_id, error=error)
 
 
 def changed_lines(ran: Ran) -> int:
@@ -117,6 +130,8 @@ def table(attempts: Sequence[Attempt], chosen: Attempt | None) -> list[str]:
 
 def why(attempts: Sequence[Attempt], chosen: Attempt | None) -> str:
     """One line saying how the published attempt was picked, or why none was."""
+    if chosen is None and all(a.error is not None for a in attempts):
+        return f"none of the {len(attempts)} attempts finished (each one's row says why)"
     if chosen is None:
         return f"none of the {len(attempts)} attempts passed `verify` with a change to publish"
     if chosen.verified == "none":

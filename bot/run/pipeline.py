@@ -20,6 +20,7 @@ from typing import Any
 from bot.agent.loop import AgentResult, answer_room, run_agent
 from bot.agent.mcp import McpServers
 from bot.agent.prompt import network_rule, system_prompt, task_message
+from bot.agent.purse import Purse
 from bot.agent.tools import DEFAULT_TOOLS, Toolset
 from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
@@ -65,6 +66,7 @@ class Job:
     attempt: int = 1  # a retried job (its worker died) runs again in a fresh run directory
     token: str | None = None  # what the clone authenticates with (an installation token is per repository)
     tools: Toolset = field(default=DEFAULT_TOOLS, compare=False)  # what the model is offered; read-only: no hand-back
+    purse: Purse | None = field(default=None, compare=False)  # the cost cap it shares (a best-of-N run's attempts)
 
     @staticmethod
     def new_run_id() -> str:
@@ -352,7 +354,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model,
     ctx.beside.after_first_request(repo.ws.keep_tree, "decode-keep-tree")  # for the next run, off this one's path
     max_file = settings.sandbox.max_file_mb * MB
     reviewer = SelfReview(model, sandbox, repo.ws.base_sha, ctx.job.task, settings.budget, ctx.transcript, redact,
-                          ctx.started, dict(settings.model.prices)) \
+                          ctx.started, dict(settings.model.prices), purse=ctx.job.purse) \
         if config.review and ctx.job.tools.keeps_changes else None
     agent = run_agent(
         model=model, sandbox=sandbox,
@@ -362,7 +364,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model,
         started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript)
                                   if ctx.job.tools.keeps_changes else None, verifier, reviewer),
-        tools=tools,
+        tools=tools, purse=ctx.job.purse,
     )
     if reviewer is None:
         return agent, verifier.verification, None

@@ -18,6 +18,7 @@ from typing import Any
 
 from bot.agent.loop import AgentResult, run_agent
 from bot.agent.prompt import fence_untrusted
+from bot.agent.purse import Purse
 from bot.agent.tools import READ_ONLY_TOOLS
 from bot.config import Budget
 from bot.core.errors import DecodeError
@@ -86,6 +87,7 @@ class SelfReview:
     started: float
     prices: dict[str, Any] = field(default_factory=dict)
     outcome: Outcome = field(default_factory=Outcome)
+    purse: Purse | None = None  # the cost cap the run shares with others (its attempts'): the review pays from it
 
     def __call__(self) -> str | None:
         """Review the diff; the message for the agent when findings matter, else None. Once per run."""
@@ -103,7 +105,7 @@ class SelfReview:
         budget = replace(self.budget, max_turns=min(self.budget.max_turns, REVIEW_TURNS))
         spent = run_agent(model=self.model, sandbox=self.sandbox, system=SYSTEM, task=task, budget=budget,
                           recorder=_Renamed(self.transcript), prices=self.prices, redact=self.redact,
-                          started=self.started, tools=READ_ONLY_TOOLS)
+                          started=self.started, tools=READ_ONLY_TOOLS, purse=self.purse)
         findings = tuple(Finding(m.group(1).lower(), m.group(2)) for m in FINDING.finditer(spent.summary))
         verdict = "clean" if re.search(r"VERDICT:\s*clean", spent.summary, re.I) else "changes"
         if verdict == "changes" and not findings:  # asked for changes in its own words: those go back

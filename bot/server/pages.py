@@ -22,9 +22,11 @@ from flask import Blueprint, abort, jsonify, make_response, render_template, req
 from werkzeug.wrappers import Response
 
 from bot.server.context import app_context
-from bot.github.links import Link, check
+from bot.core.names import best_of_run_id
+from bot.github.links import Link, check, run_paths
 from bot.server.render import MAX_BLOCK_CHARS, markdown_html
 from bot.server.run_views import LIVE_STATES, job_of, run_dir
+from bot.run.repo_config import MAX_ATTEMPTS
 from bot.run.result import read_record
 from bot.server.web import secure
 from bot.run.transcript import JSONL_NAME, render_events, render_head
@@ -42,6 +44,7 @@ class RunState:
     state: str
     live: bool
     size: int  # bytes of transcript.jsonl so far
+    attempts: tuple[tuple[int, str], ...] = ()  # a best-of-N run's: (attempt, its signed page); none of its own
 
 
 def _run(run_id: str) -> RunState:
@@ -64,7 +67,16 @@ def _run(run_id: str) -> RunState:
         size = (directory / JSONL_NAME).stat().st_size if directory is not None else 0
     except OSError:
         size = 0
-    return RunState(directory, state, live, size)
+    return RunState(directory, state, live, size, () if directory is not None else _attempts(run_id))
+
+
+def _attempts(run_id: str) -> tuple[tuple[int, str], ...]:
+    """Each attempt of `run_id` that has started, with its signed page, when it is a best-of-N run (decode.yml's
+    `attempts`: each attempt is a run of its own, `best_of_run_id`, and the run itself has no transcript)."""
+    settings = app_context().settings
+    ids = {best_of_run_id(run_id, k): k for k in range(1, MAX_ATTEMPTS + 1)}
+    started = [rid for rid in ids if run_dir(settings.store.data_dir, rid) is not None]
+    return tuple((ids[rid], page) for rid, page in run_paths(settings, started).items()) if started else ()
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,10 @@ def _shown(run: RunState, page: int | None, after: int | None = None) -> Shown:
     """Page `page` (None: the last while the run is live, else the first), or with `after` the news since."""
     path = run.directory / JSONL_NAME if run.directory is not None else None
     found = index(path) if path is not None and path.exists() else Index()
+    if path is None and run.attempts:
+        listed = "\n".join(f"- [attempt {k}]({page})" for k, page in run.attempts)
+        return Shown(markdown_html(f"This run is several attempts at once (decode.yml's `attempts`), each with its "
+                                   f"own transcript:\n\n{listed}"), "", "", 0, 1, 1)
     if path is None or not found.size:
         return Shown("<p>The run has not started yet; this page follows it.</p>", "", "", 0, 1, 1)
     number = page or (found.pages if run.live else 1)

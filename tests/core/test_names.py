@@ -9,6 +9,7 @@ from bot.core.names import (
     actions_origin,
     attempt_dir,
     attempt_of,
+    best_of_run_id,
     issue_branch,
     is_decode_branch,
     issue_of_branch,
@@ -29,7 +30,12 @@ def test_run_ids_round_trip(n):
     assert run_id(n) == f"job-{n}" and job_id(run_id(n)) == n
 
 
-@pytest.mark.parametrize("name", ["job-", "job-x", "job-1.2", "JOB-1", "job-1 ", "job-" + "9" * 19, "r42", ""])
+def test_a_best_of_n_attempts_run_id_names_its_job():
+    assert best_of_run_id(run_id(7), 3) == "job-7-3" and job_id(best_of_run_id(run_id(7), 3)) == 7
+
+
+@pytest.mark.parametrize("name", ["job-", "job-x", "job-1.2", "JOB-1", "job-1 ", "job-" + "9" * 19, "r42", "",
+                                  "job-1-0", "job-1-10", "job-1-2-3"])
 def test_other_names_are_no_run_id(name):
     assert job_id(name) is None
 

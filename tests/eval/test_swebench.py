@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.eval.swebench import parse_statuses, resolved
+from bot.eval.swebench import OPTIONAL, REQUIRED, parse_statuses, resolved
 from tests.conftest import make_repo
 from tests.eval.test_eval import ROOT, decode_eval
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -115,13 +115,23 @@ def test_swebench_instances_are_judged_per_test_and_written_as_the_harness_reads
     assert "PASSED tests/test_add.py::test_add" in result_log
 
 
+def official_harness() -> None:
+    """Skip where the `swebench` package (scripts/setup installs it) is missing, but not under CI: there the
+    imports that follow fail, since CI must check the files with the official harness."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("swebench")
+
+
 def test_the_official_harness_reads_the_files_and_grades_the_logs_as_we_do(evaluated, monkeypatch):
-    swebench = pytest.importorskip("swebench")
+    official_harness()
     from swebench.harness.constants import FAIL_TO_PASS, LOG_REPORT, PASS_TO_PASS, RUN_EVALUATION_LOG_DIR
     from swebench.harness.grading import get_eval_tests_report, get_resolution_status
     from swebench.harness.log_parsers.python import parse_log_pytest
     from swebench.harness.reporting import make_run_report
     from swebench.harness.utils import get_predictions_from_file
+    from swebench.types import SWEbenchInstance
+
+    assert {*REQUIRED, *OPTIONAL} - set(SWEbenchInstance.__annotations__) == {"test_cmd"}  # the rest are theirs
 
     done, out, _, instances = evaluated
     assert done.returncode == 0, done.stderr[-3000:]
@@ -145,7 +155,6 @@ def test_the_official_harness_reads_the_files_and_grades_the_logs_as_we_do(evalu
     for key in ("resolved_ids", "unresolved_ids", "empty_patch_ids", "error_ids", "completed_ids", "submitted_ids",
                 "total_instances", "resolved_instances", "schema_version"):
         assert ours[key] == theirs[key], key
-    assert swebench.__version__
 
 
 @pytest.mark.parametrize("log, expected", [

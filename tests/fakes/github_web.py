@@ -1,7 +1,8 @@
 """The fake GitHub's web pages: a minimal HTML view of an issue (title, body, comments) and of a pull request
 (title, body, diff, comments) at the `html_url` the REST API reports, and the diff as text at its `diff_url`,
-so the links a demo prints or a comment holds open in a browser instead of a 404. Plain HTML, every text
-escaped and shown as written (no Markdown), its links made clickable; not GitHub's real layout."""
+so the links a demo prints or a comment holds open in a browser instead of a 404. Bodies and comments are
+rendered as GitHub renders Markdown, in what a reader notices: headings, lists, code, tables, links, bare URLs
+made links, HTML comments hidden, any other HTML shown as text; not GitHub's real layout."""
 
 from __future__ import annotations
 
@@ -10,15 +11,21 @@ import re
 import subprocess
 from typing import TYPE_CHECKING
 
+from markdown_it import MarkdownIt
+
 from tests.fakes.github_state import git
 
 if TYPE_CHECKING:
     from tests.fakes.github import FakeGitHub, Request
 
 PAGE = re.compile(r"^/(?P<owner>[^/]+)/(?P<name>[^/]+)/(?P<kind>issues|pull)/(?P<number>\d+)(?P<diff>\.diff)?$")
-LINK = re.compile(r"https?://[^\s<>()\"']*[^\s<>()\"'.,;:!?]")  # a sentence's full stop is not the link's
+LINK = re.compile(r"(?<![(<\"'])https?://[^\s<>()\"'`]*[^\s<>()\"'`.,;:!?]")  # a bare URL; its full stop is not its
+COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)  # GitHub shows no HTML comment
+MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 STYLE = """body { font: 15px/1.5 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; }
 pre { white-space: pre-wrap; background: #f6f8fa; padding: .8rem; border-radius: 6px; }
+code { background: #f6f8fa; padding: .1rem .3rem; border-radius: 4px; } pre code { padding: 0; }
+table { border-collapse: collapse; } th, td { border: 1px solid #d0d7de; padding: .2rem .6rem; }
 .add { color: #116329; } .del { color: #a40e26; } .hunk { color: #6e7781; } .state { color: #6e7781; }
 section { border: 1px solid #d0d7de; border-radius: 6px; margin: 1rem 0; padding: 0 .8rem; }"""
 
@@ -51,9 +58,9 @@ def pull_diff(fake: FakeGitHub, pull: dict) -> str:
         return f"(no diff: {e.stderr.strip()})\n"
 
 
-def text(body: str | None) -> str:
-    """`body` escaped, its URLs made links."""
-    return LINK.sub(lambda m: f'<a href="{m.group(0)}">{m.group(0)}</a>', html.escape(body or ""))
+def markdown(body: str | None) -> str:
+    """`body` as GitHub shows it: its HTML comments hidden, its bare URLs made links, then Markdown."""
+    return MARKDOWN.render(LINK.sub(lambda m: f"<{m.group(0)}>", COMMENT.sub("", body or "")))
 
 
 def render(issue: dict, diff: str | None, comments: list[dict]) -> str:
@@ -63,7 +70,7 @@ def render(issue: dict, diff: str | None, comments: list[dict]) -> str:
              f"#{issue['number']}</title><style>{STYLE}</style></head><body>",
              f"<h1 id=title>{html.escape(issue['title'])} <span class=state>#{issue['number']}</span></h1>",
              f"<p class=state>{kind} by {html.escape(issue['user']['login'])}, {issue['state']}</p>",
-             f"<section><pre id=body>{text(issue['body'])}</pre></section>"]
+             f"<section id=body>{markdown(issue['body'])}</section>"]
     if diff is not None:
         lines = []
         for line in html.escape(diff).splitlines():
@@ -73,5 +80,5 @@ def render(issue: dict, diff: str | None, comments: list[dict]) -> str:
         parts.append("<h2>Files changed</h2><pre id=diff>" + "\n".join(lines) + "</pre>")
     for c in comments:
         parts.append(f'<section class=comment id="issuecomment-{c["id"]}"><p class=state>'
-                     f'{html.escape(c["user"]["login"])} commented</p><pre>{text(c["body"])}</pre></section>')
+                     f'{html.escape(c["user"]["login"])} commented</p>{markdown(c["body"])}</section>')
     return "\n".join(parts) + "\n</body></html>\n"

@@ -11,12 +11,15 @@ from tests.fakes.github import FakeGitHub
 def test_the_pages_of_an_issue_and_a_pull_request_show_what_github_would(fake_github: FakeGitHub) -> None:
     fake_github.add_repo("octo", "web", {"a.txt": "one\n"})
     issue = fake_github.add_issue("octo", "web", "A <bug>", "It breaks: see https://example.com/x.", user="octocat")
-    fake_github.add_comment("octo", "web", issue, "On it.", user="octocat")
+    fake_github.add_comment("octo", "web", issue, "## On it\n\n| a | b |\n| - | - |\n| `x` | <b>y</b> |\n"
+                            "<!-- decode-bot:run:1 -->[the run](https://example.com/run/1)", user="octocat")
     fake_github.push_branch("octo", "web", "fix", {"a.txt": "two\n"})
     pull = fake_github.add_pull("octo", "web", "Fix it", f"Fixes #{issue}", head_branch="fix", base_branch="main")
     page = requests.get(fake_github.issue("octo", "web", issue)["html_url"], timeout=10)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert "A &lt;bug&gt;" in page.text and "On it." in page.text
+    assert "A &lt;bug&gt;" in page.text and "<h2>On it</h2>" in page.text  # Markdown, as GitHub renders it
+    assert "<td><code>x</code></td>" in page.text and "&lt;b&gt;y&lt;/b&gt;" in page.text  # tables; HTML as text
+    assert "decode-bot:run" not in page.text and '<a href="https://example.com/run/1">the run</a>' in page.text
     assert '<a href="https://example.com/x">https://example.com/x</a>.' in page.text
     rendered = fake_github.pull("octo", "web", pull)
     page = requests.get(rendered["html_url"], timeout=10)

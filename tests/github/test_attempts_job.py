@@ -5,6 +5,10 @@ the tracking comment showed each attempt's progress while they ran."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+
 import pytest
 
 from bot.github.triggers import Router, Rules
@@ -69,3 +73,37 @@ def test_a_bad_attempts_count_in_a_command_fails_in_one_line_before_any_run(worl
     assert conclusion.state == "failed" and not anthropic.requests
     assert "attempts=9: the count must be a whole number from 1 to 5" in conclusion.message
     assert "attempts=9: the count must be a whole number from 1 to 5" in fake.comments(OWNER, NAME, number)[-1]["body"]
+
+
+def test_attempts_the_runs_budget_leaves_nothing_for_are_said_in_the_body_and_the_tracking_comment(world, tmp_path):
+    """DECODE_MAX_COST_USD=0.001 for three attempts: the first to set up pays more than that for its first turn;
+    the other two, held in setup until that turn is paid, never ask the model, and the pull request's list and the
+    tracking comment's lines say they did not start for lack of budget."""
+    fake, anthropic, *_ = world
+    gate = tmp_path / "gate"
+    gate.mkdir()
+
+    def open_gate() -> None:  # once a turn is paid: the loop pays before it records the answer
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                "model_response" in p.read_text() for p in (tmp_path / "data" / "runs").glob("*/transcript.jsonl")):
+            time.sleep(0.05)
+        (gate / "go").touch()
+
+    anthropic.sessions([("Saturdays count as workdays", turns) for turns in ATTEMPTS])
+    hold = f"mkdir {gate}/first 2>/dev/null || while [ ! -e {gate}/go ]; do sleep 0.05; done"
+    fake.push_branch(OWNER, NAME, "main", {".github/decode.yml": f"attempts: 3\nsetup:\n  - {json.dumps(hold)}\n"})
+    number = fake.add_issue(OWNER, NAME, "Weekend check is wrong", "Saturdays count as workdays.", user="alice")
+    opener = threading.Thread(target=open_gate, daemon=True)
+    opener.start()
+    run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"),
+        max_cost_usd=0.001)
+    opener.join(timeout=130)
+    assert len(anthropic.requests) == 1  # the whole run paid for one turn
+    spent = "the run's budget (DECODE_MAX_COST_USD=0.001) was spent"
+    [pr] = fake.pulls(OWNER, NAME)
+    rows = [line.split("|") for line in pr["body"].splitlines() if line.startswith("| ") and "transcript.md |" in line]
+    assert sorted(row[2].strip() for row in rows) == [f"not started: {spent}"] * 2 + [f"stopped: {spent}"], pr["body"]
+    assert "(published)" in next(row[1] for row in rows if row[2].strip() == f"stopped: {spent}")
+    edits = [c.body["body"] for c in fake.calls("PATCH", r"/issues/comments/\d+$") if isinstance(c.body, dict)]
+    assert any(e.count(f": not started: {spent}") == 2 for e in edits), edits[-3:]

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
 from bot.run.attempts import Attempt, pick, why
 from tests.conftest import make_repo
 from tests.sandbox.conftest import require
-from tests.support.cli import decode_run, printed
+from tests.support.cli import DECODE, decode_run, printed, run_env
 
 TASK = "greet(name) should say 'Hello, NAME!'"
 GREET = "def greet(name):\n    return 'Hello ' + name\n"
@@ -93,3 +95,33 @@ def test_attempts_flag_out_of_range_is_one_line_and_exit_2(fake_anthropic, tmp_p
     done = decode_run(fake_anthropic, tmp_path, repo, TASK, flags=("--attempts", "9"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "--attempts must be a whole number from 1 to 5" in done.stderr and not fake_anthropic.requests
+
+
+def first_turn_paid(runs: Path) -> bool:
+    """Whether an attempt's first model turn is in its transcript (so its cost is paid: the loop pays before it
+    records the answer)."""
+    return any("model_response" in path.read_text() for path in runs.glob("*/transcript.jsonl"))
+
+
+def test_the_cost_cap_is_the_whole_runs_and_attempts_it_leaves_no_budget_for_say_so(fake_anthropic, tmp_path):
+    """DECODE_MAX_COST_USD=0.001 and three attempts: the first to set up pays more than that for its first turn
+    (the fake's usage at the built-in prices) and stops at the cap; the other two, held in setup until that turn
+    is paid, find the run's budget spent and make no request: each of them is listed as not started."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    hold = f"mkdir {gate}/first 2>/dev/null || while [ ! -e {gate}/go ]; do sleep 0.05; done"
+    repo = make_repo(tmp_path / "greet", {"greet.py": GREET, ".github/decode.yml": f"setup:\n  - {json.dumps(hold)}\n"})
+    fake_anthropic.sessions([(TASK, turns) for turns in ATTEMPTS])
+    env = run_env(fake_anthropic, tmp_path, DECODE_MAX_COST_USD="0.001")
+    with subprocess.Popen([DECODE, "run", "--repo", str(repo), "--attempts", "3", TASK], env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        deadline = time.monotonic() + 120
+        while not first_turn_paid(tmp_path / "data" / "runs") and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (gate / "go").touch()
+        out, err = proc.communicate(timeout=180)
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    spent = "the run's budget (DECODE_MAX_COST_USD=0.001) was spent"
+    assert sorted(row[2].strip() for row in rows) == [f"not started: {spent}"] * 2 + [f"stopped: {spent}"], out + err
+    assert len(fake_anthropic.requests) == 1  # the whole run paid for one turn, not one per attempt
+    assert proc.returncode == 1 and "none of the 3 attempts finished (each one's row says why)" in err

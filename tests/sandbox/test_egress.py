@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 import ssl
 import threading
@@ -20,6 +19,7 @@ from bot.sandbox.egress_policy import domain_matches, own_addresses
 from bot.sandbox.egress_wire import ACCESS_DENIED
 from tests.fakes.http import stop_server
 from tests.fakes.internet import FakeUpstream
+from tests.support.egress import connect
 
 OFF = EgressPolicy()
 INTERNET = EgressPolicy(internet=True)
@@ -173,13 +173,7 @@ def proxy(tmp_path: Path) -> Iterator[EgressProxy]:
 
 def ask(proxy: EgressProxy, request: bytes) -> socket.socket:
     """Connect to the proxy's socket (through /proc/self/fd when its path is too long) and send `request`."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(10)
-    directory = os.open(proxy.path.parent, os.O_RDONLY)
-    try:
-        sock.connect(f"/proc/self/fd/{directory}/{proxy.path.name}")
-    finally:
-        os.close(directory)
+    sock = connect(proxy)
     sock.sendall(request)
     return sock
 

@@ -11,7 +11,6 @@ that a server could read as another Host header are refused or dropped. An IPv6 
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 import threading
 import time
@@ -23,6 +22,7 @@ import pytest
 from bot.sandbox import EgressPolicy
 from bot.sandbox.egress import EgressProxy
 from tests.fakes.internet import FakeUpstream
+from tests.support.egress import connect
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n"
 POLICY = EgressPolicy(allow_domains=("allowed.example",))
@@ -81,17 +81,6 @@ def proxy(tmp_path: Path, upstream: FakeUpstream) -> Iterator[EgressProxy]:
     egress = EgressProxy(tmp_path / "proxy.sock", POLICY, upstream=upstream)
     yield egress
     egress.close()
-
-
-def connect(proxy: EgressProxy) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(10)
-    directory = os.open(proxy.path.parent, os.O_RDONLY)
-    try:
-        sock.connect(f"/proc/self/fd/{directory}/{proxy.path.name}")
-    finally:
-        os.close(directory)
-    return sock
 
 
 def exchange(proxy: EgressProxy, *sends: bytes) -> bytes:

@@ -28,7 +28,15 @@ def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local",
                **env: str):
     """Run the `decode` console script as a user would (for SANDBOX_MODE=modal, its entry point with the
     modal double injected), with `flags` before the task; returns the CompletedProcess."""
-    full_env = {
+    command = [sys.executable, "-m", "tests.fakes.decode_modal_double"] if mode == "modal" else [DECODE]
+    return subprocess.run([*command, "run", "--repo", str(repo), *flags, task],
+                          env=run_env(fake, tmp_path, mode, **env), capture_output=True, text=True, timeout=240)
+
+
+def run_env(fake, tmp_path: Path, mode: str = "local", **env: str) -> dict[str, str]:
+    """The environment `decode_run` gives the console script: the fake API, SANDBOX_MODE=`mode`, a data dir
+    and a home in `tmp_path`, and `env` over them."""
+    return {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path / "home"),
         "ANTHROPIC_API_KEY": fake.api_key,
@@ -39,9 +47,6 @@ def decode_run(fake, tmp_path: Path, repo: Path, task: str, mode: str = "local",
         "PYTHONPATH": str(EXAMPLE.parents[1]),
         **env,
     }
-    command = [sys.executable, "-m", "tests.fakes.decode_modal_double"] if mode == "modal" else [DECODE]
-    return subprocess.run([*command, "run", "--repo", str(repo), *flags, task], env=full_env,
-                          capture_output=True, text=True, timeout=240)
 
 
 def printed(stdout: str, key: str) -> str:
