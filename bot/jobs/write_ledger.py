@@ -31,7 +31,8 @@ def take(execute: Execute, mark: str, account: str, now: float, horizon_s: float
     execute(f"DELETE FROM github_writes WHERE account = {mark} AND at <= {mark}", (account, now - horizon_s))
     writes = [at for (at,) in execute(f"SELECT at FROM github_writes WHERE account = {mark} ORDER BY at", (account,))]
     held = execute(f"SELECT paused_until, slow_until FROM github_holds WHERE account = {mark}", (account,)).fetchone()
-    wait = decide(writes, *(held or (0.0, 0.0)), now)
+    paused_until, slow_until = held or (0.0, 0.0)
+    wait = decide(writes, paused_until, slow_until, now)
     if wait <= 0:
         execute(f"INSERT INTO github_writes (account, at) VALUES ({mark}, {mark})", (account, now))
     return float(wait)
