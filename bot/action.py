@@ -84,7 +84,7 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
     try:
         prepared = _prepare(env)
     except ConfigError as e:
-        finish(env, Conclusion("failed", str(e)))
+        finish(env, Conclusion.of_job("failed", str(e), error=e))
         raise
     if isinstance(prepared, Conclusion):
         return finish(env, prepared)
@@ -111,7 +111,7 @@ def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conc
     event_path = require(env, "GITHUB_EVENT_PATH", "GITHUB_EVENT_PATH is not set: run `decode action` inside Actions")
     work = action_router(settings, env.get("DECODE_PROMPT", ""), repo).decide(event, read_event(event_path))
     if isinstance(work, Ignore):
-        return Conclusion("skipped", work.reason)
+        return Conclusion.of_job("skipped", work.reason)
     if settings.model.provider == "anthropic" and not settings.model.name.startswith("scripted:"):
         require(env, "ANTHROPIC_API_KEY", "the anthropic_api_key input is empty: set it to "
                 "${{ secrets.ANTHROPIC_API_KEY }} (add the secret under Settings > Secrets and variables > Actions)")
@@ -150,18 +150,18 @@ def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     if path := env.get("GITHUB_STEP_SUMMARY"):
         with open(path, "a", encoding="utf-8") as f:
             f.write(summary(conclusion))
-    if conclusion.state == "failed":
+    if result.state == "failed":
         print(f"::error title=decode-bot::{conclusion.message.splitlines()[0] if conclusion.message else 'failed'}")
-    print(f"decode-bot: {conclusion.state}" + (f" {conclusion.pr_url}" if conclusion.pr_url else "")
-          + (f" ({conclusion.message})" if conclusion.state == "skipped" else ""))
-    return conclusion.exit_code
+    print(f"decode-bot: {result.state}" + (f" {result.pr_url}" if result.pr_url else "")
+          + (f" ({conclusion.message})" if result.state == "skipped" else ""))
+    return result.exit_code
 
 
 def summary(conclusion: Conclusion) -> str:
     """The job summary: the conclusion, the PR, the figures and the transcript."""
     lines = [f"## decode-bot: {conclusion.state}", ""]
-    if conclusion.pr_url:
-        lines += [f"Pull request: {conclusion.pr_url}", ""]
+    if conclusion.result.pr_url:
+        lines += [f"Pull request: {conclusion.result.pr_url}", ""]
     if conclusion.state == "skipped":
         lines += [f"Nothing to do: {conclusion.message}", ""]
     ran = conclusion.ran

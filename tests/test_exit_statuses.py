@@ -29,6 +29,7 @@ EDIT_THEN_SLEEP = [EDIT, [{"type": "tool_use", "name": "bash", "input": {"comman
 EDIT_THEN_DIE = [EDIT, [{"type": "tool_use", "name": "bash", "input": {"command": "kill -9 $PPID"}}],
                  [{"type": "text", "text": "Never reached."}]]
 EDIT_TWICE = [EDIT, EDIT, [{"type": "text", "text": "Never reached."}]]
+LOOK_TWICE = [[{"type": "tool_use", "name": "bash", "input": {"command": "ls"}}]] * 2 + [NOTHING[0]]
 LOCAL, ON_GITHUB = ["--repo", "{repo}", TASK], ["--repo", REPO, TASK]
 EVAL = ["{tmp}/tasks.jsonl", "--out", "{tmp}/out"]
 NO_MODAL = {"SANDBOX_MODE": "modal", "MODAL_TOKEN_ID": "", "MODAL_TOKEN_SECRET": ""}
@@ -171,6 +172,11 @@ TABLE: dict[str, Row] = {
                                arrange=turns(EDIT_TWICE), check=pull(True)),
     "action, cap": Row("action", 3, "", env=ONE_TURN, arrange=turns(EDIT_TWICE),
                        check=both(pull(True), action_conclusion("incomplete"))),
+    # 3: a budget cap before any change: the run's status in every door, though nothing is committed
+    "run local, cap before any change": Row("run", 3, "stopped at the turn limit", LOCAL, env=ONE_TURN,
+                                            arrange=turns(LOOK_TWICE), check=no_branch),
+    "run owner/name, cap before any change": Row("run", 3, "stopped at the turn limit", ON_GITHUB, env=ONE_TURN,
+                                                 arrange=turns(LOOK_TWICE), check=no_pull),
     # 3: the sandbox kept dying, the work so far committed
     "run local, sandbox kept dying": Row("run", 3, "more than DECODE_MAX_RESTARTS=0 allows", LOCAL, env=DIES,
                                          arrange=turns(EDIT_THEN_DIE), check=local_branch("partial")),

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from bot.cli.plan import issue_task, run_plan
@@ -149,16 +148,16 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
                                            authorize=False, progress=progress, attempts=args.attempts))
     result = conclusion.recorded(run_id)  # the pull request and the commit GitHub has, for `decode runs`
     if conclusion.ran is not None:
-        report(replace(conclusion.ran, result=result), None)
-    if conclusion.pr_url:
-        print(f"pull request: {conclusion.pr_url}")
-    if conclusion.state == "failed":  # one line; the tracking comment and the PR hold the rest
-        error = ConfigError if conclusion.exit_code == 2 else DecodeError
+        report(conclusion.ran, None)
+    if result.pr_url:
+        print(f"pull request: {result.pr_url}")
+    if result.state == "failed":  # one line; the tracking comment and the PR hold the rest
+        error = ConfigError if result.exit_code == 2 else DecodeError
         raise error((conclusion.message or "failed").splitlines()[0].removeprefix("❌ "))
-    if conclusion.state == "skipped":
+    if result.state == "skipped":
         print(f"decode: did not run: {conclusion.message.splitlines()[0]}", file=sys.stderr)
         return 1
-    return conclusion.exit_code
+    return result.exit_code
 
 
 def deliver_local(ran: Ran) -> str | None:

@@ -30,6 +30,7 @@ from bot.run.beside import Beside
 from bot.run.attempts import run_attempts
 from bot.run.pipeline import Job, Ran, execute
 from bot.run.repo_config import PATH as CONFIG_PATH, RepoConfig, load_repo_config
+from bot.run.result import Figures
 from bot.run.setup import run_setup
 from bot.run.transcript import Transcript
 from bot.sandbox import CommandResult, open_sandbox, sandbox_spec
@@ -51,12 +52,12 @@ Resolve = Callable[[str], tuple[str, str | None]]
 
 @dataclass(frozen=True)
 class Outcome:
-    """How one task ended: one line of results.jsonl (`reason` only for `invalid` and `error`)."""
+    """How one task ended: one line of results.jsonl (`reason` only for `invalid` and `error`). `figures` are
+    its runs' own (bot/run/result.py), every attempt's together; `seconds` is the whole task's, checks included."""
 
     id: str
     status: str
-    turns: int = 0
-    cost_usd: float = 0.0
+    figures: Figures = Figures()
     seconds: float = 0.0
     branch: str | None = None
     transcript: str | None = None
@@ -68,8 +69,8 @@ class Outcome:
 
     def to_json(self) -> dict[str, object]:
         """The contract's fields, `reason` when there is one, and `changes_decode_yml` when true."""
-        data: dict[str, object] = {"id": self.id, "status": self.status, "turns": self.turns,
-                                   "cost_usd": round(self.cost_usd, 6), "seconds": round(self.seconds, 1),
+        data: dict[str, object] = {"id": self.id, "status": self.status, "turns": self.figures.turns,
+                                   "cost_usd": round(self.figures.cost_usd, 6), "seconds": round(self.seconds, 1),
                                    "branch": self.branch, "transcript": self.transcript}
         if self.reason:
             data["reason"] = self.reason
@@ -130,8 +131,7 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
                          progress) for n, r in enumerate(rans, 1)]
     status, reason = verdicts[rans.index(shown)]
     result = shown.result
-    every = [r.result.figures for r in rans if r.result.figures]
-    return Outcome(task.id, status, turns=sum(f.turns for f in every), cost_usd=sum(f.cost_usd for f in every),
+    return Outcome(task.id, status, figures=sum(filter(None, (r.result.figures for r in rans)), Figures()),
                    seconds=time.monotonic() - started, branch=job.branch if result.commit else None,
                    transcript=str(shown.transcript_md), reason=reason, changes_config=CONFIG_PATH in result.changed,
                    patch=_diff(shown.workspace.clean, shown.workspace.base_sha, job.branch)
@@ -150,7 +150,7 @@ def _verdict(task: Task, settings: Settings, ran: Ran, config: RepoConfig, log_d
                              config=config)
         if passes(after, judge):
             return "resolved", None
-    if result.stop_reason == "error":
+    if result.state == "failed":
         return "error", result.error or "the run ended in an error"
     return "unresolved", None
 

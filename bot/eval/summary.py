@@ -37,7 +37,7 @@ def table(outcomes: Sequence[Outcome]) -> list[str]:
     """One row a task, in task-file order: id, status, turns, cost, seconds."""
     width = max([len("id"), *(len(o.id) for o in outcomes)])
     rows = [f"{'id':<{width}}  {'status':<10}  {'turns':>5}  {'cost':>9}  {'seconds':>8}"]
-    rows += [f"{o.id:<{width}}  {o.status:<10}  {o.turns:>5}  {f'${o.cost_usd:.4f}':>9}  {o.seconds:>8.1f}"
+    rows += [f"{o.id:<{width}}  {o.status:<10}  {o.figures.turns:>5}  {f'${o.figures.cost_usd:.4f}':>9}  {o.seconds:>8.1f}"
              for o in outcomes]
     return rows
 
@@ -49,7 +49,7 @@ def last_lines(outcomes: Sequence[Outcome], seconds: float, results: Path) -> li
                                                                                "invalid", "error")}
     valid = count["resolved"] + count["unresolved"]
     share = f" ({count['resolved'] / valid:.0%})" if valid else ""
-    cost = sum(o.cost_usd for o in outcomes)
+    cost = sum(o.figures.cost_usd for o in outcomes)
     changed = [o.id for o in outcomes if o.changes_config]
     marked = [f"{len(changed)} result(s) change .github/decode.yml, checked under the base's: {', '.join(changed)}"]
     attempts = max((o.attempts for o in outcomes), default=1)

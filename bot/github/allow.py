@@ -73,12 +73,12 @@ def open_allow_pull(forge: Forge, repo: str, the_plan: Plan, *, number: int, ask
     assert isinstance(delivery, AllowHosts)
     hosts = checked_hosts(delivery.hosts)
     if isinstance(hosts, str):
-        return Conclusion("skipped", f"🤷 {hosts}.")
+        return Conclusion.of_job("skipped", f"🤷 {hosts}.")
     current = forge.file_at(repo, PATH, delivery.base)
     text = with_hosts((current or b"").decode("utf-8"), hosts)
     if current is not None and text == current.decode("utf-8"):
-        return Conclusion("no_changes", f"🤷 `allow_domains` in `{PATH}` on {delivery.base} lists "
-                                        f"{', '.join(map(code, hosts))} already.")
+        return Conclusion.of_job("no_changes", f"🤷 `allow_domains` in `{PATH}` on {delivery.base} lists "
+                                               f"{', '.join(map(code, hosts))} already.")
     names = ", ".join(hosts)
     forge.commit_file(repo, base=delivery.base, branch=the_plan.branch, path=PATH, content=text.encode(),
                       message=f"decode.yml: allow {names}\n\nAsked by @{asker} with `{command} allow` on #{number}.")
@@ -86,8 +86,8 @@ def open_allow_pull(forge: Forge, repo: str, the_plan: Plan, *, number: int, ask
             f"`{command} allow` on #{number}. Nothing else in the file changes.\n\n{_needed_by(forge, repo, number)}")
     pr = forge.open_or_update_pull(repo, head=the_plan.branch, base=delivery.base, title=f"decode.yml: allow {names}",
                                    body=body, draft=False)
-    return Conclusion("success", f"✅ Opened {pr.html_url}: it adds {names} to `allow_domains`.",
-                      pr_url=pr.html_url, branch=the_plan.branch)
+    return Conclusion.of_job("success", f"✅ Opened {pr.html_url}: it adds {names} to `allow_domains`.",
+                             pr_url=pr.html_url, branch=the_plan.branch)
 
 
 def _needed_by(forge: Forge, repo: str, number: int) -> str:

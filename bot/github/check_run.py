@@ -84,8 +84,7 @@ class CheckRun:
         commits on one), complete one on that new head too."""
         state = completed(conclusion, redact, details_url=self.details_url, external_id=self.external_id)
         self._edit(state)
-        ran = conclusion.ran
-        pushed = ran.result.commit if ran is not None and conclusion.branch else None
+        pushed = conclusion.result.commit if conclusion.result.branch else None
         if pushed and pushed != self.head_sha:
             self._create(pushed, state)
 
@@ -123,12 +122,12 @@ def outcome(conclusion: Conclusion) -> str:
     """The check run's conclusion: `cancelled` for an interrupted run, `neutral` with nothing to change (or a
     skip), `failure` when the run failed, stopped before it was done or its `verify:` commands still fail,
     else `success`."""
-    ran = conclusion.ran
-    if ran is not None and ran.result.stop_reason == "interrupted":
+    result = conclusion.result
+    if result.stop_reason == "interrupted":
         return "cancelled"
-    if conclusion.state in ("no_changes", "skipped"):
+    if result.state in ("no_changes", "skipped"):
         return "neutral"
-    if conclusion.state in ("failed", "incomplete") or (ran is not None and ran.verification.verified == "failed"):
+    if result.state in ("failed", "incomplete") or result.verified == "failed":
         return "failure"
     return "success"
 
@@ -142,7 +141,7 @@ def completed(conclusion: Conclusion, redact: Callable[[str], str], *, details_u
     ran = conclusion.ran
     said = agent_summary(ran, redact) if ran is not None else ""
     title = TITLES[result]
-    if result == "failure" and ran is not None and ran.verification.verified == "failed":
+    if result == "failure" and conclusion.result.verified == "failed":
         title = "Verification failed"
     elif result == "failure" and conclusion.state == "incomplete":
         title = "Stopped before done"

@@ -1,9 +1,11 @@
 """How a job ended: what the webhook worker, the Modal app, the Action and the CLI read of a job.
 
-A `Conclusion` carries the state, the message for the tracking comment, the links, the finished run (`Ran`:
-its `RunResult` and what publishing used) and the error. `result()` is the job's `RunResult` with the
-state and links publishing settled (bot/run/result.py): what the job store keeps, record.json holds and a
-Modal function call returns.
+A `Conclusion` holds the job's `RunResult` (bot/run/result.py) and the message for the tracking comment,
+with the finished run (`Ran`) when one took place. The run decides its state and exit status where it ends
+(bot/run/pipeline.py); publishing adds the links and the commit GitHub has (`Conclusion.of_run`) and never
+decides them again. A job that ended without a run (skipped, refused, a plan comment, labels), or whose
+publishing failed, is `Conclusion.of_job`: the one other place a state is decided. The result is what the
+job store keeps, record.json holds and a Modal function call returns.
 """
 
 from __future__ import annotations
@@ -17,41 +19,50 @@ from bot.run.result import RunResult, write_record
 
 @dataclass(frozen=True)
 class Conclusion:
-    """How a job ended: the one value the webhook worker, the Modal app, the Action and the CLI all read."""
+    """How a job ended: the one value the webhook worker, the Modal app, the Action and the CLI all read.
 
-    state: str  # success | incomplete | no_changes | failed | skipped
-    message: str = ""
-    pr_url: str | None = None
-    branch: str | None = None
+    `result` is the job's result: its `state` (success | incomplete | no_changes | failed | skipped), links
+    and `exit_code`; `ran.result` is that same value when a run took place."""
+
+    result: RunResult
+    message: str = ""  # redacted where it is made
     ran: Ran | None = None
-    error: Exception | None = None  # why it failed before or around the run (a ConfigError: input to fix)
+
+    @classmethod
+    def of_run(cls, ran: Ran, message: str, *, pr_url: str | None = None, branch: str | None = None) -> Conclusion:
+        """A published run: its result as the run decided it, with where publishing put it (the pull request,
+        the branch; `ran.result.commit` is the commit GitHub has)."""
+        result = replace(ran.result, pr_url=pr_url, branch=branch)
+        return cls(result, message, replace(ran, result=result))
+
+    @classmethod
+    def of_job(cls, state: str, message: str, *, ran: Ran | None = None, error: Exception | None = None,
+               pr_url: str | None = None, branch: str | None = None) -> Conclusion:
+        """A job that decided its own end: no run (skipped, refused, labels, an allow pull request), a plan
+        run's answer, or a run whose publishing failed (`error`). A failed one exits 1, or 2 when `error` is a
+        setting or input to fix, and its result's `error` is the message's first line; any other exits as its
+        run did (0 without one)."""
+        code = (2 if isinstance(error, ConfigError) else 1) if state == "failed" else \
+            ran.result.exit_code if ran is not None else 0
+        why = (message or "failed").splitlines()[0].removeprefix("❌ ") if state == "failed" else None
+        if ran is None:
+            return cls(RunResult(run_id="", state=state, pr_url=pr_url, branch=branch, error=why, exit_code=code),
+                       message)
+        result = replace(ran.result, state=state, pr_url=pr_url, branch=branch, error=why, exit_code=code)
+        return cls(result, message, replace(ran, result=result))
 
     @property
-    def exit_code(self) -> int:
-        """0 done, nothing to change or skipped; 1 failed; 2 a setting or input to fix; 3 stopped by a
-        budget cap; 130 interrupted. The one table the CLI and the Action share."""
-        if self.state == "failed":
-            return 2 if isinstance(self.error, ConfigError) else 1
-        if self.ran is not None and self.ran.result.stop_reason == "interrupted":
-            return self.ran.result.exit_code
-        return 3 if self.state == "incomplete" else 0
-
-    def result(self, run_id: str) -> RunResult:
-        """The job's result: the run's, with this conclusion's state, links, exit code and one-line error
-        (`message` is redacted where it is made); a result without figures when no agent ran."""
-        error = (self.message or "failed").splitlines()[0].removeprefix("❌ ") if self.state == "failed" else None
-        run = self.ran.result if self.ran is not None else RunResult(run_id=run_id, state=self.state)
-        return replace(run, state=self.state, pr_url=self.pr_url, branch=self.branch, error=error,
-                       exit_code=self.exit_code)
+    def state(self) -> str:
+        return self.result.state
 
     def recorded(self, run_id: str) -> RunResult:
-        """`result(run_id)`, also written to the run's record.json when a run took place: what `decode runs`,
-        the dashboard and the Action's artifact read (the pull request, and the commit as published), whatever
-        the door."""
-        result = self.result(run_id)
-        if self.ran is not None:
-            write_record(self.ran.run_dir, result)
-        return result
+        """The result, under `run_id` when no run named it, also written to the run's record.json when a run
+        took place: what `decode runs`, the dashboard and the Action's artifact read (the pull request, and
+        the commit as published), whatever the door."""
+        if self.ran is None:
+            return replace(self.result, run_id=run_id)
+        write_record(self.ran.run_dir, self.result)
+        return self.result
 
 
 def marker(kind: str, key: object) -> str:

@@ -88,7 +88,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
         admitted = admit(work, _opt_in(work, forge) if unasked(work) else None, authorize=ctx.authorize)
         if isinstance(admitted, Skip):
             _notify(work, forge, admitted)
-            return Conclusion("skipped", admitted.reason)
+            return Conclusion.of_job("skipped", admitted.reason)
         if admitted.authorize and (refused := _refuse(work, forge, ctx.settings, ctx.tag)) is not None:
             return refused
         resume = _resumable(ctx, work) if isinstance(work, Continue) else None
@@ -107,12 +107,12 @@ def run_github_job(ctx: JobContext) -> Conclusion:
             error = _refusal(e, work, forge, ctx.settings.github.api_url)
         text = redactor.redact(str(error) or type(error).__name__)
         _unforeseen(run_id, error, text)
-        return Conclusion("failed", text, error=error)
+        return Conclusion.of_job("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
         facts = dataclasses.replace(_facts(ctx, info, admitted.ci), resume=resume, plan=approved)
         decided = plan(work, facts, tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
-        conclusion = Conclusion("skipped", decided.reason) if isinstance(decided, Skip) else \
+        conclusion = Conclusion.of_job("skipped", decided.reason) if isinstance(decided, Skip) else \
             _work(ctx, decided, info, tracking, check, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.ran.run_dir)
@@ -126,7 +126,7 @@ def run_github_job(ctx: JobContext) -> Conclusion:
             _record_failure(ctx, resume, text)
         if tracking is not None:
             tracking.finish(f"❌ decode-bot could not finish this run{_run(ctx.run_url)}:\n\n```text\n{text}\n```")
-        failed = Conclusion("failed", text, ran=ran, error=e)
+        failed = Conclusion.of_job("failed", text, ran=ran, error=e)
         check.finish(failed, redactor.redact)
         return failed
     if tracking is not None:
@@ -177,7 +177,7 @@ def _resumable(ctx: JobContext, work: Continue) -> PullState | Conclusion:
     tag = marker("continue-refused", work.comment_id)
     if forge.find_comment(repo, number, tag) is None:
         forge.post_comment(repo, number, f"{decided}\n\n{tag}", tag)
-    return Conclusion("skipped", decided)
+    return Conclusion.of_job("skipped", decided)
 
 
 def _approved(ctx: JobContext, work: Go) -> PlanText | Conclusion:
@@ -191,7 +191,7 @@ def _approved(ctx: JobContext, work: Go) -> PlanText | Conclusion:
         forge.post_comment(repo, number, f"There is no plan on this issue yet, so `{command} go` has nothing to carry "
                                          f"out. Comment `{command} plan` first (instructions may follow), read the "
                                          f"plan, then `{command} go`.\n\n{tag}", tag)
-    return Conclusion("skipped", f"#{number} has no plan comment to carry out")
+    return Conclusion.of_job("skipped", f"#{number} has no plan comment to carry out")
 
 
 def _record_failure(ctx: JobContext, state: PullState, text: str) -> None:
@@ -241,13 +241,13 @@ def _refuse(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusio
     """None when the sender may start work; else the skipped conclusion, after one polite reply."""
     login, me = work.sender_login, forge.bot_login()
     if login.lower() == (me or "").lower():
-        return Conclusion("skipped", f"{login} is decode-bot itself, which never starts its own work")
+        return Conclusion.of_job("skipped", f"{login} is decode-bot itself, which never starts its own work")
     if is_bot(login, work.sender_type):  # silent but for the cap's one reply: a reply to a bot feeds a loop
         if isinstance(work, Go | Allow):
-            return Conclusion("skipped", f"{login} is a bot: only a person approves a plan or allows a host")
+            return Conclusion.of_job("skipped", f"{login} is a bot: only a person approves a plan or allows a host")
         if not bot_allowed(login, _default_config(work.repo, forge).allowed_bots, me):
-            return Conclusion("skipped", f"{login} is a bot that allowed_bots in {PATH} on the default branch "
-                                         "does not list")
+            return Conclusion.of_job("skipped", f"{login} is a bot that allowed_bots in {PATH} on the default "
+                                                "branch does not list")
         return _bot_limits(work, forge, settings, tag)
     permission = forge.permission(work.repo, login)
     if may_trigger(permission):
@@ -257,7 +257,7 @@ def _refuse(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusio
         if forge.find_comment(work.repo, work.number, tag) is None:
             forge.post_comment(work.repo, work.number,
                                refusal_text(login, permission, settings.github.command) + "\n\n" + tag, tag)
-    return Conclusion("skipped", f"{login} has {permission} permission; write access is needed")
+    return Conclusion.of_job("skipped", f"{login} has {permission} permission; write access is needed")
 
 
 def _bot_limits(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusion | None:
@@ -269,8 +269,8 @@ def _bot_limits(work: Work, forge: Forge, settings: Settings, tag: str) -> Concl
     if number is None:
         return None
     if getattr(work, "is_pull_request", False) and forge.pull(repo, number).head_ref.startswith(BRANCH_PREFIX):
-        return Conclusion("skipped", f"{login} is a bot, and bots' commands on decode-bot's own pull requests "
-                                     f"({BRANCH_PREFIX} branches) are ignored")
+        return Conclusion.of_job("skipped", f"{login} is a bot, and bots' commands on decode-bot's own pull "
+                                            f"requests ({BRANCH_PREFIX} branches) are ignored")
     own = forge.find_comment(repo, number, marker("run", tag))
     runs = len([found for found in forge.find_comments(repo, number, BOT_RUN) if found != own])
     cap = settings.github.max_bot_runs
@@ -279,7 +279,7 @@ def _bot_limits(work: Work, forge: Forge, settings: Settings, tag: str) -> Concl
     said = marker("bot-runs-capped", number)
     if forge.find_comment(repo, number, said) is None:
         forge.post_comment(repo, number, f"{cap_text(login, runs, cap, settings.github.command)}\n\n{said}", said)
-    return Conclusion("skipped", f"bots have started {runs} runs on #{number}, DECODE_MAX_BOT_RUNS ({cap})")
+    return Conclusion.of_job("skipped", f"bots have started {runs} runs on #{number}, DECODE_MAX_BOT_RUNS ({cap})")
 
 
 def _default_config(repo: str, forge: Forge) -> RepoConfig:
@@ -317,11 +317,11 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
         return open_allow_pull(forge, repo, the_plan, number=ctx.work.number, asker=ctx.work.sender_login,
                                command=settings.github.command)
     job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
-              base=the_plan.clone_base, co_author=the_plan.co_author, title=the_plan.title,
+              base=the_plan.base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token, tools=the_plan.mode.tools)
     try:
         count = attempts_of(ctx.attempts or getattr(ctx.work, "attempts", None), forge, repo,
-                            the_plan.config_base or the_plan.clone_base or info.default_branch) \
+                            the_plan.config_base or the_plan.base or info.default_branch) \
             if job.tools.keeps_changes else 1  # a planning run is one: it publishes no diff to pick from
         outcome, attempts = (execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check)),
                              "") if count == 1 else best_of(job, settings, count, progress, tracking, check)

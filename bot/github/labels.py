@@ -35,5 +35,5 @@ def add_trigger_labels(work: Labels, forge: Forge, label: str) -> Conclusion:
             refused.append(f"{repo} ({getattr(e, 'status', None) or e})")
     done = f"label {label!r} created on {len(created)} of {len(work.repos)} repositories"
     if refused:
-        return Conclusion("failed", f"{done}; refused on {', '.join(refused)}")
-    return Conclusion("success" if created else "no_changes", done)
+        return Conclusion.of_job("failed", f"{done}; refused on {', '.join(refused)}")
+    return Conclusion.of_job("success" if created else "no_changes", done)

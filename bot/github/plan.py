@@ -110,8 +110,8 @@ class Plan:
 
     task: str
     branch: str  # the branch the agent's commit lands on
-    clone_base: str | None  # what the workspace starts from: a branch, a `refs/pull/N/head`, or the default
-    config_base: str | None  # the branch whose .github/decode.yml applies; None: `clone_base` itself
+    base: str | None  # what the run starts from (`Job.base`): a branch, a `refs/pull/N/head`, or the default
+    config_base: str | None  # the branch whose .github/decode.yml applies; None: `base` itself
     title: str  # the commit subject and pull request title, raw user text
     co_author: str | None
     delivery: Delivery
@@ -334,14 +334,14 @@ def _plan(work: Work, facts: Facts, *, tag: str) -> Plan:
     repo, issue, pull = facts.repo, facts.issue, facts.pull
     if isinstance(work, Dispatch):
         return Plan(task=build_task(work, issue_title="", issue_body=None), branch=run_branch(tag),
-                    clone_base=work.base_ref, config_base=None, title=work.instructions, co_author=co_author,
+                    base=work.base_ref, config_base=None, title=work.instructions, co_author=co_author,
                     delivery=OpenPull(base=work.base_ref or repo.default_branch, closes=None))
     if issue is None:
         raise ValueError(f"work on #{work.number} is planned with the facts of its issue")
     if isinstance(work, Labels):
         raise ValueError("making the trigger labels is not planned: the job makes them itself")
     if isinstance(work, Allow):
-        return Plan(task="", branch=run_branch(tag), clone_base=None, config_base=None, title="", co_author=co_author,
+        return Plan(task="", branch=run_branch(tag), base=None, config_base=None, title="", co_author=co_author,
                     delivery=AllowHosts(work.hosts, repo.default_branch), mode=ALLOW)
     if isinstance(work, CheckSuite):
         if pull is None or facts.ci is None:
@@ -350,7 +350,7 @@ def _plan(work: Work, facts: Facts, *, tag: str) -> Plan:
     if isinstance(work, Continue):
         if pull is None or facts.resume is None:
             raise ValueError(f"a continuing run on #{work.number} is planned with its pull request and its runs")
-        return Plan(task=continue_task(work, facts.resume), branch=pull.head_ref, clone_base=pull.head_ref,
+        return Plan(task=continue_task(work, facts.resume), branch=pull.head_ref, base=pull.head_ref,
                     config_base=pull.base_ref, title=pull.title, co_author=co_author,
                     delivery=Resume(pull, facts.resume))
     issue = as_triggered(work, issue)
@@ -372,7 +372,7 @@ def _on_issue(work: Issue | Comment | ReviewComment | PlanRequest | Go, facts: F
     a task that holds the plan."""
     issue = as_triggered(work, facts.issue) if facts.issue is not None else None
     assert issue is not None
-    opened = Plan(task=task, branch=issue_branch(issue.number, issue.title), clone_base=None, config_base=None,
+    opened = Plan(task=task, branch=issue_branch(issue.number, issue.title), base=None, config_base=None,
                   title=issue.title, co_author=co_author,
                   delivery=OpenPull(base=facts.repo.default_branch, closes=issue.number))
     if isinstance(work, PlanRequest):
@@ -389,11 +389,11 @@ def _on_issue(work: Issue | Comment | ReviewComment | PlanRequest | Go, facts: F
 def _on_pull(work: Work, pull: PullInfo, task: str, title: str, co_author: str | None) -> Plan:
     """Commits on pull request `pull`: its own branch in this repository, or a fork's delivery."""
     if pull.same_repo(work.repo):
-        return Plan(task=task, branch=pull.head_ref, clone_base=pull.head_ref, config_base=pull.base_ref,
+        return Plan(task=task, branch=pull.head_ref, base=pull.head_ref, config_base=pull.base_ref,
                     title=title, co_author=co_author,
                     delivery=PushToPull(pull.number, stateful=read_state(pull.body) is not None))
     # a fork's head, fetched from the base repository; its decode.yml never applies
-    return Plan(task=task, branch=pull.head_ref, clone_base=f"refs/pull/{pull.number}/head",
+    return Plan(task=task, branch=pull.head_ref, base=f"refs/pull/{pull.number}/head",
                 config_base=pull.base_ref, title=title, co_author=co_author, delivery=ToFork(pull))
 
 

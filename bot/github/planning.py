@@ -75,8 +75,8 @@ def publish_plan(forge: Forge, repo: str, number: int, ran: Ran, redact: Callabl
     if not agent.completed or not answer:
         state = "failed" if agent.failed else "incomplete"
         why = redact(agent.error or agent.stop_reason)
-        return Conclusion(state, f"❌ decode-bot could not make a plan ({why}).\n\n{answer}\n\n{figs}".rstrip(),
-                          ran=ran)
+        return Conclusion.of_job(state, f"❌ decode-bot could not make a plan ({why}).\n\n{answer}\n\n{figs}".rstrip(),
+                                 ran=ran)
     link = f" · 📜 [Transcript]({transcript_url})" if transcript_url else ""
     offer = allow_offer(ran.result.blocked, command)
     link += f"\n\n{offer}" if offer else ""
@@ -92,5 +92,5 @@ def publish_plan(forge: Forge, repo: str, number: int, ran: Ran, redact: Callabl
     found = forge.comment_text(repo, number, PLAN_MARKER)
     where = f"[the plan comment]({found[2]})" if found is not None else "the plan comment"
     verb = "Posted" if existing is None else "Updated"
-    return Conclusion("success", f"📋 {verb} {where}. Nothing was changed or pushed; `{command} go` carries it "
-                                 f"out.\n\n{figs}", ran=ran)
+    return Conclusion.of_job("success", f"📋 {verb} {where}. Nothing was changed or pushed; `{command} go` carries "
+                                        f"it out.\n\n{figs}", ran=ran)

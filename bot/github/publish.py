@@ -61,11 +61,11 @@ def answer_threads(forge: Forge, repo: str, threads: Threads, text: str) -> None
 
 def _thread_reply(conclusion: Conclusion, summary: str) -> str:
     """What a review thread hears: the commit that addressed it, or why there is none."""
-    commit = conclusion.ran.result.commit if conclusion.ran is not None else None
-    if commit and conclusion.branch:
+    commit, branch = conclusion.result.commit, conclusion.result.branch
+    if commit and branch:
         lead = {"success": "✅ Addressed", "incomplete": "⚠️ Partly addressed (the run stopped early)"}.get(
             conclusion.state, "❌ The run failed; its work so far is")
-        return f"{lead} in {commit}, pushed to `{conclusion.branch}` with the rest of this review."
+        return f"{lead} in {commit}, pushed to `{branch}` with the rest of this review."
     if commit:  # a fork's branch that refused the push: the patch is in the pull request's conversation
         return "📎 decode-bot could not push to the fork's branch; the change for this review is in the patch on " \
                "this pull request."
@@ -77,7 +77,8 @@ def _thread_reply(conclusion: Conclusion, summary: str) -> str:
 def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
              redact: Callable[[str], str], *, transcript_url: str | None = None, command: str,
              attempts: str = "") -> Conclusion:
-    """The delivery itself: a pull request, commits on one, or a fork's branch or patch."""
+    """The delivery itself: a pull request, commits on one, or a fork's branch or patch; the state is the
+    run's (`ran.result.state`), never decided here."""
     result, branch, delivery = ran.agent, the_plan.branch, the_plan.delivery
     commit, ws = ran.result.commit, ran.workspace
     assert ran.result.figures is not None, "a finished run's result carries its figures"
@@ -109,22 +110,18 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
         return _resume(forge, repo, delivery, ran, report, pull_state, f"{figs}\n\n{notes}".rstrip(), failure)
     on_fork = isinstance(delivery, ToFork)
     if commit is None or ws is None:
-        if result.failed:
-            return Conclusion("failed", f"{failure}\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
-                              branch=None if on_fork else branch, ran=ran)
-        return Conclusion("no_changes", f"🤷 decode-bot made no changes.\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
-                          branch=None if on_fork else branch, ran=ran)
-    state = ran.result.state  # decided once, by the run (bot/run/result.py's state_of)
+        head = failure if result.failed else "🤷 decode-bot made no changes."
+        return Conclusion.of_run(ran, f"{head}\n\n{summary}\n\n{figs}\n\n{notes}".rstrip(),
+                                 branch=None if on_fork else branch)
     if isinstance(delivery, ToFork):
-        return _to_fork(forge, repo, delivery.pull, ran, tag, state=state, report=report,
-                                failure=failure if result.failed else None)
+        return _to_fork(forge, repo, delivery.pull, ran, tag, report=report, failure=failure if result.failed else None)
     if isinstance(delivery, PushToPull):  # new commits on the PR's own branch; the reply carries the rest
         body, rest = report.texts(limit=BODY_LIMIT - 1000)
         _post_parts(forge, repo, delivery.number, rest, tag)
         head = f"✅ Pushed {commit[:12]} to `{branch}`." if result.completed else \
             f"{failure}. The work so far ({commit[:12]}) is pushed to `{branch}`." if result.failed else \
             f"⚠️ Pushed partial work ({commit[:12]}) to `{branch}`: {result.stop_reason}."
-        return Conclusion(state, f"{head}\n\n{body}", branch=branch, ran=ran)
+        return Conclusion.of_run(ran, f"{head}\n\n{body}", branch=branch)
     assert isinstance(delivery, OpenPull), "a plan comment or an allow pull request is published by the job (job.py)"
     title = the_plan.title.splitlines()[0] if the_plan.title.strip() else "decode run"
     recorded = PullState((this_run,), the_plan.task[:TASK_CHARS], last_steps(events), delivery.closes)
@@ -141,7 +138,7 @@ def _deliver(the_plan: Plan, ran: Ran, forge: Forge, repo: str, tag: str,
     head = f"{failure}. The work so far is in the draft {pr.html_url}." if result.failed else \
         f"{'✅' if result.completed and not note else '⚠️'} {verb} {pr.html_url}{note}."
     message = f"{head}\n\n{figs}\n\n{notes}".rstrip()
-    return Conclusion(state, message, pr_url=pr.html_url, branch=branch, ran=ran)
+    return Conclusion.of_run(ran, message, pr_url=pr.html_url, branch=branch)
 
 
 def _push(forge: Forge, repo: str, ws: Workspace, commit: str, *, force: bool,
@@ -185,18 +182,18 @@ def _resume(forge: Forge, repo: str, delivery: Resume, ran: Ran, report: Report,
             f"⚠️ Pushed partial work ({commit[:12]}) to {where}: the run " \
             f"{STOP_MESSAGES.get(result.stop_reason, result.stop_reason)}; `/decode continue` carries it on."
     message = f"{head} The description of {pull.html_url} now covers all {len(state.runs)} runs.\n\n{figs}"
-    return Conclusion(ran.result.state, message.rstrip(), pr_url=pull.html_url, branch=pull.head_ref, ran=ran)
+    return Conclusion.of_run(ran, message.rstrip(), pr_url=pull.html_url, branch=pull.head_ref)
 
 
-def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, state: str,
-                     report: Report, failure: str | None = None) -> Conclusion:
+def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, report: Report,
+             failure: str | None = None) -> Conclusion:
     """A fork's pull request: push to its head branch when maintainers may edit it, else reply with a patch.
     A failed run (`failure`: its one-line reason) says so first, then where its work so far went.
 
     The fork's commits are never pushed into the base repository, where its workflows would run with
     the base repository's secrets; only the agent's one commit goes to the fork's own branch.
     """
-    ws, commit = ran.workspace, ran.result.commit
+    ws, commit, state = ran.workspace, ran.result.commit, ran.result.state
     assert ws is not None and commit is not None
     started = ws.base_sha
     where = f"`{pull.head_repo}:{pull.head_ref}`"
@@ -215,7 +212,7 @@ def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, sta
             if failure:
                 head = f"{failure}. The work so far ({commit[:12]}) is pushed to the fork's branch {where}, on " \
                        f"top of {started[:12]} (the head this run started from)."
-            return Conclusion(state, f"{head}\n\n{body}", branch=pull.head_ref, ran=ran)
+            return Conclusion.of_run(ran, f"{head}\n\n{body}", branch=pull.head_ref)
     patch = ws.git("format-patch", "-1", "--stdout", "--binary", commit, what="writing the patch")
     parts = patch_parts(patch.decode("utf-8", "replace"), started_from=started, limit=BODY_LIMIT - 1000)
     body, rest = report.texts(limit=BODY_LIMIT - 1000 - len(parts[0]))
@@ -225,7 +222,7 @@ def _to_fork(forge: Forge, repo: str, pull: PullInfo, ran: Ran, tag: str, *, sta
                                                                    len(parts) > 1 else "") + ".")
     if failure:
         head = f"{failure}. The work so far is not pushed to {where} ({why}); it is in the patch below."
-    return Conclusion(state, f"{head}\n\n{parts[0]}\n{body}", ran=ran)
+    return Conclusion.of_run(ran, f"{head}\n\n{parts[0]}\n{body}")
 
 
 def _post_parts(forge: Forge, repo: str, number: int, parts: list[str], run_tag: str) -> None:

@@ -2,7 +2,7 @@
 
 Every runner uses these: the worker threads of `decode serve` and `decode
 worker`, and the `run_job` function call of the Modal app. A finished job's
-`RunResult` (bot/run/result.py: `Conclusion.result`) is what the store keeps
+`RunResult` (bot/run/result.py: `Conclusion.recorded`) is what the store keeps
 and what the run's record.json holds; a run's result goes to `record`, which is
 how its figures reach /metrics (`Metrics.record_run`); on Modal the result is
 the call's return value, and the control app records it.
@@ -70,7 +70,7 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
             record(result)
         why = (conclusion.message.splitlines() or [""])[0] if conclusion.state in ("skipped", "failed") else ""
         log.log(logging.ERROR if conclusion.state == "failed" else logging.INFO, "job %s: %s%s", job.id,
-                conclusion.state, f": {why}" if why else f" {conclusion.pr_url or ''}", extra=extra)
+                conclusion.state, f": {why}" if why else f" {result.pr_url or ''}", extra=extra)
         return outcome_of(result)
 
     return handle

@@ -26,6 +26,7 @@ from bot.config import Settings
 from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
+from bot.core.text import one_line
 from bot.model import Model, ModelInfo, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.beside import Beside
@@ -386,7 +387,8 @@ def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
         run_id=job.run_id, state=state_of(agent.stop_reason, commit), repo=ctx.redactor.redact(job.repo),
         branch=job.branch, attempt=job.attempt, commit=commit, changed=tuple(applied.changed), left_out=left_out,
         blocked=work.blocked, verified=work.verification.verified, stop_reason=agent.stop_reason,
-        figures=Figures.of(agent), error=agent.error, exit_code=agent.exit_code, restarts=work.restarts)
+        figures=Figures.of(agent), error=one_line(ctx.redactor.redact(agent.error)) if agent.error else None,
+        exit_code=agent.exit_code, restarts=work.restarts)
     return Ran(job, result, agent, work.verification, ctx.run_dir, repo.ws, work.review)
 
 

@@ -1,7 +1,7 @@
 """A run's result: the one frozen value every reader of a finished run reads.
 
 The pipeline makes it when the run ends (bot/run/pipeline.py) and writes it to the run's record.json;
-publishing fixes its state and links (`Conclusion.result`), and the job runner stores that in the job
+publishing adds its links (`Conclusion.of_run`, never a second state), and the job runner stores that in the job
 store and writes it to record.json again. The dashboard, the transcript page, /metrics, the Action's
 outputs, `decode run`'s last lines, `decode runs` and the Modal app's return value all read this value:
 none computes a figure a second time.
@@ -40,6 +40,11 @@ class Figures:
     cost_usd: float = 0.0
     seconds: float = 0.0
     trims: int = 0
+
+    def __add__(self, other: "Figures") -> "Figures":
+        """The figures of two runs together (the attempts of one task, say)."""
+        return Figures(self.turns + other.turns, self.usage + other.usage, self.cost_usd + other.cost_usd,
+                       self.seconds + other.seconds, self.trims + other.trims)
 
     @classmethod
     def of(cls, agent: AgentResult) -> "Figures":

@@ -19,22 +19,25 @@ FAILED = Verification(True, (Check("make test", 2, 3.0, tail="E   assert 5 > 5\n
                              Check("make lint", 0, 0.4)), rounds=2, feedback=1)
 
 
-def ran(stop: str = "completed", verification: Verification = Verification(), summary: str = "Fixed it.") -> Ran:
+def ran(stop: str = "completed", verification: Verification = Verification(), summary: str = "Fixed it.",
+        state: str = "success") -> Ran:
     agent = AgentResult(stop, summary, turns=3, cost_usd=0.12, seconds=42.0)
-    result = RunResult("job-7", "success", commit="c0ffee", stop_reason=stop, figures=Figures.of(agent))
+    result = RunResult("job-7", state, commit="c0ffee", stop_reason=stop, figures=Figures.of(agent),
+                       verified=verification.verified)
     return Ran(Job(repo="octo/calendar", task="t", branch="b", run_id="job-7"), result, agent, verification,
                Path("/nonexistent"))
 
 
 @pytest.mark.parametrize("conclusion, expected, title", [
-    (Conclusion("success", "✅ Opened x.", ran=ran(verification=PASSED)), "success", "Done"),
-    (Conclusion("success", "✅ Opened x.", ran=ran()), "success", "Done"),  # nothing to verify
-    (Conclusion("success", "⚠️ Opened x as a draft", ran=ran(verification=FAILED)), "failure", "Verification failed"),
-    (Conclusion("incomplete", "⚠️ Opened x as a draft", ran=ran("max_turns")), "failure", "Stopped before done"),
-    (Conclusion("incomplete", "⚠️ Opened x as a draft", ran=ran("interrupted")), "cancelled", "Interrupted"),
-    (Conclusion("failed", "❌ decode-bot could not finish"), "failure", "Failed"),
-    (Conclusion("no_changes", "🤷 decode-bot made no changes.", ran=ran()), "neutral", "No changes"),
-    (Conclusion("skipped", "the fork runs only in an isolating sandbox"), "neutral", "Skipped"),
+    (Conclusion.of_run(ran(verification=PASSED), "✅ Opened x."), "success", "Done"),
+    (Conclusion.of_run(ran(), "✅ Opened x."), "success", "Done"),  # nothing to verify
+    (Conclusion.of_run(ran(verification=FAILED), "⚠️ Opened x as a draft"), "failure", "Verification failed"),
+    (Conclusion.of_run(ran("max_turns", state="incomplete"), "⚠️ Opened x as a draft"), "failure",
+     "Stopped before done"),
+    (Conclusion.of_run(ran("interrupted", state="incomplete"), "⚠️ Opened x as a draft"), "cancelled", "Interrupted"),
+    (Conclusion.of_job("failed", "❌ decode-bot could not finish"), "failure", "Failed"),
+    (Conclusion.of_run(ran(state="no_changes"), "🤷 decode-bot made no changes."), "neutral", "No changes"),
+    (Conclusion.of_job("skipped", "the fork runs only in an isolating sandbox"), "neutral", "Skipped"),
 ])
 def test_each_ending_has_the_contracts_conclusion(conclusion, expected, title):
     assert outcome(conclusion) == expected
@@ -44,8 +47,8 @@ def test_each_ending_has_the_contracts_conclusion(conclusion, expected, title):
 
 def test_the_output_has_the_summary_redacted_the_verification_with_tails_and_the_figures():
     secret = "ghs_" + "s" * 36
-    conclusion = Conclusion("success", "⚠️ Opened x as a draft.\n\nmore", ran=ran(verification=FAILED,
-                                                                                  summary=f"Used {secret}."))
+    conclusion = Conclusion.of_run(ran(verification=FAILED, summary=f"Used {secret}."),
+                                   "⚠️ Opened x as a draft.\n\nmore")
     state = completed(conclusion, lambda text: text.replace(secret, "[REDACTED]"), details_url="https://d/runs/1",
                       external_id="e")
     assert state.summary == "⚠️ Opened x as a draft.\n\nUsed [REDACTED]." and secret not in state.text
@@ -55,6 +58,6 @@ def test_the_output_has_the_summary_redacted_the_verification_with_tails_and_the
 
 
 def test_an_output_past_githubs_limit_is_cut():
-    state = completed(Conclusion("success", "✅", ran=ran(summary="x" * 100_000)), str, details_url=None,
+    state = completed(Conclusion.of_run(ran(summary="x" * 100_000), "✅"), str, details_url=None,
                       external_id="e")
     assert len(state.summary) <= LIMIT and state.summary.endswith("[… cut at GitHub's limit]")

@@ -59,7 +59,7 @@ def test_running_the_same_issue_again_reuses_its_branch_and_pull_request(world):
     anthropic.script(edit_turns("second"))
     second = run(world, "issues", payload, run_id="b")
     [pr] = fake.pulls(OWNER, NAME)
-    assert second.pr_url == pr["html_url"] and "Added second." in pr["body"]
+    assert second.result.pr_url == pr["html_url"] and "Added second." in pr["body"]
     assert fake.file(OWNER, NAME, pr["head"]["ref"], "NOTES.md") == "second\n"
 
 
@@ -144,9 +144,9 @@ def test_a_pull_request_github_refuses_fails_the_job_and_keeps_the_runs_result(w
     fake.inject("POST", r"/repos/octo/calendar/pulls$", status=422, times=5)
     anthropic.script(edit_turns("once"))
     conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
-    assert conclusion.state == "failed" and conclusion.exit_code == 1, conclusion.message
+    assert conclusion.state == "failed" and conclusion.result.exit_code == 1, conclusion.message
     assert fake.pulls(OWNER, NAME) == []
-    result = conclusion.result("r1")
+    result = conclusion.result
     assert result.state == "failed" and result.commit and result.figures is not None
     assert result.figures.turns > 0 and result.changed
     assert "could not finish" in fake.comments(OWNER, NAME, number)[0]["body"]
@@ -223,7 +223,7 @@ def test_the_tracking_comment_follows_the_run_without_flooding_github(world):
     bodies = [r.body["body"] for r in edits]
     assert len(set(bodies)) >= 4, bodies  # sandbox, agent, publishing, the result
     assert "✅ Starting the sandbox" in bodies[-2] and "⏳ **Publishing**" in bodies[-2]
-    assert bodies[-1] == tracking["body"] and conclusion.pr_url in bodies[-1]
+    assert bodies[-1] == tracking["body"] and conclusion.result.pr_url in bodies[-1]
 
     def phase(body: str) -> str | None:
         return next((line for line in body.splitlines() if line.startswith("- ⏳")), "").split(":")[0] or None

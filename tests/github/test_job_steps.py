@@ -21,7 +21,7 @@ def test_a_bot_is_skipped_without_a_word():
     forge = MemoryForge(permissions={"renovate[bot]": "write"})
     conclusion = run_github_job(JobContext(labeled("renovate[bot]", "Bot"), SETTINGS, forge, run_id="r1",
                                            tag="origin:r1"))
-    assert (conclusion.state, conclusion.exit_code) == ("skipped", 0)
+    assert (conclusion.state, conclusion.result.exit_code) == ("skipped", 0)
     assert forge.comments == [] and forge.reactions == []
 
 
@@ -37,21 +37,21 @@ def test_a_reader_gets_one_polite_reply_however_often_the_event_comes():
 def test_a_token_refused_while_checking_permission_is_a_setting_to_fix():
     forge = MemoryForge().refuse("permission", 401)
     conclusion = run_github_job(JobContext(labeled(), SETTINGS, forge, run_id="r1", tag="origin:r1"))
-    assert (conclusion.state, conclusion.exit_code) == ("failed", 2)
+    assert (conclusion.state, conclusion.result.exit_code) == ("failed", 2)
     assert "the GitHub token was rejected" in conclusion.message and SETTINGS.github.token not in conclusion.message
 
 
 def test_an_issue_that_is_not_there_is_named_by_its_number():
     forge = MemoryForge(permissions={"alice": "write"}).refuse("react", 404)
     conclusion = run_github_job(JobContext(labeled(), SETTINGS, forge, run_id="r1", tag="origin:r1"))
-    assert (conclusion.state, conclusion.exit_code) == ("failed", 2)
+    assert (conclusion.state, conclusion.result.exit_code) == ("failed", 2)
     assert conclusion.message.startswith("#7 is not an issue or pull request of octo/calendar")
 
 
 def test_a_repository_that_cannot_be_read_ends_the_tracking_comment_with_the_reason():
     forge = MemoryForge(permissions={"alice": "write"}).refuse("repository", 404)
     conclusion = run_github_job(JobContext(labeled(), SETTINGS, forge, run_id="r1", tag="origin:r1"))
-    assert (conclusion.state, conclusion.exit_code) == ("failed", 2)
+    assert (conclusion.state, conclusion.result.exit_code) == ("failed", 2)
     [tracking] = forge.comments
     assert forge.reactions == [(("issue", 7), "eyes")]
     assert "could not finish this run" in tracking.body and "cannot be read with this token" in tracking.body

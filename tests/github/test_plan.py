@@ -24,7 +24,7 @@ ALICE = {"repo": "octo/calendar", "sender_login": "alice", "sender_type": "User"
 def test_a_labeled_issue_gets_its_own_branch_and_a_pull_request_that_closes_it():
     p = plan(Issue(number=7, **ALICE), Facts(REPO, ISSUE), tag="cli:r1", sandbox_mode="docker")
     assert p.branch == "decode/issue-7-weekend-check-is-wrong"
-    assert (p.clone_base, p.config_base) == (None, None)  # the default branch, and its decode.yml
+    assert (p.base, p.config_base) == (None, None)  # the default branch, and its decode.yml
     assert p.delivery == OpenPull(base="main", closes=7)
     assert p.title == "Weekend check is wrong" and p.co_author == "alice <alice@users.noreply.github.com>"
     assert "Resolve issue #7 in octo/calendar" in p.task and "Saturdays count." in p.task
@@ -33,7 +33,7 @@ def test_a_labeled_issue_gets_its_own_branch_and_a_pull_request_that_closes_it()
 def test_a_comment_on_a_pull_request_of_the_repository_pushes_to_its_branch_with_the_base_branchs_config():
     t = Comment(number=9, is_pull_request=True, comment_id=1, instructions="add a test", **ALICE)
     p = plan(t, Facts(REPO, PR_AS_ISSUE, OWN_PULL), tag="cli:r1", sandbox_mode="docker")
-    assert (p.branch, p.clone_base, p.config_base) == ("fast-parse", "fast-parse", "release")
+    assert (p.branch, p.base, p.config_base) == ("fast-parse", "fast-parse", "release")
     assert p.delivery == PushToPull(9)
     assert "add a test" in p.task
 
@@ -41,7 +41,7 @@ def test_a_comment_on_a_pull_request_of_the_repository_pushes_to_its_branch_with
 def test_a_fork_starts_from_its_pull_ref_and_never_lands_in_a_base_branch():
     t = Comment(number=9, is_pull_request=True, comment_id=1, instructions="tidy up", **ALICE)
     p = plan(t, Facts(REPO, PR_AS_ISSUE, FORK_PULL), tag="cli:r1", sandbox_mode="docker")
-    assert p.clone_base == "refs/pull/9/head" and p.config_base == "main"  # the fork's decode.yml never applies
+    assert p.base == "refs/pull/9/head" and p.config_base == "main"  # the fork's decode.yml never applies
     assert p.delivery == ToFork(FORK_PULL)
 
 
@@ -49,7 +49,7 @@ def test_a_fork_starts_from_its_pull_ref_and_never_lands_in_a_base_branch():
 def test_a_dispatch_opens_a_pull_request_from_a_run_branch(base_ref, expected):
     t = Dispatch(instructions="Bump the linter\nand fix what it finds", base_ref=base_ref, **ALICE)
     p = plan(t, Facts(REPO), tag="cli:r42", sandbox_mode="docker")
-    assert (p.branch, p.clone_base) == ("decode/run-r42", base_ref)
+    assert (p.branch, p.base) == ("decode/run-r42", base_ref)
     assert p.delivery == OpenPull(base=expected, closes=None)
     assert p.title.startswith("Bump the linter") and "Carry out the request below" in p.task
 

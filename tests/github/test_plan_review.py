@@ -23,7 +23,7 @@ def review(**kw) -> Review:
 
 def test_a_review_on_the_repositorys_pull_request_pushes_to_its_branch_and_answers_each_thread_once():
     p = plan(review(), Facts(REPO, PR_AS_ISSUE, OWN_PULL, COMMENTS), tag="cli:r1", sandbox_mode="docker")
-    assert (p.branch, p.clone_base, p.config_base) == ("fast-parse", "fast-parse", "release")
+    assert (p.branch, p.base, p.config_base) == ("fast-parse", "fast-parse", "release")
     assert p.delivery == PushToPull(9)
     assert p.threads == Threads(9, 55, (11, 12))  # the reply to 11 is answered in 11's thread
 
@@ -47,7 +47,7 @@ def test_a_review_without_instructions_asks_for_what_the_comments_say():
 
 def test_a_review_on_a_fork_goes_to_the_fork():
     p = plan(review(), Facts(REPO, PR_AS_ISSUE, FORK_PULL, COMMENTS[:1]), tag="cli:r1", sandbox_mode="docker")
-    assert p.delivery == ToFork(FORK_PULL) and p.clone_base == "refs/pull/9/head"
+    assert p.delivery == ToFork(FORK_PULL) and p.base == "refs/pull/9/head"
     assert p.threads == Threads(9, 55, (11,))
 
 

@@ -29,17 +29,17 @@ def hide(text: str) -> str:
 
 
 def issue_plan() -> Plan:
-    return Plan(task="Fix the weekend check", branch=ISSUE_BRANCH, clone_base=None, config_base=None,
+    return Plan(task="Fix the weekend check", branch=ISSUE_BRANCH, base=None, config_base=None,
                 title="Weekend check", co_author=None, delivery=OpenPull(base="main", closes=12))
 
 
 def pull_plan(number: int = 5, branch: str = "weekend-fix") -> Plan:
-    return Plan(task="Fix the weekend check", branch=branch, clone_base=branch, config_base="main",
+    return Plan(task="Fix the weekend check", branch=branch, base=branch, config_base="main",
                 title="Weekend check", co_author=None, delivery=PushToPull(number))
 
 
 def fork_plan(pull) -> Plan:
-    return Plan(task="Fix the weekend check", branch=pull.head_ref, clone_base=f"refs/pull/{pull.number}/head",
+    return Plan(task="Fix the weekend check", branch=pull.head_ref, base=f"refs/pull/{pull.number}/head",
                 config_base="main", title="Weekend check", co_author=None, delivery=ToFork(pull))
 
 
@@ -74,12 +74,12 @@ def test_a_completed_run_opens_one_pull_request_and_a_second_publish_updates_it(
     [pr] = forge.pulls
     assert (pr.head, pr.base, pr.draft) == (ISSUE_BRANCH, "main", False)
     assert "Fixed the weekend check." in pr.body and "Fixes #12" in pr.body and "`calendar.py`" in pr.body
-    assert (conclusion.state, conclusion.exit_code, conclusion.pr_url) == ("success", 0, pr.html_url)
+    assert (conclusion.state, conclusion.result.exit_code, conclusion.result.pr_url) == ("success", 0, pr.html_url)
     assert conclusion.message.startswith(f"✅ Opened {pr.html_url}.")
 
     again = publish(issue_plan(), outcome, forge, REPO, "origin:r1", keep)
     assert [p.number for p in forge.pulls] == [pr.number] and pr.edits == 1
-    assert again.pr_url == pr.html_url and again.message.startswith(f"✅ Updated {pr.html_url}.")
+    assert again.result.pr_url == pr.html_url and again.message.startswith(f"✅ Updated {pr.html_url}.")
 
 
 def test_a_failed_run_with_work_opens_a_draft_that_the_failure_line_names(tmp_path):
@@ -87,7 +87,7 @@ def test_a_failed_run_with_work_opens_a_draft_that_the_failure_line_names(tmp_pa
                                                    error="the model answered 529 three times")
     [pr] = forge.pulls
     assert pr.draft and head(remote, f"refs/heads/{ISSUE_BRANCH}") == outcome.result.commit
-    assert (conclusion.state, conclusion.exit_code) == ("failed", 1)
+    assert (conclusion.state, conclusion.result.exit_code) == ("failed", 1)
     first = conclusion.message.splitlines()[0]
     assert first.startswith("❌ decode-bot failed: the model answered 529 three times")
     assert pr.html_url in first and "draft" in first
@@ -98,19 +98,20 @@ def test_a_run_stopped_by_a_budget_cap_opens_a_draft_and_exits_3(tmp_path):
                                                    summary="Stopped at the turn limit.")
     [pr] = forge.pulls
     assert pr.draft and head(remote, f"refs/heads/{ISSUE_BRANCH}") == outcome.result.commit
-    assert (conclusion.state, conclusion.exit_code, conclusion.pr_url) == ("incomplete", 3, pr.html_url)
+    assert (conclusion.state, conclusion.result.exit_code, conclusion.result.pr_url) == ("incomplete", 3, pr.html_url)
     assert conclusion.message.startswith(f"⚠️ Opened {pr.html_url} as a draft")
 
 
 @pytest.mark.parametrize(("stop_reason", "state", "exit_code"), [("completed", "no_changes", 0),
-                                                                 ("error", "failed", 1)])
+                                                                 ("error", "failed", 1),
+                                                                 ("max_turns", "no_changes", 3)])  # as `decode run` locally
 def test_a_run_without_a_commit_pushes_nothing_and_opens_nothing(tmp_path, stop_reason, state, exit_code):
     remote, outcome, conclusion, forge = issue_run(
         tmp_path, stop_reason=stop_reason, change=None, error="the sandbox died" if stop_reason == "error" else None)
     assert outcome.result.commit is None
     assert head(remote, f"refs/heads/{ISSUE_BRANCH}") is None
     assert forge.pulls == [] and forge.comments == []
-    assert (conclusion.state, conclusion.exit_code, conclusion.pr_url) == (state, exit_code, None)
+    assert (conclusion.state, conclusion.result.exit_code, conclusion.result.pr_url) == (state, exit_code, None)
 
 
 def test_a_pull_request_of_this_repository_gets_the_commit_on_its_own_branch(tmp_path):
@@ -121,7 +122,7 @@ def test_a_pull_request_of_this_repository_gets_the_commit_on_its_own_branch(tmp
     assert head(remote, "refs/heads/weekend-fix") == outcome.result.commit
     git(remote, "merge-base", "--is-ancestor", before, outcome.result.commit)  # a fast-forward, not a force-push
     assert forge.pulls == []
-    assert conclusion.state == "success" and conclusion.branch == "weekend-fix"
+    assert conclusion.state == "success" and conclusion.result.branch == "weekend-fix"
     assert conclusion.message.startswith(f"✅ Pushed {outcome.result.commit[:12]} to `weekend-fix`.")
 
 

@@ -81,7 +81,7 @@ def test_a_verify_that_never_passes_ends_in_a_draft_that_says_so(world, tmp_path
     fake, anthropic, *_ = world
     anthropic.script([NOTE, answer("Done."), answer("Still done."), answer("Really done.")])
     conclusion, number = labeled_issue(world, f"verify: {TESTS}\nverify_rounds: 2\n")
-    assert (conclusion.state, conclusion.exit_code) == ("success", 0), conclusion.message
+    assert (conclusion.state, conclusion.result.exit_code) == ("success", 0), conclusion.message
     assert len(anthropic.requests) == 4
     last = user_texts(anthropic.requests[-1])
     assert sum(FEEDBACK in t for t in last) == 2 and "This is the last round" in last[-1]
