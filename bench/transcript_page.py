@@ -68,7 +68,7 @@ def bench_size(data: Path, client, settings, turns: int, rounds: int) -> dict[st
     transcript = Transcript(directory, Redactor([]))
     transcript.record("run_start", task="Fix the parser", repo="octo/app", model="m", sandbox="local")
     write_turns(transcript, 1, turns)
-    url = run_path(settings, run_id)
+    url = run_path(settings.store, run_id)
     twin = data / "runs" / f"job-{turns}9"  # the same transcript, for the cold page's memory
     twin.mkdir(parents=True)
     shutil.copy(transcript.path, twin / JSONL_NAME)
@@ -79,7 +79,7 @@ def bench_size(data: Path, client, settings, turns: int, rounds: int) -> dict[st
 
     out = {"baseline": measured(lambda: markdown_html(render_markdown(load_events(transcript.path),
                                                                       max_block_chars=MAX_BLOCK_CHARS))),
-           "page cold": measured(page, lambda: page(link=run_path(settings, twin.name)))}
+           "page cold": measured(page, lambda: page(link=run_path(settings.store, twin.name)))}
     warm = [measured(page) for _ in range(rounds)]
     out["page warm"] = (statistics.median(w[0] for w in warm), max(w[1] for w in warm))
     size = transcript.path.stat().st_size

@@ -59,7 +59,7 @@ def action_router(settings: Settings, prompt: str, repo: str) -> Router:
                             instructions=text, base_ref=ref)
         return handle
 
-    return Router(Rules.of(settings)).with_routes({event: run(event) for event in WORKFLOW_RUNS})
+    return Router(Rules.of(settings.github)).with_routes({event: run(event) for event in WORKFLOW_RUNS})
 
 
 def runner_sandbox(env: Mapping[str, str]) -> dict[str, tuple]:
@@ -95,9 +95,9 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
     run_url = f"{server}/{repo}/actions/runs/{run_id}" if env.get("GITHUB_RUN_ID") else None
     forge = GitHubForge(TokenCredentials(token, settings.github.api_url))
     conclusion = run_github_job(JobContext(
-        work, settings, forge, run_id, run_tag(actions_origin(repo), run_id), run_url=run_url, model=model,
+        work, forge, run_id, run_tag(actions_origin(repo), run_id), run_url=run_url, model=model,
         authorize=not isinstance(work, Dispatch), attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
-        progress=lambda line: print(line, file=sys.stderr, flush=True)))
+        progress=lambda line: print(line, file=sys.stderr, flush=True)), settings)
     return finish(env, conclusion)
 
 

@@ -180,7 +180,7 @@ def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = 
     app = create_app(settings, store)
 
     def report(job: JobRecord) -> None:
-        exhausted_reporter(GitHubForge(credentials_from(settings)))(job)
+        exhausted_reporter(GitHubForge(credentials_from(settings.github)))(job)
 
     context = app_context(app)
     runner = dispatcher(store, spawn, from_id, limit=settings.pool.workers, record=context.metrics.record_run,
@@ -189,7 +189,7 @@ def control(settings: Settings, *, spawn: Spawn, from_id: FromId, start: bool = 
     if start:
         runner.start()
         store.watch(runner.wake)  # a job another web container stored
-        QueueNotes(store, GitHubForge(credentials_from(settings))).start()  # queued jobs say where they stand
+        QueueNotes(store, GitHubForge(credentials_from(settings.github))).start()  # queued jobs say where they stand
     return app
 
 
@@ -221,7 +221,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     redactor = settings.redactor
     configure_logging(redactor)
     try:
-        outcome = job_handler(settings, GitHubForge(credentials_from(settings)))(JobRecord(**job))
+        outcome = job_handler(settings, GitHubForge(credentials_from(settings.github)))(JobRecord(**job))
     except Exception as e:  # noqa: BLE001 - the dispatcher records it as the job's failure
         log.exception("job %s failed", job.get("id"), extra={"job_id": job.get("id")})
         return RunResult(run_id(job["id"]), "failed", error=redactor.redact(str(e) or type(e).__name__),

@@ -172,3 +172,33 @@ def test_the_layer_rule_on_a_small_graph() -> None:
              "bot.jobs.e": {"bot.github.d", "bot.cli"}}
     assert upward_imports(graph) == ["bot.jobs.e -> bot.cli (doors is above jobs)",
                                      "bot.run.a -> bot.github.d (github is above run)"]
+
+
+def takes_whole_settings(source: str) -> bool:
+    """Whether `source` imports the whole `Settings` (`from bot.config import Settings`, anywhere in the file) or
+    reaches it as `bot.config.Settings`; its parts (`ModelSettings`, `Budget`, ...) do not count."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "bot.config" \
+                and any(alias.name == "Settings" for alias in node.names):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "Settings":
+            return True
+    return False
+
+
+def test_only_the_layers_above_the_run_take_the_whole_settings() -> None:
+    """The run layer and everything below it take the parts of the settings they read (issue 34): a module
+    there that imports `Settings` is named here."""
+    below = [name for name, _ in LAYERS].index("run")
+    takers = sorted(m for m, path in module_files().items() if takes_whole_settings(path.read_text())
+                    and m != "bot.config" and not m.startswith("bot.config."))
+    assert "bot.cli.run" in takers, "the check reads the real modules"
+    offenders = [m for m in takers if (layer_of(m) or 0) >= below]
+    assert offenders == [], "below the github layer, these import the whole Settings (pass the parts): " \
+        + ", ".join(offenders)
+
+
+def test_the_whole_settings_is_found_however_it_is_imported() -> None:
+    assert takes_whole_settings("from bot.config import Budget, Settings\n")
+    assert takes_whole_settings("def f():\n    import bot.config\n    return bot.config.Settings()\n")
+    assert not takes_whole_settings("from bot.config import Budget, ModelSettings, StoreSettings\n")

@@ -1,8 +1,9 @@
 """The agent loop: ask the model, run its tool calls in the sandbox, repeat.
 
 The run ends when the model answers without a tool call (that answer is the
-summary), at the first budget cap (turns, tokens, USD, wall clock, or the disk: the
-backend stops the sandbox and the next call says so), or at an
+summary), at the first budget cap (turns, tokens, USD, wall clock; or the disk or the
+memory: the backend stops the sandbox and the call says so, and before an answer is
+accepted the sandbox is asked once more), or at an
 interrupt (Ctrl-C, or SIGTERM where the entry point turns it into one). A cap, a
 model error or an interrupt never throws the work away: the loop returns what it
 has, marked with the reason, and the pipeline hands the workspace back as usual.
@@ -42,6 +43,7 @@ STOP_MESSAGES = {
     "max_cost": "stopped at the cost budget",
     "wall_clock": "stopped at the time limit",
     "max_disk": "stopped at the disk cap",
+    "max_memory": "stopped at the memory cap",
     "error": "stopped by an error",
     "interrupted": "stopped by an interrupt",
     "sandbox_lost": "stopped: the sandbox died and the run could not go on in a new one",
@@ -187,6 +189,7 @@ def _converse(turn: _Turn, messages: list[dict[str, Any]], tools: Toolset, sandb
             messages.append({"role": "assistant", "content": reply.content})
             last_text = reply.text or last_text
             if not reply.tool_uses:
+                sandbox.check_caps()  # a cap passed by the last call and not seen yet ends the run, not "done"
                 can_continue = not meter.exceeded()
                 follow_up = before_finish(can_continue) if before_finish is not None else None
                 if follow_up and can_continue:
@@ -205,7 +208,7 @@ def _converse(turn: _Turn, messages: list[dict[str, Any]], tools: Toolset, sandb
             after_tools()
     except KeyboardInterrupt:
         return turn.finish("interrupted", last_text)
-    except CapReached as e:  # the backend stopped the sandbox (the disk cap), under a tool call or a check
+    except CapReached as e:  # the backend stopped the sandbox (the disk, the memory), under a call or a check
         return turn.finish(e.stop_reason, last_text, error=str(e))
 
 

@@ -218,7 +218,8 @@ def _main(args: argparse.Namespace) -> int:
             with requires_extra("server", f"decode {args.command}"):
                 from bot.server import run as server
 
-            settings = with_stored_app(settings)  # the App /setup created, unless the environment sets one
+            # the App /setup created, unless the environment sets one
+            settings = settings.replace(github=with_stored_app(settings.github, settings.store.data_dir))
 
             if args.workers is not None:
                 if args.workers < 0:

@@ -113,7 +113,7 @@ def github_config(repo: str, settings: Settings) -> Found:
     from bot.github.auth import credentials_from
     from bot.github.forge import GitHubForge
 
-    forge = GitHubForge(credentials_from(settings))
+    forge = GitHubForge(credentials_from(settings.github))
     branch = forge.repository(repo).default_branch
     raw = forge.file_at(repo, PATH, branch)
     return Found(f"repository: {repo} at {branch}; {PATH}", config_of(raw, f" on {branch}"), raw is not None)

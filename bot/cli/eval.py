@@ -127,7 +127,7 @@ def from_history(args: argparse.Namespace, settings: Settings) -> int:
             "--from-history reads GitHub's pull requests: set GITHUB_TOKEN"))
     assert repo is not None
     note = lambda line: print(f"decode: {line}", file=sys.stderr, flush=True)  # noqa: E731
-    tasks = tasks_from_history(GitHubForge(credentials_from(settings)), repo, args.limit, note)
+    tasks = tasks_from_history(GitHubForge(credentials_from(settings.github)), repo, args.limit, note)
     target = Path(args.write)
     try:
         target.write_text("".join(task.to_line() + "\n" for task in tasks), encoding="utf-8")

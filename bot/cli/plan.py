@@ -23,7 +23,8 @@ def run_plan(args: argparse.Namespace, settings: Settings, repo: str, token: str
     of the run: 0 when the plan is there."""
     job = Job(repo=repo, task=planning_task(task), branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id,
               base=args.base, token=token, tools=PLAN.tools)
-    ran = execute(job, settings, progress=progress)
+    ran = execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp, store=settings.store,
+                  budget=settings.budget, redactor=settings.redactor, progress=progress)
     drop_clones(ran.run_dir)  # nothing to deliver
     figures = ran.result.figures
     if figures is not None:
@@ -44,7 +45,7 @@ def issue_task(settings: Settings, repo: str, number: int, instructions: str) ->
     from bot.github.task_text import build_task
     from bot.github.work import Issue
 
-    issue = GitHubForge(credentials_from(settings)).issue(repo, number)
+    issue = GitHubForge(credentials_from(settings.github)).issue(repo, number)
     if issue.is_pull:
         raise ConfigError(f"--plan --issue {number}: #{number} is a pull request; plan an issue")
     work = Issue(repo=repo, number=number, sender_login="", instructions=instructions)

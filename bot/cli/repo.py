@@ -49,7 +49,7 @@ def github_clone_url(repo: str, settings: Settings) -> tuple[str, str | None]:
         from bot.github.auth import credentials_from
         from bot.github.forge import GitHubForge
 
-        forge = GitHubForge(credentials_from(settings))
+        forge = GitHubForge(credentials_from(settings.github))
         return forge.repository(repo).clone_url, forge.token_for(repo)
     api = urllib.parse.urlsplit(settings.github.api_url)
     if api.hostname == "api.github.com":

@@ -67,7 +67,9 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     job = Job(repo=repo, task=args.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id, base=args.base,
               token=token)
     count = args.attempts or (attempts_at(repo, args.base) if local.exists() else 1)
-    ran = execute(job, settings, progress=progress) if count == 1 else best_of(job, settings, count, progress)
+    ran = best_of(job, settings, count, progress) if count > 1 else \
+        execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp, store=settings.store,
+                budget=settings.budget, redactor=settings.redactor, progress=progress)
     if ran is None:
         return 1
     delivered = deliver_local(ran) if local.exists() else None
@@ -86,7 +88,9 @@ def attempts_at(repo: str, base: str | None) -> int:
 def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], None]) -> Ran | None:
     """`count` attempts of `job` at once (bot/run/attempts.py): each one's line, how the published one was
     picked, and its `Ran` (None: none to publish, said on stderr)."""
-    chosen, attempts, _ = run_attempts(job, settings, count, progress)
+    chosen, attempts, _ = run_attempts(job, count, progress, model=settings.model, sandbox=settings.sandbox,
+                                       mcp=settings.mcp, store=settings.store, budget=settings.budget,
+                                       redactor=settings.redactor)
     for line in attempts_table(attempts, pick(attempts)):
         print(line)
     print(f"picked: {why(attempts, pick(attempts))}")
@@ -139,13 +143,13 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     from bot.github.job import JobContext, run_github_job
     from bot.github.work import Dispatch, Issue
 
-    forge = GitHubForge(credentials_from(settings))
+    forge = GitHubForge(credentials_from(settings.github))
     if args.issue is not None:
         work: Issue | Dispatch = Issue(repo=repo, number=args.issue, sender_login="", instructions=args.task or "")
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
-    conclusion = run_github_job(JobContext(work, settings, forge, run_id, run_tag(CLI_ORIGIN, run_id),
-                                           authorize=False, progress=progress, attempts=args.attempts))
+    conclusion = run_github_job(JobContext(work, forge, run_id, run_tag(CLI_ORIGIN, run_id),
+                                           authorize=False, progress=progress, attempts=args.attempts), settings)
     result = conclusion.recorded(run_id)  # the pull request and the commit GitHub has, for `decode runs`
     if conclusion.ran is not None:
         report(conclusion.ran, None)

@@ -8,7 +8,8 @@ malformed variable is a `ConfigError` naming the variable and what it should hol
 default written once) and composed of the parts the program uses: `model`,
 `github`, `sandbox`, `pool` (the job workers), `store`, `web` and `budget`.
 A part of the program takes the part it reads (`open_store(settings.store)`,
-`make_model(settings.model)`, `sandbox_spec(settings.sandbox, ...)`).
+`make_model(settings.model)`, `sandbox_spec(settings.sandbox, ...)`); only the layers above the run
+layer hold the whole value (docs/architecture.md, tests/test_import_graph.py).
 """
 
 from __future__ import annotations

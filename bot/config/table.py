@@ -123,8 +123,8 @@ ROWS: tuple[Row, ...] = (
         "what one run's agent may write (workspace and temp), in MB (local, bwrap, docker); past it the agent "
         "stops and its work so far is committed as incomplete (exit 3)"),
     Row("max_memory_mb", "DECODE_MAX_MEMORY_MB", "sandbox.max_memory_mb", 4096, positive(int),
-        "the memory one sandbox may use, in MB (bwrap, docker, modal); past it the kernel kills a process, "
-        "and the run names the limit (a dead sandbox is restarted, DECODE_MAX_RESTARTS)"),
+        "the memory one sandbox may use, in MB (bwrap, docker, modal); past it the kernel kills a process and, "
+        "on bwrap and docker, the agent stops and its work so far is committed as incomplete (exit 3)"),
     Row("max_restarts", "DECODE_MAX_RESTARTS", "sandbox.max_restarts", 2,
         count("DECODE_MAX_RESTARTS={raw!r} is not valid: set it to how many times a run may restart a sandbox "
               "that died (default {default}; 0: never)"),

@@ -119,10 +119,13 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
     job = Job(repo=source, task=task.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id,
               base=task.base, token=token)
     if attempts == 1:
-        ran = execute(job, settings, progress=progress)
+        ran = execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp, store=settings.store,
+                      budget=settings.budget, redactor=settings.redactor, progress=progress)
         rans, shown = [ran], ran
     else:  # what the bot would publish: the picked attempt, else (none passed verify) the first that finished
-        chosen, _, found = run_attempts(job, settings, attempts, progress)
+        chosen, _, found = run_attempts(job, attempts, progress, model=settings.model, sandbox=settings.sandbox,
+                                        mcp=settings.mcp, store=settings.store, budget=settings.budget,
+                                        redactor=settings.redactor)
         rans = [r for r in found if r is not None]
         if not rans:
             raise DecodeError(f"none of the {attempts} attempts finished (see {out})")
@@ -173,7 +176,8 @@ def run_check(command: str, settings: Settings, source: str, ref: str, token: st
     work = Path(tempfile.mkdtemp(prefix="eval-check-", dir=_scratch(settings)))
     beside = Beside()
     try:
-        ws = prepare(source, work, "decode-eval-check", ref, token, redactor=redactor, mirrors=Mirrors.of(settings))
+        ws = prepare(source, work, "decode-eval-check", ref, token, redactor=redactor,
+                     mirrors=Mirrors.of(settings.store))
         beside.now(ws.keep_tree, "decode-keep-tree")
         config = config or load_repo_config(ws.git, ws.base_sha)
         check_ceiling(config.allow_cidrs, settings.sandbox.allow_cidrs_max)

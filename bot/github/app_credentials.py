@@ -3,18 +3,18 @@
 The manifest flow (docs/setup.md) hands back the App's id, slug, private key,
 webhook secret and OAuth client; `save` writes them owner-only (0600) and
 atomically, so a crash never leaves half a key. At start-up `with_stored_app`
-fills the Settings from the file unless the environment sets App credentials:
+fills the GitHub settings from the file unless the environment sets App credentials:
 the environment always wins, and is never mixed with the file.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bot.config import Settings
+from bot.config import GitHubSettings
 from bot.core.errors import ConfigError
 from bot.core.files import write_atomic
 
@@ -81,29 +81,30 @@ def load(data_dir: Path) -> StoredApp | None:
                           "again") from None
 
 
-def sets_app(settings: Settings) -> bool:
+def sets_app(github: GitHubSettings) -> bool:
     """Whether any App credential is set (the environment's, or the file's once applied)."""
-    return bool(settings.github.app_id or settings.github.app_private_key or settings.github.webhook_secret)
+    return bool(github.app_id or github.app_private_key or github.webhook_secret)
 
 
-def has_credentials(settings: Settings) -> bool:
+def has_credentials(github: GitHubSettings) -> bool:
     """Whether the settings name GitHub credentials: an App's, or a token (`decode serve` in token mode).
     Without any, the server is in setup mode."""
-    return sets_app(settings) or bool(settings.github.token)
+    return sets_app(github) or bool(github.token)
 
 
-def applied(settings: Settings, app: StoredApp) -> Settings:
-    """`settings` running as `app`; an OAuth client the environment sets is kept as a pair."""
-    client = {} if settings.github.client_id or settings.github.client_secret else {
-        "github_client_id": app.client_id, "github_client_secret": app.client_secret}
-    return settings.replace(github_app_id=str(app.id), github_app_private_key=app.pem,
-                            github_webhook_secret=app.webhook_secret, **client)
+def applied(github: GitHubSettings, app: StoredApp) -> GitHubSettings:
+    """`github` running as `app`; an OAuth client the environment sets is kept as a pair."""
+    client = (github.client_id, github.client_secret) if github.client_id or github.client_secret else \
+        (app.client_id, app.client_secret)
+    return replace(github, app_id=str(app.id), app_private_key=app.pem, webhook_secret=app.webhook_secret,
+                   client_id=client[0], client_secret=client[1])
 
 
-def with_stored_app(settings: Settings) -> Settings:
-    """The Settings `decode serve` and `decode worker` run with: the environment's when it sets any App
-    credential (even partly: its own errors then say what is missing), else the App in app.json, if any."""
-    if sets_app(settings):
-        return settings
-    app = load(settings.store.data_dir)
-    return settings if app is None else applied(settings, app)
+def with_stored_app(github: GitHubSettings, data_dir: Path) -> GitHubSettings:
+    """The GitHub settings `decode serve` and `decode worker` run with: the environment's when it sets any App
+    credential (even partly: its own errors then say what is missing), else the App in `data_dir`'s app.json,
+    if any."""
+    if sets_app(github):
+        return github
+    app = load(data_dir)
+    return github if app is None else applied(github, app)

@@ -40,15 +40,17 @@ def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], 
         if event.get("type") == "phase":
             check.on_event(event)
 
-    chosen, attempts, rans = run_attempts(job, settings, count, progress, watch)
+    chosen, attempts, rans = run_attempts(job, count, progress, watch, model=settings.model, sandbox=settings.sandbox,
+                                          mcp=settings.mcp, store=settings.store, budget=settings.budget,
+                                          redactor=settings.redactor)
     finished = [ran for ran in rans if ran is not None]
     started = [ran for ran, attempt in zip(rans, attempts) if ran is not None and attempt.turns]
     published = chosen or next(iter(started + finished), None)
     if published is None:
         raise DecodeError(f"none of the {count} attempts finished: {attempts[0].error}")
     number = rans.index(published) + 1
-    shown = [replace(a, transcript=f"[transcript]({url})") if (url := run_link(settings, a.run_id)) else a
-             for a in attempts]  # each its page, where the server has one
+    shown = [replace(a, transcript=f"[transcript]({url})")  # each its page, where the server has one
+             if (url := run_link(settings.web, settings.store, a.run_id)) else a for a in attempts]
     section = "\n".join([f"**Attempts** ({count}; published: attempt {number}): {why(attempts, pick(attempts))}", "",
                          *table(shown, pick(attempts) or attempts[number - 1])])
     return published, section

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from github import Auth, Github, GithubException, GithubIntegration
 
-from bot.config import Settings
+from bot.config import GitHubSettings
 from bot.core.errors import ConfigError, DecodeError
 from bot.github.retry import GitHubRetry
 
@@ -162,17 +162,17 @@ def check_app_key(pem: str, name: str = "GITHUB_APP_PRIVATE_KEY") -> None:
                           "settings page generates, whole and unencrypted")
 
 
-def credentials_from(settings: Settings) -> Credentials:
+def credentials_from(github: GitHubSettings) -> Credentials:
     """App credentials when GITHUB_APP_ID is set, else the token; an error naming what is missing."""
-    if settings.github.app_id:
-        if not settings.github.app_private_key:
+    if github.app_id:
+        if not github.app_private_key:
             raise ConfigError("GITHUB_APP_PRIVATE_KEY is not set: set it to the app's PEM private key "
                               "(or GITHUB_APP_PRIVATE_KEY_PATH to its file)")
-        check_app_key(settings.github.app_private_key, "GITHUB_APP_PRIVATE_KEY" + (
-            " (or the file GITHUB_APP_PRIVATE_KEY_PATH names)" if settings.github.app_private_key_path else ""))
-        return AppCredentials(settings.github.app_id, settings.github.app_private_key, settings.github.api_url)
-    if settings.github.token:
-        return TokenCredentials(settings.github.token, settings.github.api_url)
+        check_app_key(github.app_private_key, "GITHUB_APP_PRIVATE_KEY" + (
+            " (or the file GITHUB_APP_PRIVATE_KEY_PATH names)" if github.app_private_key_path else ""))
+        return AppCredentials(github.app_id, github.app_private_key, github.api_url)
+    if github.token:
+        return TokenCredentials(github.token, github.api_url)
     raise ConfigError("GITHUB_TOKEN is not set: set it to a token with contents, issues and pull requests "
                       "write access (or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY for a GitHub App)")
 

@@ -25,6 +25,7 @@ from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
 from bot.core.names import BRANCH_PREFIX
+from bot.core.redact import Redactor
 from bot.github.attempts import attempts_of, best_of
 from bot.github.allow import open_allow_pull
 from bot.github.bots import BOT_RUN, acted_by, bot_allowed, cap_text, is_bot
@@ -56,7 +57,8 @@ def _quiet(line: str) -> None:
 
 @dataclass(frozen=True)
 class JobContext:
-    """One GitHub job and what it runs with: the work, the settings, the forge it talks to, and its identity.
+    """One GitHub job: the work, the forge it talks to, and its identity (the settings it runs with are the
+    process's, passed beside it).
 
     `run_id` names the run where its door shows it (its directory, its record, its page); `tag`
     (`core.names.run_tag`) is unique wherever the job's comments and branches are: it rides in the hidden
@@ -68,7 +70,6 @@ class JobContext:
     the run's lines."""
 
     work: Work
-    settings: Settings
     forge: Forge
     run_id: str
     tag: str
@@ -80,40 +81,41 @@ class JobContext:
     progress: Callable[[str], None] = _quiet
 
 
-def run_github_job(ctx: JobContext) -> Conclusion:
-    """Carry out `ctx.work` and report on GitHub; errors end in the tracking comment, not in silence."""
+def run_github_job(ctx: JobContext, settings: Settings) -> Conclusion:
+    """Carry out `ctx.work` with `settings` and report on GitHub; errors end in the tracking comment, not in
+    silence."""
     work, forge, run_id = ctx.work, ctx.forge, ctx.run_id
-    redactor = ctx.settings.redactor
+    redactor = settings.redactor
     try:
         admitted = admit(work, _opt_in(work, forge) if unasked(work) else None, authorize=ctx.authorize)
         if isinstance(admitted, Skip):
             _notify(work, forge, admitted)
             return Conclusion.of_job("skipped", admitted.reason)
-        if admitted.authorize and (refused := _refuse(work, forge, ctx.settings, ctx.tag)) is not None:
+        if admitted.authorize and (refused := _refuse(work, forge, settings, ctx.tag)) is not None:
             return refused
         resume = _resumable(ctx, work) if isinstance(work, Continue) else None
         if isinstance(resume, Conclusion):
             return resume
-        approved = _approved(ctx, work) if isinstance(work, Go) else None
+        approved = _approved(ctx, work, settings.github.command) if isinstance(work, Go) else None
         if isinstance(approved, Conclusion):
             return approved
-        page = run_link(ctx.settings, run_id)
+        page = run_link(settings.web, settings.store, run_id)
         tracking = _track(ctx, page, admitted.doing, continues_marker(resume) if resume else "") \
             if admitted.track else None
         check = start_check_run(forge, work, ctx.tag, page or ctx.run_url)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         error: Exception = e
         if isinstance(e, GithubException) and e.status in (401, 403, 404):
-            error = _refusal(e, work, forge, ctx.settings.github.api_url)
+            error = _refusal(e, work, forge, settings.github.api_url)
         text = redactor.redact(str(error) or type(error).__name__)
         _unforeseen(run_id, error, text)
         return Conclusion.of_job("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
-        facts = dataclasses.replace(_facts(ctx, info, admitted.ci), resume=resume, plan=approved)
-        decided = plan(work, facts, tag=ctx.tag, sandbox_mode=ctx.settings.sandbox.mode)
+        facts = dataclasses.replace(_facts(ctx, info, admitted.ci, redactor), resume=resume, plan=approved)
+        decided = plan(work, facts, tag=ctx.tag, sandbox_mode=settings.sandbox.mode)
         conclusion = Conclusion.of_job("skipped", decided.reason) if isinstance(decided, Skip) else \
-            _work(ctx, decided, info, tracking, check, page)
+            _work(ctx, settings, decided, info, tracking, check, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.ran.run_dir)
         if edited := (decided.note if isinstance(decided, Plan) else None):
@@ -180,13 +182,13 @@ def _resumable(ctx: JobContext, work: Continue) -> PullState | Conclusion:
     return Conclusion.of_job("skipped", decided)
 
 
-def _approved(ctx: JobContext, work: Go) -> PlanText | Conclusion:
+def _approved(ctx: JobContext, work: Go, command: str) -> PlanText | Conclusion:
     """The issue's plan comment as it reads now, or the skipped conclusion after one reply saying there is none."""
     forge, repo, number = ctx.forge, work.repo, work.number
     found = read_plan(forge, repo, number)
     if found is not None:
         return found
-    tag, command = marker("go-refused", work.comment_id), ctx.settings.github.command
+    tag = marker("go-refused", work.comment_id)
     if forge.find_comment(repo, number, tag) is None:
         forge.post_comment(repo, number, f"There is no plan on this issue yet, so `{command} go` has nothing to carry "
                                          f"out. Comment `{command} plan` first (instructions may follow), read the "
@@ -288,7 +290,7 @@ def _default_config(repo: str, forge: Forge) -> RepoConfig:
     return config_of(forge.file_at(repo, PATH, branch), f" on {branch}")
 
 
-def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None) -> Facts:
+def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None, redactor: Redactor) -> Facts:
     """What `plan` decides from: the issue and pull request as GitHub has them now, a review's comments, and
     for round `ci` of a CI fix the task made of the failed checks."""
     work, forge = ctx.work, ctx.forge
@@ -298,18 +300,18 @@ def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None) -> Facts
     review = tuple(forge.review_comments(repo, work.number, work.review_id)) if isinstance(work, Review) else ()
     ci_round = None
     if isinstance(work, CheckSuite) and ci is not None:
-        redact = ctx.settings.redactor.redact
+        redact = redactor.redact
         failures = forge.failed_checks(repo, work.head_sha, redact=redact)
         ci_round = CiRound(ci[0], ci[1], ci_task_text(failures, redact=redact, pr_number=work.number,
                                                       head_sha=work.head_sha, round=ci[0], rounds=ci[1]))
     return Facts(info, issue, pull, review, ci_round)
 
 
-def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | None, check: CheckRun,
-          page: str | None) -> Conclusion:
+def _work(ctx: JobContext, settings: Settings, the_plan: Plan, info: RepoInfo, tracking: Tracker | None,
+          check: CheckRun, page: str | None) -> Conclusion:
     """Run `the_plan` and publish its delivery; `tracking` and `check` follow the run, `page` is its transcript
     page."""
-    forge, settings, run_id, repo = ctx.forge, ctx.settings, ctx.run_id, ctx.work.repo
+    forge, run_id, repo = ctx.forge, ctx.run_id, ctx.work.repo
     model, progress, attempt = ctx.model, ctx.progress, ctx.attempt
     token = forge.token_for(repo)
     if isinstance(the_plan.delivery, AllowHosts):
@@ -323,7 +325,9 @@ def _work(ctx: JobContext, the_plan: Plan, info: RepoInfo, tracking: Tracker | N
         count = attempts_of(ctx.attempts or getattr(ctx.work, "attempts", None), forge, repo,
                             the_plan.config_base or the_plan.base or info.default_branch) \
             if job.tools.keeps_changes else 1  # a planning run is one: it publishes no diff to pick from
-        outcome, attempts = (execute(job, settings, model=model, progress=progress, watch=_watch(tracking, check)),
+        outcome, attempts = (execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp,
+                                     store=settings.store, budget=settings.budget, redactor=settings.redactor,
+                                     client=model, progress=progress, watch=_watch(tracking, check)),
                              "") if count == 1 else best_of(job, settings, count, progress, tracking, check)
     except Exception as e:
         if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details

@@ -17,7 +17,7 @@ import hmac
 import time
 from urllib.parse import quote
 
-from bot.config import Settings
+from bot.config import StoreSettings, WebSettings
 from bot.core.keys import data_key
 from bot.core.names import job_id
 
@@ -33,40 +33,40 @@ class Link(enum.Enum):
     BAD = "bad"
 
 
-def signature(settings: Settings, run_id: str, expires: int, *, key: bytes | None = None) -> str:
+def signature(store: StoreSettings, run_id: str, expires: int, *, key: bytes | None = None) -> str:
     """The hex HMAC-SHA256 of `run_id` and its expiry (Unix seconds) under the server's link key (`key`: as
     read already, for a page of links)."""
-    key = key if key is not None else data_key(settings.store.data_dir, KEY_FILE)
+    key = key if key is not None else data_key(store.data_dir, KEY_FILE)
     return hmac.new(key, f"{run_id}\n{expires}".encode(), hashlib.sha256).hexdigest()
 
 
-def check(settings: Settings, run_id: str, expires: str | None, sig: str | None, *,
+def check(store: StoreSettings, run_id: str, expires: str | None, sig: str | None, *,
           now: float | None = None) -> Link:
     """Whether `sig` signs `run_id` (a well-formed run id) and `expires`, compared in constant time, and
     whether that expiry has passed."""
     if not sig or not expires or not expires.isascii() or not expires.isdigit() or job_id(run_id) is None:
         return Link.BAD
-    if not hmac.compare_digest(signature(settings, run_id, int(expires)).encode(), sig.encode()):
+    if not hmac.compare_digest(signature(store, run_id, int(expires)).encode(), sig.encode()):
         return Link.BAD
     return Link.GOOD if int(expires) > (time.time() if now is None else now) else Link.EXPIRED
 
 
-def run_path(settings: Settings, run_id: str, *, now: float | None = None) -> str:
+def run_path(store: StoreSettings, run_id: str, *, now: float | None = None) -> str:
     """The signed path of a run's transcript page, relative to the server root, valid `DECODE_KEEP_DAYS`."""
-    return run_paths(settings, [run_id], now=now)[run_id]
+    return run_paths(store, [run_id], now=now)[run_id]
 
 
-def run_paths(settings: Settings, run_ids: list[str], *, now: float | None = None) -> dict[str, str]:
+def run_paths(store: StoreSettings, run_ids: list[str], *, now: float | None = None) -> dict[str, str]:
     """`run_path` of each of `run_ids` (a dashboard page's), the key read once."""
-    expires = int((time.time() if now is None else now) + settings.store.keep_days * DAY_S)
-    key = data_key(settings.store.data_dir, KEY_FILE)
-    return {run_id: f"/runs/{quote(run_id)}?exp={expires}&sig={signature(settings, run_id, expires, key=key)}"
+    expires = int((time.time() if now is None else now) + store.keep_days * DAY_S)
+    key = data_key(store.data_dir, KEY_FILE)
+    return {run_id: f"/runs/{quote(run_id)}?exp={expires}&sig={signature(store, run_id, expires, key=key)}"
             for run_id in run_ids}
 
 
-def run_link(settings: Settings, run_id: str) -> str | None:
+def run_link(web: WebSettings, store: StoreSettings, run_id: str) -> str | None:
     """The transcript page's full URL, or None when DECODE_PUBLIC_URL is not set (nowhere to point to) or
     the run is not a job of `decode serve`'s queue (a CLI or Action run has no page)."""
-    if not settings.web.public_url or job_id(run_id) is None:
+    if not web.public_url or job_id(run_id) is None:
         return None
-    return settings.web.public_url + run_path(settings, run_id)
+    return web.public_url + run_path(store, run_id)

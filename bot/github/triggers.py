@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.config import Settings
+from bot.config import GitHubSettings
 from bot.github.work import (
     CHECK_NAME, Allow, CheckSuite, Comment, Continue, Dispatch, Go, Issue, Labels, PlanRequest, Review, ReviewComment,
     Work, work_of_check,
@@ -47,9 +47,8 @@ class Rules:
     app_id: str | None = None  # the App's id: "Re-run" is taken only on check runs it made
 
     @classmethod
-    def of(cls, settings: Settings) -> "Rules":
-        return cls(label=settings.github.trigger_label, command=settings.github.command,
-                   app_id=settings.github.app_id)
+    def of(cls, github: GitHubSettings) -> "Rules":
+        return cls(label=github.trigger_label, command=github.command, app_id=github.app_id)
 
 
 # Workflow runs: whoever started one may run workflows, and the job checks permissions again. A bot that

@@ -62,9 +62,9 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
         if isinstance(work, Labels):
             conclusion = add_trigger_labels(work, forge, settings.github.trigger_label)
         else:
-            conclusion = run_github_job(JobContext(work, settings, forge, run_id(job.id), tag_of(job),
+            conclusion = run_github_job(JobContext(work, forge, run_id(job.id), tag_of(job),
                                                    attempt=job.attempts, model=model,
-                                                   progress=lambda line: log.info(line, extra=extra)))
+                                                   progress=lambda line: log.info(line, extra=extra)), settings)
         result = conclusion.recorded(run_id(job.id))  # record.json holds what the store does, links included
         if record is not None and result.figures is not None:
             record(result)

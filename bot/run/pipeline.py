@@ -22,7 +22,7 @@ from bot.agent.mcp import McpServers
 from bot.agent.prompt import network_rule, system_prompt, task_message
 from bot.agent.purse import Purse
 from bot.agent.tools import DEFAULT_TOOLS, Toolset
-from bot.config import Settings
+from bot.config import Budget, McpSettings, ModelSettings, SandboxSettings, StoreSettings
 from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
@@ -98,10 +98,14 @@ class Ran:
 
 @dataclass(frozen=True)
 class _Context:
-    """What every step of one run reads."""
+    """What every step of one run reads: the job, the parts of the settings it runs with, and its own things."""
 
     job: Job
-    settings: Settings
+    model: ModelSettings
+    sandbox: SandboxSettings
+    mcp: McpSettings
+    store: StoreSettings
+    budget: Budget
     run_dir: Path
     transcript: Transcript
     progress: Progress
@@ -111,7 +115,7 @@ class _Context:
 
     @property
     def deadline(self) -> float:
-        return self.started + self.settings.budget.max_wall_s
+        return self.started + self.budget.max_wall_s
 
 
 @dataclass(frozen=True)
@@ -139,36 +143,41 @@ class _Repo:
     thinking: ThinkingPlan
 
 
-def execute(job: Job, settings: Settings, *, model: Model | None = None, progress: Progress = print,
+def execute(job: Job, *, model: ModelSettings, sandbox: SandboxSettings, mcp: McpSettings, store: StoreSettings,
+            budget: Budget, redactor: Redactor, client: Model | None = None, progress: Progress = print,
             watch: Callable[[dict[str, Any]], None] | None = None) -> Ran:
     """Run `job` to the end and return what it produced; a `DecodeError` when it cannot run.
+
+    It takes the parts of the settings it reads, each on its own, and the process's `redactor`; `client` is
+    a model already made (None: one is made from `model`).
 
     `watch` sees every transcript event as it is recorded, `phase` events among them (preparing, sandbox,
     setup, agent, verifying): the live tracking comment follows the run through it. record.json gets the
     run's `RunResult` however the run ends. Earlier runs' directories are pruned on a thread beside the run,
     never before its first model request."""
     started = time.monotonic()
-    if model is None:
-        preload(settings.model)
-    runs = settings.store.data_dir / "runs"
+    if client is None:
+        preload(model)
+    runs = store.data_dir / "runs"
     beside = Beside()
-    beside.now(lambda: prune(runs, settings.store.keep_days), "decode-prune")
+    beside.now(lambda: prune(runs, store.keep_days), "decode-prune")
     run_dir = fresh_dir(runs, attempt_dir(job.run_id, job.attempt))
-    redactor = settings.redactor.plus(job.token)
+    redactor = redactor.plus(job.token)
 
     def seen(event: dict[str, Any]) -> None:
         beside.seen(event)
         if watch is not None:
             watch(event)
 
-    ctx = _Context(job, settings, run_dir, Transcript(run_dir, redactor, seen), progress, redactor, started, beside)
+    ctx = _Context(job, model, sandbox, mcp, store, budget, run_dir, Transcript(run_dir, redactor, seen), progress,
+                   redactor, started, beside)
     repo: _Repo | None = None
     ran: Ran | None = None
     try:
-        model = check_model(ctx, model)
-        repo = prepare_repo(ctx, model)
+        checked = check_model(ctx, client)
+        repo = prepare_repo(ctx, checked)
         note_unoffered(ctx, repo.config)
-        ran = commit_work(ctx, repo, work_in_sandbox(ctx, repo, model))
+        ran = commit_work(ctx, repo, work_in_sandbox(ctx, repo, checked))
         return ran
     except DecodeError as e:
         ctx.transcript.record("run_end", stop_reason="error", summary="", error=str(e))
@@ -182,7 +191,7 @@ def execute(job: Job, settings: Settings, *, model: Model | None = None, progres
 
 def check_model(ctx: _Context, model: Model | None) -> Model:
     """The run's model, asked once: a rejected key or unknown model id ends the run here, before any clone."""
-    model = model or make_model(ctx.settings.model)
+    model = model or make_model(ctx.model)
     ctx.progress(f"checking the model {model.name}")
     model.check()
     return model
@@ -195,7 +204,7 @@ def prepare_repo(ctx: _Context, model: Model) -> _Repo:
     transcript.record("phase", name="preparing")
     ctx.progress(f"preparing {job.repo} on branch {job.branch}")
     ws = prepare(job.repo, ctx.run_dir, job.branch, job.base, job.token, redactor=ctx.redactor,
-                 mirrors=Mirrors.of(ctx.settings), background=True,  # checked out while the sandbox starts
+                 mirrors=Mirrors.of(ctx.store), background=True,  # checked out while the sandbox starts
                  say=lambda line: transcript.record("note", text=line))  # a kept tree taken, or why not
     try:
         return read_repo(ctx, model, ws)
@@ -211,13 +220,13 @@ def read_repo(ctx: _Context, model: Model, ws: Workspace) -> _Repo:
     job, transcript = ctx.job, ctx.transcript
     config_sha = ws.base_sha if job.config_base is None else ws.branch_commit(job.config_base)
     config = load_repo_config(ws.git, config_sha)
-    check_ceiling(config.allow_cidrs, ctx.settings.sandbox.allow_cidrs_max)
-    setting = ctx.settings.model.thinking if config.thinking is None else config.thinking
+    check_ceiling(config.allow_cidrs, ctx.sandbox.allow_cidrs_max)
+    setting = ctx.model.thinking if config.thinking is None else config.thinking
     info = model.info()
     thinking = plan_thinking(setting, info, answer_room(info))
     transcript.record("run_start", task=job.task, repo=job.repo, branch=job.branch, base_sha=ws.base_sha,
-                      config_sha=config_sha, model=model.name, sandbox=ctx.settings.sandbox.mode,
-                      budget=vars(ctx.settings.budget), thinking=thinking.label)
+                      config_sha=config_sha, model=model.name, sandbox=ctx.sandbox.mode,
+                      budget=vars(ctx.budget), thinking=thinking.label)
     if thinking.note:
         _note(ctx, thinking.note)
     instructions = load_instructions(ws.git, config_sha)
@@ -230,7 +239,7 @@ def read_repo(ctx: _Context, model: Model, ws: Workspace) -> _Repo:
 
 def note_unoffered(ctx: _Context, config: RepoConfig) -> None:
     """Say so when decode.yml asks for what this sandbox does not offer (a GPU, an image): the run goes on."""
-    mode = ctx.settings.sandbox.mode
+    mode = ctx.sandbox.mode
     offers = capabilities(mode)
     if config.gpu and not offers.gpu:
         _note(ctx, f".github/decode.yml asks for a GPU, which only SANDBOX_MODE={' and '.join(offering('gpu'))} "
@@ -246,15 +255,15 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
     config = repo.config
     agent_policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                                 allow_domains=config.allow_domains)
-    max_file = ctx.settings.sandbox.max_file_mb * MB
+    max_file = ctx.sandbox.max_file_mb * MB
     caps = {"max_file_bytes": max_file, "max_bytes": max_file * PATCH_CAP_FILES}
-    servers = McpServers(config.mcp, ctx.settings.mcp, ctx.transcript.record,
+    servers = McpServers(config.mcp, ctx.mcp, ctx.transcript.record,
                          lambda line: ctx.progress(ctx.redactor.redact(line)))  # a server's stderr is in it
     bare = lambda: replace(run_spec(ctx, repo), hand_back_only=True)  # noqa: E731 (opened to hand back only)
     sandbox = Restarting(lambda kept: open_set_up(ctx, repo, agent_policy, servers, kept=kept),
-                         lambda: open_sandbox(ctx.settings.sandbox.mode, bare(), network=agent_policy),
+                         lambda: open_sandbox(ctx.sandbox.mode, bare(), network=agent_policy),
                          workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,
-                         max_restarts=ctx.settings.sandbox.max_restarts, record=ctx.transcript.record,
+                         max_restarts=ctx.sandbox.max_restarts, record=ctx.transcript.record,
                          progress=ctx.progress)
     try:
         agent, verification, review = run_the_agent(ctx, repo, sandbox, model, ctx.job.tools.plus(servers.tools))
@@ -263,7 +272,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
         if agent.stop_reason == "interrupted":
             ctx.progress("interrupted: keeping the work so far (interrupt again to stop without it)")
             sandbox.set_network(agent_policy)  # a fresh agentd: the abandoned call's answer is not awaited
-        elif agent.stop_reason in ("sandbox_lost", "max_disk"):  # why: the caller's last line
+        elif agent.stop_reason in ("sandbox_lost", "max_disk", "max_memory"):  # why: the caller's last line
             ctx.progress("keeping the work so far")
         hand = sandbox.hand_back(repo.ws.base_sha, **caps) if ctx.job.tools.keeps_changes else HandBack(b"", {})
         return _Work(agent, verification, blocked, hand, tuple(sandbox.restarts), review)
@@ -298,7 +307,7 @@ def open_set_up(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy, servers:
 
 def run_spec(ctx: _Context, repo: _Repo) -> SandboxSpec:
     """The run's sandbox: the settings' with the run's name and decode.yml's image and GPU."""
-    return sandbox_spec(ctx.settings.sandbox, repo.ws.path, image=repo.config.image or ctx.settings.sandbox.image,
+    return sandbox_spec(ctx.sandbox, repo.ws.path, image=repo.config.image or ctx.sandbox.image,
                         name=f"decode-{ctx.job.run_id}", gpu=repo.config.gpu, ready=repo.ws.ready)
 
 
@@ -307,20 +316,20 @@ def open_run_sandbox(ctx: _Context, repo: _Repo, agent_policy: EgressPolicy, *,
     """The run's sandbox, through the one way to open one (`bot.sandbox.open_sandbox`, the warm pool behind
     it), started from the setup cache's image on a hit; with setup to run, under setup's network policy, or
     the agent's on a workspace the agent left (`kept`)."""
-    settings, config, ws = ctx.settings, repo.config, repo.ws
+    config, ws = repo.config, repo.ws
     ctx.transcript.record("phase", name="sandbox")
-    ctx.progress(f"starting the {settings.sandbox.mode} sandbox")
+    ctx.progress(f"starting the {ctx.sandbox.mode} sandbox")
     spec = run_spec(ctx, repo)
-    cache = plan_setup_cache(settings, spec, config, ws, repo.config_sha, ctx.redactor.redact(ctx.job.repo),
-                             ctx.transcript)
+    cache = plan_setup_cache(ctx.sandbox, ctx.store, spec, config, ws, repo.config_sha,
+                             ctx.redactor.redact(ctx.job.repo), ctx.transcript)
     if cache is not None and cache.hit is not None:
         spec = replace(spec, image=cache.hit.tag)
     runs_setup = bool(config.setup) and (cache is None or cache.hit is None)
     setup_policy = agent_policy if kept else EgressPolicy(internet=bool(config.setup), allow_cidrs=config.allow_cidrs)
     # Without setup to run, agentd starts under the agent's policy: no restart, and a warm agentd is kept.
-    sandbox = open_sandbox(settings.sandbox.mode, spec, network=setup_policy if runs_setup else agent_policy)
+    sandbox = open_sandbox(ctx.sandbox.mode, spec, network=setup_policy if runs_setup else agent_policy)
     if sandbox.acquired_from == "pool":  # docker and modal with DECODE_POOL_SIZE
-        ctx.transcript.record("note", text=f"the {settings.sandbox.mode} sandbox came from the warm pool")
+        ctx.transcript.record("note", text=f"the {ctx.sandbox.mode} sandbox came from the warm pool")
     return sandbox, cache
 
 
@@ -348,20 +357,20 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model,
     """The agent loop on the task, offered `tools`, with the hand-back review, decode.yml's `verify:` and its
     `review:` before its answer; the agent's result counts the review pass's turns and cost."""
     ctx.transcript.record("phase", name="agent")
-    config, settings, redact = repo.config, ctx.settings, ctx.redactor.redact
+    config, redact = repo.config, ctx.redactor.redact
     network = network_rule(internet=config.network, allow_domains=config.allow_domains,
                            allow_cidrs=config.allow_cidrs)
     verifier = Verifier(sandbox, config, ctx.transcript, ctx.progress, redact, ctx.deadline)
     ctx.beside.after_first_request(repo.ws.keep_tree, "decode-keep-tree")  # for the next run, off this one's path
-    max_file = settings.sandbox.max_file_mb * MB
-    reviewer = SelfReview(model, sandbox, repo.ws.base_sha, ctx.job.task, settings.budget, ctx.transcript, redact,
-                          ctx.started, dict(settings.model.prices), purse=ctx.job.purse) \
+    max_file = ctx.sandbox.max_file_mb * MB
+    reviewer = SelfReview(model, sandbox, repo.ws.base_sha, ctx.job.task, ctx.budget, ctx.transcript, redact,
+                          ctx.started, dict(ctx.model.prices), purse=ctx.job.purse) \
         if config.review and ctx.job.tools.keeps_changes else None
     agent = run_agent(
         model=model, sandbox=sandbox,
         system=system_prompt(root=sandbox.root, network=network, instructions=repo.instructions.parts),
-        task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=settings.budget,
-        recorder=ctx.transcript, prices=dict(settings.model.prices), progress=ctx.progress, redact=redact,
+        task=task_message(ctx.job.task, repo_facts(repo.ws, ctx.job.branch)), budget=ctx.budget,
+        recorder=ctx.transcript, prices=dict(ctx.model.prices), progress=ctx.progress, redact=redact,
         started=ctx.started, thinking=repo.thinking, info=repo.info, after_tools=sandbox.checkpoint,
         before_finish=finish_gate(lambda: review_hand_back(sandbox, repo.ws.base_sha, max_file, ctx.transcript)
                                   if ctx.job.tools.keeps_changes else None, verifier, reviewer),
@@ -374,7 +383,7 @@ def run_the_agent(ctx: _Context, repo: _Repo, sandbox: Restarting, model: Model,
 
 def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
     """Apply the hand-back to the clean clone and commit it there; the run's result."""
-    agent, max_file = work.agent, ctx.settings.sandbox.max_file_mb * MB
+    agent, max_file = work.agent, ctx.sandbox.max_file_mb * MB
     applied = repo.ws.apply_patch(work.hand.patch, keep_workflows=repo.config.allow_workflow_changes,
                                   max_file_bytes=max_file)
     left_out = {**work.hand.left_out, **applied.left_out}
@@ -406,8 +415,8 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
     ctx.transcript.write_markdown()
     write_record(ctx.run_dir, ran.result if ran is not None else _unfinished(ctx))
     ctx.beside.join()
-    if (mirrors := Mirrors.of(ctx.settings)) is not None:  # the kept tree just made counts in the bound
-        mirrors.prune_for(ctx.settings)
+    if (mirrors := Mirrors.of(ctx.store)) is not None:  # the kept tree just made counts in the bound
+        mirrors.prune_for(ctx.store)
 
 
 def _unfinished(ctx: _Context) -> RunResult:

@@ -19,8 +19,8 @@ patch since the base) and a new sandbox gets them back (`CopiesWorkspace.restore
 Past `max_restarts` (DECODE_MAX_RESTARTS), or when the workspace is gone, the call raises `SandboxLost`:
 the agent stops there, and the work so far is handed back from a fresh sandbox without setup (or from
 the last checkpoint) and committed as incomplete, as an interrupt's is. A sandbox the backend stopped
-for a cap (`CapReached`, the disk) is not restarted: the call raises it and the work is handed back
-the same way.
+for a cap (`CapReached`: the disk, or the memory, whose out-of-memory kill may take agentd or the whole
+container with it) is not restarted: the call raises it and the work is handed back the same way.
 """
 
 from __future__ import annotations
@@ -143,6 +143,11 @@ class Restarting:
 
     def check_hand_back(self, base: str, *, max_file_bytes: int | None = None) -> dict[str, str]:
         return self._guarded(lambda sb: sb.check_hand_back(base, max_file_bytes=max_file_bytes))
+
+    def check_caps(self) -> None:
+        """`CapReached` when the current sandbox passed a cap, measured now (none open: nothing to measure)."""
+        if self._sandbox is not None:
+            self._guarded(lambda sb: sb.check_caps())
 
     def export_patch(self, base: str) -> bytes:
         return self.hand_back(base).patch

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from bot.config import Settings
+from bot.config import SandboxSettings, StoreSettings
 from bot.core.errors import DecodeError
 from bot.run.repo_config import RepoConfig
 from bot.run.setup_cache import RunCache, SetupCache
@@ -48,16 +48,16 @@ def run_setup(sandbox: Sandbox, config: RepoConfig, transcript: Transcript, prog
             raise DecodeError(f"setup command {command!r} from .github/decode.yml {status}: " + " | ".join(tail))
 
 
-def plan_setup_cache(settings: Settings, spec: SandboxSpec, config: RepoConfig, ws: Workspace, config_sha: str,
-                     repo: str, transcript: Transcript) -> RunCache | None:
+def plan_setup_cache(sandbox: SandboxSettings, store: StoreSettings, spec: SandboxSpec, config: RepoConfig,
+                     ws: Workspace, config_sha: str, repo: str, transcript: Transcript) -> RunCache | None:
     """The run's setup cache (bot/run/setup_cache.py), after pruning old entries; None without one. A run may fill
     the cache only when its workspace is the commit decode.yml and the key files were read from."""
-    if not capabilities(settings.sandbox.mode).setup_cache:
+    if not capabilities(sandbox.mode).setup_cache:
         return None
-    cache = SetupCache(settings.store.data_dir / "setup-cache")
-    cap = settings.sandbox.setup_cache_mb * MB
-    cache.prune(settings.store.keep_days, cap)
-    run = RunCache.plan(cache, mode=settings.sandbox.mode, spec=spec, repo=repo, setup=config.setup,
+    cache = SetupCache(store.data_dir / "setup-cache")
+    cap = sandbox.setup_cache_mb * MB
+    cache.prune(store.keep_days, cap)
+    run = RunCache.plan(cache, mode=sandbox.mode, spec=spec, repo=repo, setup=config.setup,
                         key_paths=config.setup_cache_key, git=ws.git, commit=config_sha,
                         may_save=ws.base_sha == config_sha, cap_bytes=cap)
     if run is not None and run.refused:

@@ -30,7 +30,7 @@ Event types and their fields, as the agent loop records them:
 - `sandbox_restart`: reason (why the sandbox died, in words), oom, restart (1, 2...), max_restarts (a new
   sandbox was opened on the kept workspace, bot/run/restart.py)
 - `run_end`: stop_reason ("completed", "max_turns", "max_cost", "max_tokens",
-  "wall_clock", "max_disk", "error", "interrupted", "sandbox_lost"), summary, turns, usage, cost_usd, wall_s, error, trims
+  "wall_clock", "max_disk", "max_memory", "error", "interrupted", "sandbox_lost"), summary, turns, usage, cost_usd, wall_s, error, trims
 
 `render_markdown` turns a list of events into the `transcript.md` a reviewer reads.
 """

@@ -32,7 +32,9 @@ directory delegated to the bot's user, DECODE_CGROUP_PARENT; action.yml makes
 one on a runner), else under the hierarchy root (root only). Without a usable
 cgroup the launcher refuses to start: rlimits would cap each process, not the
 sandbox (three processes took 5.4 GiB under a 4 GiB RLIMIT_AS). What the agent
-writes (workspace and /tmp) is capped by `disk.DiskGuard`.
+writes (workspace and /tmp) is capped by `disk.DiskGuard`. Passing the memory limit is a cap like the disk:
+the same guard reads the cgroup's out-of-memory count at every poll (and when asked, `stopped(now=True)`),
+and once it counts a kill every process of the sandbox is killed and `stopped` says so.
 
 Setup cache (`Capabilities.setup_cache`, driven by bot/run/setup_cache.py): the host's root is read-only and
 /run and the hidden paths are fresh tmpfs at every start (`set_network` restarts bwrap), so what setup can
@@ -68,7 +70,7 @@ from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import SAFE_PATH, clean_env, harness_bin
-from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, out_of_memory, stopped_from_outside
+from bot.sandbox.protocol import Cap, Capabilities, Death, SandboxSpec, out_of_memory, stopped_from_outside
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
 from bot.sandbox.shipping import agentd_file
 
@@ -121,7 +123,7 @@ class BwrapLauncher:
             if cgroup is None:
                 raise ConfigError(no_cgroup_message(spec.cgroup_parent))
             self.cgroup = cgroup
-            self.disk = DiskGuard.of((self._workspace, self._tmp), spec, self.cgroup.kill)
+            self.disk = DiskGuard.of((self._workspace, self._tmp), spec, self.cgroup.kill, self.cgroup.oom_kills)
         except BaseException:
             self.egress.close()
             shutil.rmtree(self._tmp, ignore_errors=True)
@@ -189,9 +191,9 @@ class BwrapLauncher:
             return Death("a process was killed in the running sandbox")
         return stopped_from_outside(self._transport.wait_exit())
 
-    def stopped(self) -> str | None:
-        """The disk cap's message once the sandbox was stopped for passing it."""
-        return self.disk.exceeded
+    def stopped(self, now: bool = False) -> Cap | None:
+        """The disk or memory cap once the guard stopped the sandbox for passing it (`now`: measured first)."""
+        return self.disk.measure() if now else self.disk.exceeded
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""

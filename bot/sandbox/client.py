@@ -30,7 +30,6 @@ GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's ans
 MB = 1024 * 1024
 EXPORT_CHUNK = 4 * MB  # bytes of patch per export_read answer
 CONNECT_S = 60.0  # how long a started agentd may take to connect to its socket
-KILLED = (-9, 137)  # a command's exit code after SIGKILL (agentd's, or a shell's)
 STOPPED_WAIT_S = 3.0  # how long a call waits for a channel to end once the backend stopped the sandbox (a cap)
 
 
@@ -226,6 +225,8 @@ class AgentdSandbox:
         answer = json.loads(line)
         if answer.get("id") != request_id:
             raise SandboxError(f"the sandbox answered out of order ({answer.get('id')} for {request_id})")
+        if cap := self._launcher.stopped():  # passed while the call ran: the agent stops at once
+            raise CapReached(cap)
         if not answer.get("ok"):
             raise Refused(answer.get("error") or "refused")
         return answer
@@ -253,20 +254,29 @@ class AgentdSandbox:
             raise Cancelled(f"the sandbox was closed under the {op} call: the process is stopping")
 
     def _died(self) -> NoReturn:
-        """agentd's channel ended: the launcher's reason when it stopped the sandbox for good (`stopped`, the
-        disk cap), else `SandboxDied` with why, as the backend knows it (`Launcher.death`)."""
-        if stopped := self._launcher.stopped():
-            raise CapReached(stopped)
-        raise SandboxDied(self._launcher.death())
+        """agentd's channel ended: `CapReached` when the launcher stopped the sandbox for good (`stopped`, asked
+        now: the disk cap, or the memory cap, which its `death` may find too), else `SandboxDied` with why, as
+        the backend knows it."""
+        if cap := self._launcher.stopped(now=True):
+            raise CapReached(cap)
+        death = self._launcher.death()
+        if cap := self._launcher.stopped():
+            raise CapReached(cap)
+        raise SandboxDied(death)
+
+    def check_caps(self) -> None:
+        """`CapReached` when a cap has been passed, measured now (`Launcher.stopped(now=True)`)."""
+        if cap := self._launcher.stopped(now=True):
+            raise CapReached(cap)
 
     def run(self, command: str, *, timeout: float = 120.0) -> CommandResult:
-        """Run `command` with bash in the workspace; kill its process group at `timeout`. A command killed by
-        SIGKILL for passing the memory limit says so in its output's last line (the backend's `death`)."""
+        """Run `command` with bash in the workspace; kill its process group at `timeout`. A command that failed
+        (killed, or a process under it killed) makes the backend say whether a cap did it (`check_caps`: the
+        memory limit's out-of-memory kill, the disk): then the run stops at that cap."""
         a = self._call("exec", _timeout=timeout + GRACE_S, command=command, timeout=timeout, cap=OUTPUT_CAP)
-        output = a["output"]
-        if a["exit_code"] in KILLED and not a["timed_out"] and (death := self._launcher.death()).oom:
-            output += f"\n[decode] the command was killed: {death.reason}"
-        return CommandResult(a["exit_code"], output, a["timed_out"], a["duration"], a["dropped_bytes"])
+        if a["exit_code"] != 0 and not a["timed_out"]:
+            self.check_caps()
+        return CommandResult(a["exit_code"], a["output"], a["timed_out"], a["duration"], a["dropped_bytes"])
 
     def read_file(self, path: str) -> bytes:
         return base64.b64decode(self._call("read", path=path)["data"])

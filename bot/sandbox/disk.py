@@ -9,8 +9,15 @@ and, past the cap, kills every process of the sandbox and records why; the
 launcher refuses to restart it, the agent stops at once (`CapReached`), and the work so far is handed
 back from a sandbox opened for that alone, without the poller, and committed as incomplete (exit 3).
 The bound is therefore soft: a writer can overshoot by what it writes in one interval (about 0.5 s of
-disk bandwidth) before it is killed. The docker backend adds a hard bound for /tmp and /var/tmp
+disk bandwidth) before it is killed. The loop measures once more before it accepts an answer (`measure`,
+through `Sandbox.check_caps`), so a write the poller has not seen yet still ends the run at the cap, never as
+done. The docker backend adds a hard bound for /tmp and /var/tmp
 (size-limited tmpfs mounts) and polls the workspace the same way.
+
+Given the sandbox's count of out-of-memory kills (`oom_kills`: bwrap's cgroup, a file read), the same poll
+ends the memory cap the same way: a kill counted there stops the sandbox (`memory_cap`). Docker's count is
+read inside the container, too dear to poll: its launcher asks when a command fails, when agentd's channel
+ends and before an answer is accepted (bot/sandbox/docker.py).
 """
 
 from __future__ import annotations
@@ -21,8 +28,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from bot.core.errors import SandboxError
-from bot.sandbox.protocol import SandboxSpec
+from bot.sandbox.protocol import Cap, CapReached, SandboxSpec, memory_cap
 
 INTERVAL_S = 0.5
 
@@ -53,14 +59,17 @@ def usage(paths: Iterable[Path]) -> int:
 
 
 class DiskGuard:
-    """Polls the bytes under `paths` and calls `kill` once they pass `limit_mb` MiB (None: no polling)."""
+    """Polls the bytes under `paths` and calls `kill` once they pass `limit_mb` MiB (None: no polling), or once
+    `oom_kills` (when given) counts an out-of-memory kill in a sandbox of `memory_mb`."""
 
     def __init__(self, paths: Iterable[Path], limit_mb: int | None, kill: Callable[[], object],
-                 interval: float = INTERVAL_S) -> None:
+                 interval: float = INTERVAL_S, *, oom_kills: Callable[[], int] | None = None,
+                 memory_mb: int = 0) -> None:
         self.paths = tuple(paths)
         self.limit = (limit_mb or 0) * 1024 * 1024
-        self.exceeded: str | None = None
+        self.exceeded: Cap | None = None
         self._kill = kill
+        self._oom_kills, self._memory_mb = oom_kills, memory_mb
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="decode-disk-guard", daemon=True)
@@ -68,28 +77,41 @@ class DiskGuard:
             self._thread.start()
 
     @classmethod
-    def of(cls, paths: Iterable[Path], spec: SandboxSpec, kill: Callable[[], object]) -> "DiskGuard":
-        """The guard of a sandbox on `spec`: `spec.disk_mb`, or none for a sandbox opened only to hand the work
-        back after a cap stopped the agent (`spec.hand_back_only`: it runs none of the agent's commands)."""
-        return cls(paths, None if spec.hand_back_only else spec.disk_mb, kill)
+    def of(cls, paths: Iterable[Path], spec: SandboxSpec, kill: Callable[[], object],
+           oom_kills: Callable[[], int] | None = None) -> "DiskGuard":
+        """The guard of a sandbox on `spec`: `spec.disk_mb` (and `spec.memory_mb`, given `oom_kills`), or none for
+        a sandbox opened only to hand the work back after a cap stopped the agent (`spec.hand_back_only`: it runs
+        none of the agent's commands)."""
+        return cls(paths, None if spec.hand_back_only else spec.disk_mb, kill, oom_kills=oom_kills,
+                   memory_mb=spec.memory_mb)
 
     def _watch(self) -> None:
         pause = self._interval
         while not self._stop.wait(pause):
             began = time.monotonic()
-            used = usage(self.paths)
-            pause = max(self._interval, 4 * (time.monotonic() - began))  # a huge tree: at most 20% of a core
-            if used > self.limit:
-                self.exceeded = (f"the agent wrote more than the disk cap (DECODE_MAX_DISK_MB="
-                                 f"{self.limit // (1024 * 1024)}, workspace and temp held {used // (1024 * 1024)} "
-                                 f"MiB): the sandbox was stopped")
-                self._kill()
+            if self.measure():
                 return
+            pause = max(self._interval, 4 * (time.monotonic() - began))  # a huge tree: at most 20% of a core
+
+    def measure(self) -> Cap | None:
+        """Measure now (a guard that polls: else nothing to measure): the out-of-memory kills, then the disk;
+        past a cap, kill the sandbox once and record why. The cap, once passed."""
+        if not self.limit or self.exceeded is not None:
+            return self.exceeded
+        if self._oom_kills is not None and self._oom_kills():
+            self.exceeded = memory_cap(self._memory_mb)
+        elif (used := usage(self.paths)) > self.limit:
+            self.exceeded = Cap("max_disk", f"the agent wrote more than the disk cap (DECODE_MAX_DISK_MB="
+                                            f"{self.limit // (1024 * 1024)}, workspace and temp held "
+                                            f"{used // (1024 * 1024)} MiB): the sandbox was stopped")
+        if self.exceeded is not None:
+            self._kill()
+        return self.exceeded
 
     def check(self) -> None:
-        """Raise the cap's message once it has been passed (a stopped sandbox does not start again)."""
+        """`CapReached` once the cap has been passed (a stopped sandbox does not start again)."""
         if self.exceeded:
-            raise SandboxError(self.exceeded)
+            raise CapReached(self.exceeded)
 
     def close(self) -> None:
         """Stop polling."""

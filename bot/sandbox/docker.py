@@ -82,7 +82,7 @@ from bot.sandbox.egress_wire import bind_unix
 from bot.sandbox.images import missing_image
 from bot.sandbox.agentd.rpc import CHANNEL_SOCKET
 from bot.sandbox.local import clean_env
-from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, out_of_memory, stopped_from_outside
+from bot.sandbox.protocol import Cap, Capabilities, Death, SandboxSpec, memory_cap, out_of_memory, stopped_from_outside
 from bot.sandbox.setup_files import Saved, restore_locally, restore_script, save_locally, save_script
 from bot.sandbox.shipping import agentd_file
 
@@ -130,13 +130,8 @@ class DockerLauncher:
         matter), filling. A pool is made per image on first use: a setup cache entry's image gets its own."""
         return docker_pool.pool_of(cls, spec, *_engine(docker, client_env), pinned=pinned)
 
-    def __init__(
-        self,
-        spec: SandboxSpec,
-        *,
-        docker: str = "docker",
-        client_env: Mapping[str, str] | None = None,
-    ) -> None:
+    def __init__(self, spec: SandboxSpec, *, docker: str = "docker",
+                 client_env: Mapping[str, str] | None = None) -> None:
         """Claim a warm container for `spec` (with `spec.pool_size` and `spec.pool_dir`), else create and start
         one; raises when the engine, image or python3 is missing."""
         self._docker, self._env = _engine(docker, client_env)
@@ -147,6 +142,7 @@ class DockerLauncher:
         self.slot: Path | None = None  # a claimed warm container's slot, removed on close
         self._ready: ProcessTransport | None = None  # the warm container's agentd, for the first `start`
         self._oom_kills = 0  # out-of-memory kills in the container already told (`death`)
+        self._memory: Cap | None = None  # the memory cap, once an out-of-memory kill stopped the sandbox
         self._agentd: ProcessTransport | None = None  # the running agentd's `docker exec`, for `death`
         pooled = spec.pool_size and spec.pool_dir is not None and not spec.hand_back_only  # a pooled one polls
         warm = self.pool(spec, docker=self._docker, client_env=self._env).claim() if pooled else None
@@ -330,12 +326,12 @@ class DockerLauncher:
                         self._env, archive)
 
     def death(self) -> Death:
-        """The engine's word: a new out-of-memory kill (the cgroup's count, read inside; a stopped container's
-        `State.OOMKilled`), else how it stopped; one whose agentd is gone gets `SETTLE_S` to be seen stopped."""
+        """The engine's word: a new out-of-memory kill (the cgroup's count read inside, a stopped container's
+        `State.OOMKilled`: the memory cap), else how it stopped (a gone agentd's: within `SETTLE_S`)."""
         deadline = time.monotonic() + SETTLE_S
         while (state := self._state()) and state[0] == "true":
             if self._new_oom_kill():
-                return out_of_memory(self._spec.memory_mb)
+                return self._out_of_memory()
             if self._agentd is None or not self._agentd.ended or time.monotonic() > deadline:
                 return Death("a process was killed in the running container")
             time.sleep(0.1)
@@ -344,8 +340,15 @@ class DockerLauncher:
         _, oom_killed, code = state
         if oom_killed == "true" and not self._oom_kills:
             self._oom_kills = 1
-            return out_of_memory(self._spec.memory_mb)
+            return self._out_of_memory()
         return stopped_from_outside(int(code) if code.lstrip("-").isdigit() else None, "the container")
+
+    def _out_of_memory(self) -> Death:
+        """An out-of-memory kill, told: the memory cap stops the agent's sandbox (not one that only hands back)."""
+        if self._memory is None and not self._spec.hand_back_only:
+            self._memory = memory_cap(self._spec.memory_mb)
+            self._kill_all()
+        return out_of_memory(self._spec.memory_mb)
 
     def _state(self) -> list[str]:
         """The container's `State.Running`, `State.OOMKilled` and `State.ExitCode`; [] when it is gone."""
@@ -360,9 +363,11 @@ class DockerLauncher:
         told, self._oom_kills = self._oom_kills, max(kills, self._oom_kills)
         return kills > told
 
-    def stopped(self) -> str | None:
-        """The disk cap's message once the sandbox was stopped for passing it."""
-        return self.disk.exceeded if self.disk is not None else None
+    def stopped(self, now: bool = False) -> Cap | None:
+        """The disk cap, or the memory cap once `death` saw an out-of-memory kill; `now`: both measured first."""
+        if now and self.container is not None and self._new_oom_kill():
+            self._out_of_memory()
+        return (self.disk and (self.disk.measure() if now else self.disk.exceeded)) or self._memory
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""

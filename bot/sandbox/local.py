@@ -33,7 +33,7 @@ from bot.sandbox.agentd.processes import BASH
 from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, stopped_from_outside
+from bot.sandbox.protocol import Cap, Capabilities, Death, SandboxSpec, stopped_from_outside
 from bot.sandbox.shipping import agentd_file
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -132,9 +132,10 @@ class LocalLauncher:
             return Death("a process of agentd's was killed")
         return stopped_from_outside(self._transport.wait_exit(), "agentd")
 
-    def stopped(self) -> str | None:
-        """The disk cap's message once agentd was stopped for passing it."""
-        return self.disk.exceeded
+    def stopped(self, now: bool = False) -> Cap | None:
+        """The disk cap once agentd was stopped for passing it (`now`: measured first). No memory cap: nothing
+        here limits memory (DECODE_MAX_MEMORY_MB is the isolating backends')."""
+        return self.disk.measure() if now else self.disk.exceeded
 
     def blocked(self) -> dict[str, int]:
         return {}

@@ -387,8 +387,8 @@ class ModalLauncher:
             self._feed(("python3", "-I", "-c", restore_script(WORKSPACE)), iter(lambda: data.read(CHUNK), b""),
                        "restoring setup's files")
 
-    def stopped(self) -> None:
-        """None: Modal enforces the sandbox's limits itself."""
+    def stopped(self, now: bool = False) -> None:
+        """None: Modal enforces the sandbox's limits itself and reports no out-of-memory kill as one (`death`)."""
         return None
 
     def blocked(self) -> dict[str, int]:

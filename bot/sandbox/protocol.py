@@ -64,6 +64,21 @@ def out_of_memory(limit_mb: int) -> Death:
                  "raises it)", oom=True)
 
 
+@dataclass(frozen=True)
+class Cap:
+    """A cap the backend stopped the sandbox for, for good: the run's stop reason (bot/agent/loop.py's
+    `STOP_MESSAGES`) and the message naming the setting that raises it."""
+
+    stop_reason: str  # "max_disk" or "max_memory"
+    message: str
+
+
+def memory_cap(limit_mb: int) -> Cap:
+    """The memory cap, passed: the kernel killed a process of the sandbox for passing `limit_mb`."""
+    return Cap("max_memory", f"the sandbox passed its memory limit (DECODE_MAX_MEMORY_MB={limit_mb}): the kernel "
+                             "killed a process in it, and the sandbox was stopped")
+
+
 def stopped_from_outside(status: int | None, what: str = "the sandbox") -> Death:
     """The death of a sandbox stopped by something outside it (an engine restart, an eviction, a `kill`), with
     its exit status as a shell shows it (a signal `n` as 128 + n) and the signal."""
@@ -119,10 +134,13 @@ class Refused(SandboxError):
 
 
 class CapReached(SandboxError):
-    """The backend stopped the sandbox for passing a cap (the disk, `Launcher.stopped`): the agent stops at once,
-    and the work so far is handed back from a sandbox opened for that alone and committed as incomplete."""
+    """The backend stopped the sandbox for passing a cap (the disk, the memory: `Launcher.stopped`): the agent
+    stops at once, and the work so far is handed back from a sandbox opened for that alone and committed as
+    incomplete, with the cap's stop reason."""
 
-    stop_reason = "max_disk"
+    def __init__(self, cap: Cap) -> None:
+        super().__init__(cap.message)
+        self.stop_reason = cap.stop_reason
 
 
 class SandboxLost(SandboxError):
@@ -177,12 +195,15 @@ class Launcher(Protocol):
 
     def death(self) -> Death:
         """Why the sandbox or a process in it was killed, asked of the backend (never read from a command's
-        output) after agentd's channel ended or a command died of SIGKILL: an out-of-memory kill since the
-        last answer, else how it was stopped."""
+        output) after agentd's channel ended: an out-of-memory kill since the last answer (which is also the
+        memory cap, `stopped`), else how it was stopped."""
         ...
 
-    def stopped(self) -> str | None:
-        """Why the sandbox was stopped for good (the disk cap, see disk.py), or None."""
+    def stopped(self, now: bool = False) -> Cap | None:
+        """The cap the sandbox was stopped for, for good (the disk, see disk.py; the memory: an out-of-memory
+        kill in the sandbox's cgroup), or None. `now`: measure first (the disk walked once more, the memory's
+        kill count asked) instead of telling what was seen so far; a sandbox opened only to hand the work back
+        (`spec.hand_back_only`) is never stopped."""
         ...
 
     def blocked(self) -> dict[str, int]: ...
@@ -221,6 +242,11 @@ class Sandbox(Protocol):
                   max_bytes: int | None = None) -> HandBack: ...
 
     def check_hand_back(self, base: str, *, max_file_bytes: int | None = None) -> dict[str, str]: ...
+
+    def check_caps(self) -> None:
+        """`CapReached` when a cap has been passed, measured now (`Launcher.stopped(now=True)`): asked before an
+        answer is accepted, so a write the disk poller has not seen yet still ends the run at the cap."""
+        ...
 
     def set_network(self, policy: EgressPolicy) -> None: ...
 

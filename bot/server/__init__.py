@@ -30,7 +30,7 @@ def create_app(settings: Settings, store: JobStore | None = None, credentials: H
                on_configured: Callable[[Settings], None] | None = None, model: HealthCheck | None = None) -> Flask:
     """The webhook app for `settings`; `store` defaults to the one `open_store` opens (DECODE_DATABASE_URL, else SQLite under DECODE_DATA_DIR); `credentials`
     and `model`, when given, are part of /healthz; `on_configured` runs once /setup has created the App."""
-    if has_credentials(settings) and not settings.github.webhook_secret:
+    if has_credentials(settings.github) and not settings.github.webhook_secret:
         raise ConfigError("GITHUB_WEBHOOK_SECRET is not set: set it to the webhook secret of the GitHub App; "
                           "the server does not accept unsigned deliveries")
     from bot.server.health import health
@@ -42,7 +42,7 @@ def create_app(settings: Settings, store: JobStore | None = None, credentials: H
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
     store = store or open_store(settings.store)
     app.extensions[KEY] = AppContext(settings=settings, store=store, metrics=Metrics(store.counts),
-                                     router=Router(Rules.of(settings)), credentials=credentials,
+                                     router=Router(Rules.of(settings.github)), credentials=credentials,
                                      model=model)
     app.register_blueprint(webhooks)
     app.register_blueprint(health)

@@ -39,7 +39,7 @@ home.after_request(secure)
 def index() -> str:
     ctx = app_context()
     settings = ctx.settings
-    if not has_credentials(settings):
+    if not has_credentials(settings.github):
         return render_template("setup_mode.html", user=None)
     if not configured(settings.github):
         return render_template("setup_signin.html", user=None, callback=callback_url(settings.web))
@@ -88,7 +88,7 @@ def _queued(w: Waiting) -> QueuedRow:
 def _links(rows: list[RunRow]) -> dict[str, dict[str, str | None]]:
     """Each row's links: its transcript page (signed), its issue and its pull request."""
     settings = app_context().settings
-    pages = run_paths(settings, [row.run_id for row in rows])
+    pages = run_paths(settings.store, [row.run_id for row in rows])
     links = {}
     for row in rows:
         issue = f"{settings.github.web_url}/{row.repo}/issues/{row.number}" if row.number is not None else None

@@ -49,7 +49,7 @@ class RunState:
 
 def _run(run_id: str) -> RunState:
     ctx = app_context()
-    link = check(ctx.settings, run_id, request.args.get("exp"), request.args.get("sig"))
+    link = check(ctx.settings.store, run_id, request.args.get("exp"), request.args.get("sig"))
     if link is Link.EXPIRED:
         abort(make_response(render_template(
             "message.html", user=None, title="This link has expired",
@@ -76,7 +76,7 @@ def _attempts(run_id: str) -> tuple[tuple[int, str], ...]:
     settings = app_context().settings
     ids = {best_of_run_id(run_id, k): k for k in range(1, MAX_ATTEMPTS + 1)}
     started = [rid for rid in ids if run_dir(settings.store.data_dir, rid) is not None]
-    return tuple((ids[rid], page) for rid, page in run_paths(settings, started).items()) if started else ()
+    return tuple((ids[rid], page) for rid, page in run_paths(settings.store, started).items()) if started else ()
 
 
 @dataclass(frozen=True)

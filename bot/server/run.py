@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.github.app_credentials import has_credentials
-from bot.config import Settings
+from bot.config import PoolSettings, Settings
 from bot.core.errors import ConfigError
 from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
@@ -136,9 +136,9 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     check_port(port)
     configure_logging(settings.redactor)
-    credentials = credentials_from(settings) if has_credentials(settings) else None
+    credentials = credentials_from(settings.github) if has_credentials(settings.github) else None
     store = open_store(settings.store)
-    pool = Pool(store)
+    pool = Pool(store, settings.pool)
     try:
         app = create_app(settings, store, on_configured=lambda new: pool.configure(app, new))
         pool.context = app_context(app)
@@ -158,7 +158,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
         remove_sandboxes(released)
         close_server(server)
 
-    signalled = on_shutdown(lambda name: pool.shutdown(name, settings.pool.shutdown_grace_s, stopped))
+    signalled = on_shutdown(lambda name: pool.shutdown(name, stopped))
     if credentials is not None:
         log.info("serving on %s with %d workers", address(host, server.effective_port), settings.pool.workers)
     else:  # a link to copy: a plain line, not JSON
@@ -166,7 +166,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     try:
         server.run()
     finally:
-        pool.stop_unless_stopping(settings.pool.shutdown_grace_s)
+        pool.stop_unless_stopping()
         server.task_dispatcher.shutdown()
         store.close()
     return signalled.exit_code
@@ -174,10 +174,12 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
 class Pool:
     """The worker pool of `decode serve`: started at once with App credentials, or by /setup once it has
-    created the App (from a request thread, so the signal handlers are installed before it exists)."""
+    created the App (from a request thread, so the signal handlers are installed before it exists); `part` says how
+    many workers it runs and how long a stop waits for them."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, part: PoolSettings) -> None:
         self.store = store
+        self.part = part
         self.context: AppContext | None = None  # the webhook app's: its metrics, and where the runner is set
         self.gate: ModelGate | None = None  # the model and its check, made before the server listens
         self.runner: LeaseRunner | None = None
@@ -190,10 +192,10 @@ class Pool:
         with self._lock:
             if self.closed:
                 raise ConfigError("decode serve is shutting down: the App is saved; start it again to run as it")
-            if self.runner is None and settings.pool.workers == 0:
+            if self.runner is None and self.part.workers == 0:
                 log.info("intake only (DECODE_WORKERS=0): the jobs are run by decode worker processes on this store")
             elif self.runner is None:
-                self.runner = start_pool(settings, self.store, self.context.metrics, settings.pool.workers,
+                self.runner = start_pool(settings, self.store, self.context.metrics, self.part.workers,
                                          credentials, self.gate)
                 self.context.runner = self.runner  # the intake wakes it for each job it queues
 
@@ -201,27 +203,27 @@ class Pool:
         """Run as the App /setup created: its secrets redacted, GitHub asked once, /healthz checking it,
         the workers started."""
         configure_logging(settings.redactor)
-        credentials = credentials_from(settings)
+        credentials = credentials_from(settings.github)
         app_context(app).credentials = ask_github(credentials, settings)
         self.start(settings, credentials)
 
-    def shutdown(self, name: str, grace_s: float, on_stopped: Callable[[list[int]], None]) -> None:
+    def shutdown(self, name: str, on_stopped: Callable[[list[int]], None]) -> None:
         """The stop for signal `name` (bot/server/shutdown.py): the runner's graceful stop, or, before /setup
         started one, the end of setup mode (and no runner starts after it)."""
         with self._lock:
             self.closed = self.runner is None
         if self.runner is not None:
-            stop_runner(self.runner, grace_s, name, on_stopped)
+            stop_runner(self.runner, self.part.shutdown_grace_s, name, on_stopped)
             return
         log.info("%s: stopping (no jobs run in this process)", name)
         on_stopped([])
 
-    def stop_unless_stopping(self, grace_s: float) -> None:
+    def stop_unless_stopping(self) -> None:
         """When waitress ended by itself, not by a signal: stop the runner and remove its sandboxes."""
         with self._lock:
             self.closed = True
         if self.runner is not None and not self.runner.stopping:
-            remove_sandboxes(self.runner.stop(grace_s))
+            remove_sandboxes(self.runner.stop(self.part.shutdown_grace_s))
 
 
 def close_server(server: Any) -> None:
@@ -241,14 +243,14 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
     if port is not None:
         check_port(port)
     configure_logging(settings.redactor)
-    if not has_credentials(settings):
+    if not has_credentials(settings.github):
         raise ConfigError("no GitHub App yet: finish setup at /setup of `decode serve` (it keeps the App in "
                           "DECODE_DATA_DIR/app.json, which decode worker reads too), or set GITHUB_APP_ID and "
                           "GITHUB_APP_PRIVATE_KEY")
     if settings.pool.workers == 0:
         raise ConfigError("DECODE_WORKERS=0 leaves decode worker nothing to do: set it to how many jobs it runs "
                           "at once (0 is for an intake-only decode serve)")
-    credentials = credentials_from(settings)
+    credentials = credentials_from(settings.github)
     ask_github(credentials, settings)
     gate = ModelGate(settings)
     store = open_store(settings.store)

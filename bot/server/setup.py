@@ -79,7 +79,7 @@ def init_setup(app: Flask, on_configured: Callable[[Settings], None] | None = No
     """Register /setup on `app`; `on_configured(settings)` runs once the App exists (before /webhook
     accepts deliveries), e.g. to start the worker pool; an error it raises is shown on the page."""
     settings = app_context(app).settings
-    flow = SetupFlow(on_configured, "" if has_credentials(settings) else setup_key(settings.store.data_dir))
+    flow = SetupFlow(on_configured, "" if has_credentials(settings.github) else setup_key(settings.store.data_dir))
     app.extensions[KEY] = flow
     app.register_blueprint(setup)
     return flow
@@ -126,7 +126,7 @@ def flow_of(app: Flask | None = None) -> SetupFlow:
 @setup.get("/setup")
 def show() -> ResponseReturnValue:
     settings, flow = app_context().settings, flow_of()
-    if has_credentials(settings):
+    if has_credentials(settings.github):
         return page("configured", app=stored_app(settings), app_id=settings.github.app_id)
     if not settings.web.public_url:
         return page("no_public_url")
@@ -144,7 +144,7 @@ def show() -> ResponseReturnValue:
 def callback() -> ResponseReturnValue:
     ctx, flow = app_context(), flow_of()
     with flow.lock:  # one conversion at a time: a second callback finds the server configured
-        if has_credentials(ctx.settings):
+        if has_credentials(ctx.settings.github):
             return page("configured", app=stored_app(ctx.settings), app_id=ctx.settings.github.app_id), 409
         if not flow.take(request.args.get("state", "")):
             return page("error", error="this link did not come from this server's setup page, or it expired: "
@@ -157,7 +157,7 @@ def callback() -> ResponseReturnValue:
         (ctx.settings.store.data_dir / KEY_FILE).unlink(missing_ok=True)  # its work is done
         flow.key = ""
         log.info("GitHub App %s (id %d) created and saved in %s", app.slug, app.id, ctx.settings.store.data_dir)
-        configured = applied(ctx.settings, app)
+        configured = ctx.settings.replace(github=applied(ctx.settings.github, app))
         try:
             if flow.on_configured is not None:
                 flow.on_configured(configured)

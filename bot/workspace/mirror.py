@@ -52,7 +52,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bot.config import Settings
+from bot.config import StoreSettings
 from bot.workspace.kept import evict, read_entries, write_entry
 from bot.workspace.run_dirs import DAY_S
 
@@ -81,13 +81,13 @@ class Mirrors:
         self.directory = directory
 
     @classmethod
-    def of(cls, settings: Settings) -> Mirrors | None:
-        """The mirrors `settings` keep (`DECODE_DATA_DIR/mirrors`), or None when `DECODE_MIRROR_MB` is 0."""
-        return cls(settings.store.data_dir / "mirrors") if settings.store.mirror_mb > 0 else None
+    def of(cls, store: StoreSettings) -> Mirrors | None:
+        """The mirrors `store` keeps (`DECODE_DATA_DIR/mirrors`), or None when `DECODE_MIRROR_MB` is 0."""
+        return cls(store.data_dir / "mirrors") if store.mirror_mb > 0 else None
 
-    def prune_for(self, settings: Settings) -> list[Mirror]:
-        """`prune` by `settings`' bounds (DECODE_KEEP_DAYS, DECODE_MIRROR_MB)."""
-        return self.prune(settings.store.keep_days, settings.store.mirror_mb * 1024 * 1024)
+    def prune_for(self, store: StoreSettings) -> list[Mirror]:
+        """`prune` by the `store` settings' bounds (DECODE_KEEP_DAYS, DECODE_MIRROR_MB)."""
+        return self.prune(store.keep_days, store.mirror_mb * 1024 * 1024)
 
     @staticmethod
     def key(url: str) -> str:

@@ -91,7 +91,7 @@ def test_a_task_that_errors_is_reported_and_the_others_go_on(tmp_path, task_set)
     assert "Traceback" not in done.stderr
     found = results(tmp_path / "out")
     assert {t: r["status"] for t, r in found.items()} == {"gone": "error", "pager-off-by-one": "resolved",
-                                                          "unscripted": "error"}
+                                                          "unscripted": "error"}, found
     assert "no-such-repo: no such path, and not owner/name or a git URL" in found["gone"]["reason"]
     assert "no session of scripted:sessions.json matches the task" in found["unscripted"]["reason"]
     assert "resolved 1 of 1 (100%); 3 tasks: 0 invalid, 2 errors" in done.stdout

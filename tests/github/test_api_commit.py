@@ -39,9 +39,9 @@ def app_run(world, title: str, turns: list, *, retry: GitHubRetry | None = None)
     forge = GitHubForge(AppCredentials(str(fake.app_id), fake.private_key_pem, fake.api_url),
                         retry=retry or GitHubRetry(sleep=lambda s: None))
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
-    trigger = Router(Rules.of(settings)).decide("issues", as_sent(fake, payload))
-    conclusion = run_github_job(JobContext(trigger, settings.replace(github_token=None), forge, run_id="app",
-                                           tag="origin:app", model=AnthropicModel(settings.model)))
+    trigger = Router(Rules.of(settings.github)).decide("issues", as_sent(fake, payload))
+    conclusion = run_github_job(JobContext(trigger, forge, run_id="app", tag="origin:app",
+                                           model=AnthropicModel(settings.model)), settings.replace(github_token=None))
     assert conclusion.state == "success", conclusion.message
     [pr] = fake.pulls(OWNER, NAME)
     return number, pr

@@ -40,17 +40,18 @@ def test_no_secret_shows_in_the_apps_repr():
 
 
 def test_without_a_file_the_settings_stay_as_they_are(tmp_path):
-    settings = Settings(data_dir=tmp_path)
-    assert load(tmp_path) is None and with_stored_app(settings) == settings
+    github = Settings(data_dir=tmp_path).github
+    assert load(tmp_path) is None and with_stored_app(github, tmp_path) == github
 
 
 def test_the_file_fills_every_app_credential_when_the_environment_sets_none(tmp_path):
     save(tmp_path, APP)
-    settings = with_stored_app(Settings(data_dir=tmp_path, github_token="ghp_token"))
-    assert (settings.github.app_id, settings.github.app_private_key, settings.github.webhook_secret) == (
-        "31337", APP.pem, APP.webhook_secret)
-    assert (settings.github.client_id, settings.github.client_secret) == (APP.client_id, APP.client_secret)
-    assert APP.webhook_secret in settings.secrets() and APP.client_secret in settings.secrets()
+    settings = Settings(data_dir=tmp_path, github_token="ghp_token")
+    github = with_stored_app(settings.github, tmp_path)
+    assert (github.app_id, github.app_private_key, github.webhook_secret) == ("31337", APP.pem, APP.webhook_secret)
+    assert (github.client_id, github.client_secret) == (APP.client_id, APP.client_secret)
+    served = settings.replace(github=github)  # as `decode serve` runs
+    assert APP.webhook_secret in served.secrets() and APP.client_secret in served.secrets()
 
 
 @pytest.mark.parametrize("env", [
@@ -61,14 +62,14 @@ def test_the_file_fills_every_app_credential_when_the_environment_sets_none(tmp_
 def test_the_environment_wins_and_is_never_mixed_with_the_file(tmp_path, env):
     save(tmp_path, APP)
     settings = Settings.from_env({**env, "DECODE_DATA_DIR": str(tmp_path)})
-    assert with_stored_app(settings) == settings
+    assert with_stored_app(settings.github, tmp_path) == settings.github
 
 
 def test_an_oauth_client_from_the_environment_is_kept_as_a_pair(tmp_path):
     save(tmp_path, APP)
-    settings = with_stored_app(Settings(data_dir=tmp_path, github_client_id="Iv23env"))
-    assert settings.github.app_id == "31337"
-    assert (settings.github.client_id, settings.github.client_secret) == ("Iv23env", None)
+    github = with_stored_app(Settings(data_dir=tmp_path, github_client_id="Iv23env").github, tmp_path)
+    assert github.app_id == "31337"
+    assert (github.client_id, github.client_secret) == ("Iv23env", None)
 
 
 @pytest.mark.parametrize("text", ["{not json", "[]", json.dumps({**APP.__dict__, "pem": ""}),
@@ -76,5 +77,5 @@ def test_an_oauth_client_from_the_environment_is_kept_as_a_pair(tmp_path):
 def test_a_damaged_file_is_an_error_naming_it_and_what_to_do(tmp_path, text):
     (tmp_path / "app.json").write_text(text)
     with pytest.raises(ConfigError, match=r"app\.json is not a GitHub App saved by /setup .*delete the file") as e:
-        with_stored_app(Settings(data_dir=tmp_path))
+        with_stored_app(Settings(data_dir=tmp_path).github, tmp_path)
     assert "BEGIN RSA" not in str(e.value)

@@ -40,10 +40,10 @@ def app(world):
 def run_app(world, app, event: str, payload: dict, run_id: str = "job-1"):
     fake, anthropic, *_ = world
     forge, settings = app
-    work = Router(Rules.of(settings)).decide(event, as_sent(fake, payload))
+    work = Router(Rules.of(settings.github)).decide(event, as_sent(fake, payload))
     assert not isinstance(work, Ignore), work
-    return run_github_job(JobContext(work, settings, forge, run_id=run_id, tag=f"origin:{run_id}",
-                                     model=AnthropicModel(settings.model, sleep=lambda s: None)))
+    return run_github_job(JobContext(work, forge, run_id=run_id, tag=f"origin:{run_id}",
+                                     model=AnthropicModel(settings.model, sleep=lambda s: None)), settings)
 
 
 def labeled(fake, decode_yml: str) -> dict:
@@ -97,7 +97,7 @@ def test_a_job_takes_over_the_check_run_made_while_it_waited_in_the_queue(world,
     fake, anthropic, *_ = world
     forge, settings = app
     payload = pr_comment(fake)
-    work = Router(Rules.of(settings)).decide("issue_comment", as_sent(fake, payload))
+    work = Router(Rules.of(settings.github)).decide("issue_comment", as_sent(fake, payload))
     start_check_run(forge, work, "origin:job-1", None).wait("Third in the queue: two jobs of this installation run.")
     anthropic.script(edit_turns("noted"))
     run_app(world, app, "issue_comment", payload)
@@ -139,7 +139,7 @@ def test_re_run_on_the_check_run_runs_its_job_again(world, app):
 def test_re_run_is_taken_only_on_this_apps_decode_bot_check_runs(world, app):
     fake, *_ = world
     _, settings = app
-    router = Router(Rules.of(settings))
+    router = Router(Rules.of(settings.github))
     base = dict(check_run__name="decode-bot", check_run__external_id='{"tag":"o:1","work":{"kind":"issue",'
                 f'"repo":"{REPO}","number":1,"instructions":""}}}}')
     other_app = delivery("check_run", "rerequested", check_run__app={"id": 1}, **base)

@@ -120,7 +120,7 @@ def test_a_bot_sender_triggers_nothing_and_hears_nothing(world):
     fake, _, settings, *_ = world
     number = fake.add_issue(OWNER, NAME, "x", "", user="alice")
     trigger = Issue(repo=REPO, number=number, sender_login="helper", sender_type="Bot")
-    assert run_github_job(JobContext(trigger, settings, world[3], run_id="x", tag="origin:x")).state == "skipped"
+    assert run_github_job(JobContext(trigger, world[3], run_id="x", tag="origin:x"), settings).state == "skipped"
     assert not fake.comments(OWNER, NAME, number) and not fake.reactions(OWNER, NAME, issue=number)
 
 
@@ -179,9 +179,9 @@ def test_app_mode_mints_one_repository_scoped_token(world):
     forge = GitHubForge(creds, retry=GitHubRetry(sleep=lambda s: None))
     anthropic.script(edit_turns("as an app"))
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
-    trigger = Router(Rules.of(settings)).decide("issues", payload)
-    conclusion = run_github_job(JobContext(trigger, settings.replace(github_token=None), forge, run_id="app",
-                                           tag="origin:app", model=AnthropicModel(settings.model)))
+    trigger = Router(Rules.of(settings.github)).decide("issues", payload)
+    conclusion = run_github_job(JobContext(trigger, forge, run_id="app", tag="origin:app",
+                                           model=AnthropicModel(settings.model)), settings.replace(github_token=None))
     assert conclusion.state == "success", conclusion.message
     assert len(fake.minted) == 1 and fake.minted[0]["repositories"] == [REPO]
     assert fake.pulls(OWNER, NAME)[0]["user"]["login"] == "decode-bot[bot]"
@@ -246,7 +246,7 @@ def test_a_30_turn_run_fits_one_body_that_links_the_transcript_page(world):
     assert len(pr["body"]) <= 65_536 and fake.comments(OWNER, NAME, pr["number"]) == []
     [(link, exp, sig)] = set(re.findall(r"\((https://decode.example/runs/job-30\?exp=([0-9]+)&sig=([0-9a-f]+))\)",
                                         pr["body"]))
-    assert check(settings, "job-30", exp, sig) is Link.GOOD
+    assert check(settings.store, "job-30", exp, sig) is Link.GOOD
     assert f"[The full transcript]({link})" in pr["body"] and "## Turn 1\n" in pr["body"]
     assert pr["body"].count("| turns |") == 1 and pr["body"].count("Added done.") == 1
     [tracking] = fake.comments(OWNER, NAME, number)

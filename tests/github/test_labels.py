@@ -25,7 +25,7 @@ def test_a_new_installation_gets_the_label_where_it_is_missing(world):
     fake.repo("octo", "site").labels["agent"] = {"name": "Agent", "color": "000000", "description": "ours"}
     payload = example("installation", "created", sender="alice",
                       repositories=[{"full_name": f"octo/{n}", "name": n} for n in ("calendar", "notes", "site")])
-    work = Router(Rules.of(settings)).decide("installation", payload)
+    work = Router(Rules.of(settings.github)).decide("installation", payload)
     assert work == Labels(repos=("octo/calendar", "octo/notes", "octo/site"), sender_login="alice")
     assert work_of(queued(work).payload) == work  # through the queue and back
     outcome = job_handler(settings, forge)(queued(work))
@@ -41,7 +41,7 @@ def test_repositories_added_to_an_installation_get_it_and_one_refusal_does_not_s
     fake, _, settings, forge, _ = world
     payload = example("installation_repositories", "added", sender="alice",
                       repositories_added=[{"full_name": "octo/gone"}, {"full_name": "octo/calendar"}])
-    work = Router(Rules.of(settings)).decide("installation_repositories", payload)
+    work = Router(Rules.of(settings.github)).decide("installation_repositories", payload)
     outcome = job_handler(settings, forge)(queued(work))
     assert "agent" in fake.repo("octo", "calendar").labels
     assert outcome.result["state"] == "failed" and "octo/gone (404)" in outcome.error
@@ -49,7 +49,7 @@ def test_repositories_added_to_an_installation_get_it_and_one_refusal_does_not_s
 
 def test_an_installation_of_no_repository_and_removals_start_nothing(world):
     _, _, settings, _, _ = world
-    router = Router(Rules.of(settings))
+    router = Router(Rules.of(settings.github))
     assert router.decide("installation", example("installation", "created", repositories=[])).reason == \
         "the installation names no repositories"
     assert "not handled" in router.decide("installation_repositories",

@@ -70,7 +70,8 @@ def test_a_second_run_skips_setup_and_finds_its_files(fake_anthropic, tmp_path, 
     assert "**setup cache:** hit" in second.transcript_md.read_text()
     saw = agent_saw(second)
     assert saw[:3] == ["from-workspace", "from-home", "# app, changed"] and "notes.txt" in saw, saw
-    assert second_s < first_s, (first_s, second_s)  # setup sleeps 2 s; a loaded CI host can stall ~1.5 s
+    # setup's `sleep` is skipped (no setup event above); the wall times are printed, not compared: they vary
+    # with the machine's load by more than the sleep
     print(f"bwrap: setup ran: {first_s:.2f}s, setup skipped: {second_s:.2f}s")
     [entry] = SetupCache(data / "setup-cache").entries()
     assert entry.mode == "bwrap" and entry.image_id.startswith("bwrap:")

@@ -69,7 +69,8 @@ def test_a_second_run_skips_setup_and_finds_its_files(fake_anthropic, tmp_path, 
     assert hit["result"] == "hit" and hit["key"] == miss["key"]
     assert "**setup cache:** hit" in second.transcript_md.read_text()
     assert agent_saw(second) == ["from-image", "from-workspace", "from-home"]
-    assert second_s < first_s - 1.5, (first_s, second_s)
+    # setup's `sleep` is skipped (no setup event above); the wall times are printed, not compared: they vary
+    # with the machine's load by more than the sleep
     print(f"setup ran: {first_s:.2f}s, setup skipped: {second_s:.2f}s")
 
     [entry] = SetupCache(data / "setup-cache").entries()

@@ -68,7 +68,8 @@ def test_a_second_run_starts_from_the_snapshot_with_a_fresh_workspace(fake_anthr
     saw = agent_saw(second)
     assert saw[:4] == ["from-snapshot", "from-workspace", "from-home", "# app, changed"], saw
     assert "old.txt" not in saw, "the snapshot's workspace leaked into the run"
-    assert second_s < first_s - 1.5, (first_s, second_s)
+    # setup's `sleep 4` is skipped (no setup event above); the wall times are printed, not compared: the
+    # snapshot's restore on the double costs seconds that vary with the machine's load
     print(f"modal (double): setup ran: {first_s:.2f}s, setup skipped: {second_s:.2f}s")
     [entry] = SetupCache(data / "setup-cache").entries()
     assert entry.tag.startswith(f"decode-setup-cache:{entry.key}@im-")

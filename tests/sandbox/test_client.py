@@ -14,9 +14,9 @@ import pytest
 
 from bot.sandbox.client import STOPPED_WAIT_S, AgentdSandbox
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.sandbox.protocol import CapReached, Death
+from bot.sandbox.protocol import Cap, CapReached, Death
 
-WHY = "the agent wrote more than the disk cap (DECODE_MAX_DISK_MB=1, workspace and temp held 9 MiB)"
+WHY = Cap("max_disk", "the agent wrote more than the disk cap (DECODE_MAX_DISK_MB=1, workspace and temp held 9 MiB)")
 
 
 class SilentChannel:
@@ -48,7 +48,7 @@ class StoppingBackend:
     root = "/workspace"
 
     def __init__(self) -> None:
-        self.why: str | None = None
+        self.why: Cap | None = None
 
     def start(self, policy: EgressPolicy) -> SilentChannel:
         return SilentChannel()
@@ -56,7 +56,7 @@ class StoppingBackend:
     def stop(self) -> None:
         self.why = WHY
 
-    def stopped(self) -> str | None:
+    def stopped(self, now: bool = False) -> Cap | None:
         return self.why
 
     def death(self) -> Death:

@@ -47,9 +47,9 @@ def decode_comment(world, number: int, *, forge=None, **settings):
     if forge is None:
         return run(world, "issue_comment", payload, **settings)
     s = base_settings.replace(**settings)
-    work = Router(Rules.of(s)).decide("issue_comment", payload)
-    return run_github_job(JobContext(work, s, forge, run_id="fork", tag="origin:fork",
-                                     model=AnthropicModel(s.model, sleep=lambda _: None)))
+    work = Router(Rules.of(s.github)).decide("issue_comment", payload)
+    return run_github_job(JobContext(work, forge, run_id="fork", tag="origin:fork",
+                                     model=AnthropicModel(s.model, sleep=lambda _: None)), s)
 
 
 def app_forge(fake) -> GitHubForge:

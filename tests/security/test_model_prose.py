@@ -109,7 +109,7 @@ def test_a_hostile_summary_shows_no_image_and_links_only_to_the_repository(world
         client = app.test_client()
         run_id = add_run(client, store, repo=f"{OWNER}/{NAME}", number=number, state="done")
         write_run(tmp_path / "web", run_id, load_events(conclusion.ran.transcript_jsonl))
-        page = client.get(run_path(app.extensions["decode"].settings, run_id)).get_data(as_text=True)
+        page = client.get(run_path(app.extensions["decode"].settings.store, run_id)).get_data(as_text=True)
     finally:
         store.close()
     assert "Approve here" in page and "<img" not in page

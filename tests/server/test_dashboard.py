@@ -91,7 +91,7 @@ def test_rows_carry_figures_links_and_daily_totals(env):
     assert 'href="https://github.com/octo/app/issues/1"' in done
     assert 'href="https://github.com/octo/app/pull/9"' in done
     [(exp, sig)] = re.findall(rf'href="/runs/{runs["app-done"]}\?exp=([0-9]+)&amp;sig=([0-9a-f]+)"', done)
-    assert check(settings, runs["app-done"], exp, sig) is Link.GOOD
+    assert check(settings.store, runs["app-done"], exp, sig) is Link.GOOD
     failed = text[text.index(f'data-run="{runs["app-failed"]}"'):].split("</tr>")[0]
     assert "$0.50" in failed and "30s" in failed and "javascript:" not in failed  # figures from record.json
     assert 'title="the model refused the key"' in failed

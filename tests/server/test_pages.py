@@ -24,7 +24,7 @@ def env(tmp_path):
 
 def query(app, run_id, **kw):
     """The query string of a fresh signed link to `run_id`."""
-    return run_path(app.extensions["decode"].settings, run_id, **kw).split("?", 1)[1]
+    return run_path(app.extensions["decode"].settings.store, run_id, **kw).split("?", 1)[1]
 
 
 def test_a_signed_link_shows_the_transcript_with_strict_headers(env):

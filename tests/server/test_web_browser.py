@@ -70,7 +70,7 @@ def test_a_live_transcript_shows_a_new_turn_without_reloading(browser, tmp_path)
     directory = write_run(tmp_path, run_id, [{"type": "run_start", "task": "Fix it", "repo": "octo/app"},
                                              *turn(1, "Reading the code first")])
     with serving(app) as url:
-        browser.get(url + run_path(app.extensions["decode"].settings, run_id))
+        browser.get(url + run_path(app.extensions["decode"].settings.store, run_id))
         assert "Reading the code first" in text_of(browser, "#transcript")
         browser.driver.execute_script("window.samePage = 'yes'")
         browser.shot("live-before")

@@ -60,8 +60,8 @@ def as_sent(fake, payload: dict) -> dict:
 
 def run(world, event: str, payload: dict, run_id: str = "r1", **kw):
     fake, anthropic, settings, forge, _ = world
-    trigger = Router(Rules.of(settings)).decide(event, as_sent(fake, payload))
+    trigger = Router(Rules.of(settings.github)).decide(event, as_sent(fake, payload))
     assert not isinstance(trigger, Ignore), trigger
     model = AnthropicModel(settings.model, sleep=lambda s: None)
-    return run_github_job(JobContext(trigger, settings.replace(**kw), forge, run_id=run_id, tag=f"origin:{run_id}",
-                                     model=model, run_url="https://ci.example/run/1"))
+    return run_github_job(JobContext(trigger, forge, run_id=run_id, tag=f"origin:{run_id}",
+                                     model=model, run_url="https://ci.example/run/1"), settings.replace(**kw))
