@@ -96,9 +96,9 @@ ROWS: tuple[Row, ...] = (
     Row("github_writes_per_minute", "DECODE_GITHUB_WRITES_PER_MINUTE", "github.writes_per_minute", 80,
         count("DECODE_GITHUB_WRITES_PER_MINUTE={raw!r} is not valid: set it to a whole number of writes "
               "(default {default}; 0: no pacing)"),
-        "content-creating requests a process makes per account and minute (and 6.25 times that an hour): "
-        "GitHub's secondary limit, 80 and 500 (docs/scale.md); a GitHub Enterprise Server whose admin raised "
-        "it may raise this; 0: no pacing"),
+        "content-creating requests per account and minute (and 6.25 times that an hour), counted across every "
+        "process on the job store (the Action and `decode run`: per process): GitHub's secondary limit, 80 and "
+        "500 (docs/scale.md); a GitHub Enterprise Server whose admin raised it may raise this; 0: no pacing"),
     # sandbox
     Row("sandbox_mode", "SANDBOX_MODE", "sandbox.mode", "docker", choice(SANDBOX_MODES),
         f"where the agent's commands run: {', '.join(SANDBOX_MODES)}"),

@@ -44,8 +44,11 @@ from psycopg.types.json import Jsonb
 from bot.config import database_password
 from bot.core.names import new_store_id
 from bot.core.redact import MIN_SECRET_LENGTH
+from bot.github.pacing import Decide
+from bot.jobs import write_ledger
 from bot.jobs.postgres_pool import Pool
 from bot.jobs.transitions import MOVES, PG_NOW
+from bot.jobs.write_ledger import TABLES
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, Caps, JobRecord,
                             Snapshot, StoreError, check_final, installation_of, repo_of)
 
@@ -57,6 +60,7 @@ MIGRATION_LOCK = 0x6465  # "de"
 KEY_LOCK = 0x636F  # "co"
 INSTALLATION_LOCK = 0x696E  # "in"
 REPO_LOCK = 0x7265  # "re"
+WRITES_LOCK = 0x6768  # "gh": an account's writes to GitHub
 CHANNEL = "decode_jobs"  # NOTIFY on every job queued (or queued again), LISTENed to by `watch`
 WATCH_RETRY_S = 5.0
 
@@ -106,6 +110,10 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 5: listing runs a page at a time by state (`runs`; by repository: `jobs_repo`).
     "CREATE INDEX jobs_state ON jobs (state, id);",
+    # 6: the front of the queue without reading the rest (`snapshot(upto=)`): each installation's oldest queued jobs.
+    "CREATE INDEX jobs_queued ON jobs (installation, id) WHERE state = 'queued';",
+    # 7: GitHub's write budget, shared by every process on the database (bot/jobs/write_ledger.py).
+    ";".join(sql.format(real="double precision") for sql in TABLES),
 )
 
 _COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id, installation"
@@ -134,6 +142,18 @@ _TAKE = f"""
 UPDATE jobs SET state = 'running', lease_owner = %(worker)s, lease_expires = {PG_NOW} + %(lease_s)s,
     attempts = attempts + CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, updated_at = {PG_NOW}, claimed_at = {PG_NOW}
 WHERE id = %(id)s RETURNING {_COLUMNS}"""
+# bot/jobs/sqlite_sql.py's TURNS and QUEUED_OF: the installations with queued jobs, one skip each through
+# jobs_queued, with their last claim (a jobs_turns probe); then each one's oldest queued jobs (LIMIT NULL: all).
+_TURNS = """
+WITH RECURSIVE i(name) AS (
+    (SELECT installation FROM jobs WHERE state = 'queued' ORDER BY installation LIMIT 1)
+    UNION ALL
+    SELECT (SELECT installation FROM jobs WHERE state = 'queued' AND installation > i.name ORDER BY installation
+            LIMIT 1) FROM i WHERE i.name IS NOT NULL)
+SELECT name, (SELECT max(claimed_at) FROM jobs WHERE installation = i.name) FROM i WHERE name IS NOT NULL"""
+_QUEUED = f"""
+SELECT q.* FROM unnest(%(names)s::text[]) AS i(name), LATERAL (SELECT {_COLUMNS} FROM jobs
+    WHERE state = 'queued' AND installation = i.name ORDER BY id LIMIT %(upto)s) AS q ORDER BY q.id"""
 _LOCK = "SELECT pg_{0}advisory_xact_lock(%s, hashtext(coalesce(current_schema(), '') || ':' || %s))"
 
 
@@ -314,21 +334,33 @@ class PostgresStore:
             rows = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({ids}) ORDER BY id DESC", params).fetchall()
         return [JobRecord(*row, store_id=self.store_id) for row in rows]
 
-    def snapshot(self) -> Snapshot:
-        """See `bot.jobs.sqlite.Store.snapshot`: read in one REPEATABLE READ transaction."""
+    def snapshot(self, upto: int | None = None) -> Snapshot:
+        """See `bot.jobs.sqlite.Store.snapshot`: read in one REPEATABLE READ transaction, by index probes."""
         with self._tx() as cur:
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            queued = cur.execute(f"SELECT {_COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY id").fetchall()
+            turns = cur.execute(_TURNS).fetchall()
+            queued = cur.execute(_QUEUED, {"names": [name for name, _ in turns], "upto": upto}).fetchall()
             running = cur.execute(f"SELECT key, installation FROM jobs WHERE state = 'running' "
                                   f"AND lease_expires > {PG_NOW}").fetchall()
-            turns = cur.execute("SELECT installation, max(claimed_at) FROM jobs WHERE claimed_at IS NOT NULL "
-                                "GROUP BY installation").fetchall()
         return Snapshot([JobRecord(*row, store_id=self.store_id) for row in queued], [tuple(r) for r in running],
-                        dict(turns))
+                        {name: at for name, at in turns if at is not None})
 
     def note(self, job_id: int, text: str) -> bool:
         """Remember what the queued job's comment says; True for the one caller that changed it."""
         return self._move("note", job=job_id, text=text)
+
+    def take_write(self, account: str, horizon_s: float, decide: Decide) -> float:
+        """A GitHub write of `account` taken under an advisory lock on the account, on the server's clock, shared
+        by every process and host on the database (the pacer's `Ledger`, bot/jobs/write_ledger.py)."""
+        with self._tx() as cur:
+            cur.execute(_LOCK.format(""), (WRITES_LOCK, account))
+            now = _row(cur.execute(f"SELECT {PG_NOW}"))[0]
+            return write_ledger.take(cur.execute, "%s", account, now, horizon_s, decide)
+
+    def hold_writes(self, account: str, wait_s: float, slow_s: float) -> None:
+        """GitHub asked `account`'s writes to wait (the pacer's `Ledger`), on the server's clock."""
+        with self._tx() as cur:
+            write_ledger.hold(cur.execute, "%s", account, _row(cur.execute(f"SELECT {PG_NOW}"))[0], wait_s, slow_s)
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""

@@ -9,11 +9,16 @@ worker. The position is the job's place in that order, whatever its reason: a jo
 may start first, and the position of both then moves. A comment says the first `EXACT` places as they
 are and the rest by tens (`place`): a deep queue moves by one place at each claim, and its comments
 then change once in ten claims, not at every one.
+
+A page of the line (`page`, the dashboard's queue table) reads only the front of each installation's queue:
+a job at place p is at most the p-th of its installation, so each installation's oldest `p` jobs give every
+place up to p exactly (`Snapshot` with `upto`), whatever the queue and the store hold behind them.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.core.names import key_parts
@@ -52,6 +57,21 @@ def standing(store: JobStore, job_id: int) -> Waiting | None:
     """Where the job `job_id` stands in `store`'s queue and why it waits (`Waiting.text` is the line to show),
     None when it is not queued: for a view of one job, such as its check run."""
     return next((w for w in waiting(store) if w.job.id == job_id), None)
+
+
+def page(store: JobStore, after: int, count: int, keep: Callable[[Waiting], bool]) -> tuple[list[Waiting], bool]:
+    """The first `count` jobs that `keep` accepts at places after `after`, in claim order, and whether the line
+    goes on past the last of them: read from the front `after + window` places, the window doubling while
+    the page is not full and the line goes on (`keep` accepts few of it), so a page costs about its places."""
+    window = count
+    while True:
+        upto = after + window
+        line = line_up(store.snapshot(upto=upto + 1), store.caps)  # exact up to place upto + 1
+        found = [w for w in line[after:upto] if keep(w)][:count]
+        if len(found) == count or len(line) <= upto:
+            last = found[-1].position if len(found) == count else upto
+            return found, len(line) > last
+        window *= 2
 
 
 def line_up(snapshot: Snapshot, caps: Caps) -> list[Waiting]:

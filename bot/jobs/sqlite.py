@@ -72,7 +72,10 @@ from typing import Any
 from bot.config import StoreSettings
 from bot.core.extras import requires_extra
 from bot.core.names import new_store_id
-from bot.jobs.sqlite_sql import CLAIM, COLUMNS, MIGRATIONS, REPO_RUN_IDS, RUNNABLE, RUNS_PAGE, SCHEMA
+from bot.jobs.sqlite_sql import (CLAIM, COLUMNS, MIGRATIONS, QUEUED_OF, REPO_RUN_IDS, RUNNABLE, RUNS_PAGE, SCHEMA,
+                                 TURNS)
+from bot.github.pacing import Decide
+from bot.jobs import write_ledger
 from bot.jobs.transitions import MOVES
 from bot.jobs.store import (BODY_RETENTION_S, DELIVERY_RETENTION_S, PRUNE_EVERY_S, STATES, Caps, JobRecord,
                             JobStore, Snapshot, StoreError, check_final, installation_of)
@@ -337,25 +340,38 @@ class Store:
                                             "ORDER BY id DESC").fetchall()
         return [_record(row, self.store_id) for row in rows]
 
-    def snapshot(self) -> Snapshot:
-        """The queued jobs (oldest first), the keys running under a live lease and each installation's last
-        claim, in one read transaction."""
+    def snapshot(self, upto: int | None = None) -> Snapshot:
+        """The queued jobs (oldest first; with `upto`, each installation's oldest `upto` only), the keys running
+        under a live lease and the last claim of each installation with queued jobs, in one read transaction.
+        Index probes only: it reads what it returns, however many runs the store keeps."""
+        upto = upto if upto is not None else -1  # SQLite: no limit
         with self._read_lock, self._errors():
             self._reader.execute("BEGIN")
             try:
-                queued = self._reader.execute(f"SELECT {COLUMNS} FROM jobs WHERE state = 'queued' ORDER BY id"
-                                              ).fetchall()
+                turns = self._reader.execute(TURNS).fetchall()
+                queued = [row for name, _ in turns for row in self._reader.execute(
+                    QUEUED_OF.format(columns=COLUMNS), {"installation": name, "upto": upto})]
                 running = self._reader.execute("SELECT key, installation FROM jobs WHERE state = 'running' "
                                                "AND lease_expires > ?", (time.time(),)).fetchall()
-                turns = self._reader.execute("SELECT installation, max(claimed_at) FROM jobs "
-                                             "WHERE claimed_at IS NOT NULL GROUP BY installation").fetchall()
             finally:
                 self._reader.execute("COMMIT")
-        return Snapshot([_record(row, self.store_id) for row in queued], [tuple(r) for r in running], dict(turns))
+        return Snapshot(sorted((_record(row, self.store_id) for row in queued), key=lambda job: job.id),
+                        [tuple(r) for r in running], {name: at for name, at in turns if at is not None})
 
     def note(self, job_id: int, text: str) -> bool:
         """Remember what the queued job's comment says; True for the one caller that changed it."""
         return self._move("note", job=job_id, text=text)
+
+    def take_write(self, account: str, horizon_s: float, decide: Decide) -> float:
+        """A GitHub write of `account` taken under the write lock, shared by every process on the file (the
+        pacer's `Ledger`, bot/jobs/write_ledger.py)."""
+        with self._lock, self._tx():
+            return write_ledger.take(self._db.execute, "?", account, time.time(), horizon_s, decide)
+
+    def hold_writes(self, account: str, wait_s: float, slow_s: float) -> None:
+        """GitHub asked `account`'s writes to wait (the pacer's `Ledger`)."""
+        with self._lock, self._tx():
+            write_ledger.hold(self._db.execute, "?", account, time.time(), wait_s, slow_s)
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""

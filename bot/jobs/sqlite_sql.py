@@ -5,6 +5,8 @@ The claim's rules are bot/jobs/sqlite.py's docstring; PostgreSQL's are the same 
 
 from __future__ import annotations
 
+from bot.jobs.write_ledger import TABLES
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
     id TEXT PRIMARY KEY,
@@ -53,6 +55,11 @@ MIGRATIONS: tuple[str, ...] = (
     # planner scans the whole table for the claim instead of jobs_open.
     "CREATE INDEX IF NOT EXISTS jobs_failed ON jobs (id) WHERE state = 'failed'",
     "CREATE INDEX IF NOT EXISTS jobs_repo ON jobs (lower(substr(key, 1, instr(key, '#') - 1)), id)",
+    # 10: the front of the queue without reading the rest (`Store.snapshot(upto=)`): each installation's
+    # oldest queued jobs.
+    "CREATE INDEX IF NOT EXISTS jobs_queued ON jobs (installation, id) WHERE state = 'queued'",
+    # 11-13: GitHub's write budget, shared by every process on the file (bot/jobs/write_ledger.py).
+    *(sql.format(real="REAL") for sql in TABLES),
 )
 
 # A page of runs older than job :before: by id (a state named as a literal, so that SQLite takes the partial
@@ -60,6 +67,20 @@ MIGRATIONS: tuple[str, ...] = (
 RUNS_PAGE = "SELECT {columns} FROM jobs WHERE id < :before{and_state} ORDER BY id DESC LIMIT :limit"
 REPO_RUN_IDS = ("SELECT id FROM jobs WHERE lower(substr(key, 1, instr(key, '#') - 1)) = :repo AND id < :before"
                 "{and_state} ORDER BY id DESC LIMIT :limit")
+
+# The installations with queued jobs, each found from the one before it through jobs_queued (a skip per
+# installation, never a read of the queue), with when it last had a job claimed (jobs_turns: a probe, never a
+# GROUP BY over every run); then one installation's oldest queued jobs.
+TURNS = """
+WITH RECURSIVE i(name) AS (
+    SELECT (SELECT min(installation) FROM jobs WHERE state = 'queued')
+    UNION ALL
+    SELECT (SELECT min(installation) FROM jobs WHERE state = 'queued' AND installation > i.name) FROM i
+    WHERE i.name IS NOT NULL)
+SELECT name, (SELECT max(claimed_at) FROM jobs WHERE installation = i.name) FROM i WHERE name IS NOT NULL
+"""
+QUEUED_OF = ("SELECT {columns} FROM jobs WHERE state = 'queued' AND installation = :installation "
+             "ORDER BY id LIMIT :upto")
 
 COLUMNS = "id, delivery_id, key, payload, state, attempts, created_at, error, result, call_id, installation"
 

@@ -57,9 +57,9 @@ class Caps:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What the queue's order and reasons are computed from (`bot.jobs.queue.line_up`): the queued jobs,
-    the keys running under a live lease (with their installations), and when each installation last had a
-    job claimed."""
+    """What the queue's order and reasons are computed from (`bot.jobs.queue.line_up`): the queued jobs (or
+    each installation's oldest few), the keys running under a live lease (with their installations), and
+    when each installation with queued jobs last had a job claimed."""
 
     queued: list[JobRecord]
     running: list[tuple[str, str]]  # (key, installation)
@@ -113,8 +113,10 @@ class JobStore(Protocol):
         its cap. The claim of a job with a recorded call is not an attempt: the claimer asks that call first."""
         ...
 
-    def snapshot(self) -> Snapshot:
-        """The queued jobs (oldest first), the running ones and each installation's last claim, read together."""
+    def snapshot(self, upto: int | None = None) -> Snapshot:
+        """The queued jobs (oldest first; with `upto`, only each installation's oldest `upto`), the running ones
+        and the last claim of each installation with queued jobs, read together by index probes: it costs
+        what it returns, never a read of every run."""
         ...
 
     def note(self, job_id: int, text: str) -> bool:
@@ -162,6 +164,15 @@ class JobStore(Protocol):
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present."""
+        ...
+
+    def take_write(self, account: str, horizon_s: float, decide: Callable[..., float]) -> float:
+        """The GitHub write pacer's `Ledger.take_write` (bot/github/pacing.py), shared by every process on the
+        store: one count of writes per account across workers and hosts."""
+        ...
+
+    def hold_writes(self, account: str, wait_s: float, slow_s: float) -> None:
+        """The pacer's `Ledger.hold_writes`: GitHub asked `account`'s writes to wait, for every process."""
         ...
 
     def writable(self) -> bool:

@@ -5,7 +5,8 @@ else; `?repo=owner/name` and `?state=queued|running|done|failed` narrow the list
 runs; `?before=<job id>` the next older page (linked below the table), each page costing what it lists
 however many runs the store holds (`JobStore.runs`). The totals are over the runs listed. Above them, the queue: the queued jobs of those repositories in
 the order they will be claimed, with their place in line (counted over every repository), why each
-waits and since when (bot/jobs/queue.py). A server in setup mode (no App credentials, no token) says
+waits and since when (bot/jobs/queue.py), `QUEUE_LIMIT` at a time: `?queued_after=<place>` the next ones
+(linked below it), read from the front of the line, never the whole queue. A server in setup mode (no App credentials, no token) says
 so here and links /setup (never its key: anyone may open /).
 """
 
@@ -25,10 +26,11 @@ from bot.server.oauth import callback_url, configured, current_user
 from bot.server.run_views import RunRow, daily_totals, row_of
 from bot.server.web import secure
 from bot.core.names import key_parts
-from bot.jobs.queue import Waiting, waiting
+from bot.jobs.queue import Waiting, page
 from bot.jobs.sqlite import STATES
 
 LIMIT = 50  # runs a page; `?before=` the next ones
+QUEUE_LIMIT = 50  # queued jobs a page; `?queued_after=` the next ones
 home = Blueprint("dashboard", __name__)
 home.after_request(secure)
 
@@ -51,10 +53,15 @@ def index() -> str:
     jobs = ctx.store.runs(LIMIT, repos=repos, state=state, before=before)
     rows = [row_of(job, settings.store.data_dir) for job in jobs]
     older = jobs[-1].id if len(jobs) == LIMIT else None
-    queue = [_queued(w) for w in waiting(ctx.store) if w.repo in repos] if state in (None, "queued") else []
+    queue, later = [], None
+    if state in (None, "queued"):
+        after = max(request.args.get("queued_after", 0, type=int), 0)
+        waiting, more = page(ctx.store, after, QUEUE_LIMIT, lambda w: w.repo in repos)
+        queue = [_queued(w) for w in waiting]
+        later = queue[-1].position if more and queue else None
     return render_template("dashboard.html", user=user, csrf=session.get("csrf", ""), rows=rows, queue=queue,
-                           totals=daily_totals(rows), repo=repo, state=state, states=STATES, older=older,
-                           repos=sorted(user.repos), links=_links(rows))
+                           later=later, totals=daily_totals(rows), repo=repo, state=state, states=STATES,
+                           older=older, repos=sorted(user.repos), links=_links(rows))
 
 
 @dataclass(frozen=True)

@@ -101,8 +101,9 @@ def cannot_listen(host: str, port: int, e: OSError) -> ConfigError:
 def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
                credentials: Credentials, gate: ModelGate) -> LeaseRunner:
     """The lease runner of this process: `size` jobs at a time on threads, their run figures in `metrics`;
-    it claims nothing while the model's check fails."""
-    forge = GitHubForge(credentials, pacer=WritePacer.per_minute(settings.github.writes_per_minute))
+    it claims nothing while the model's check fails. Its writes to GitHub are paced in `store`, with every
+    other process's on it."""
+    forge = GitHubForge(credentials, pacer=WritePacer.per_minute(settings.github.writes_per_minute, ledger=store))
     prepare_host(settings.sandbox.mode, sandbox_spec(settings.sandbox, settings.store.data_dir))
     handle = job_handler(settings, forge, metrics.record_run, model=gate.model)
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge),

@@ -18,7 +18,8 @@ from bot.core.names import attempt_dir, job_id, key_parts, run_id
 from bot.github.work import work_of
 from bot.jobs.store import JobRecord, JobStore
 from bot.run.result import Figures, RunResult, read_record
-from bot.run.transcript import JSONL_NAME, figures, load_events
+from bot.run.transcript import JSONL_NAME
+from bot.run.transcript_pages import index
 
 LIVE_STATES = ("queued", "running")
 MAX_ATTEMPT_DIRS = 100  # a job is tried far fewer times (DECODE_MAX_ATTEMPTS)
@@ -92,11 +93,12 @@ def _recorded(data_dir: Path, rid: str) -> Figures | None:
 
 
 def _so_far(data_dir: Path, rid: str) -> Figures | None:
-    """A live run's turns, cost and time so far, from its transcript."""
+    """A live run's turns, cost and time so far, from its transcript's index (bot/run/transcript_pages.py:
+    cached, and carried on from where it stopped as the transcript grows), never the whole file again."""
     directory = run_dir(data_dir, rid)
     if directory is None or not (directory / JSONL_NAME).exists():
         return None
-    return figures(load_events(directory / JSONL_NAME))
+    return index(directory / JSONL_NAME).tally.figures()
 
 
 def daily_totals(rows: Iterable[RunRow]) -> list[tuple[str, int, float]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 from bot.model import Usage
@@ -82,3 +83,17 @@ def test_runs_go_page_by_page_in_the_order_they_were_made_and_pruned_ones_are_pa
     assert [line.split()[0] for line in second.stdout.splitlines()[1:]] == ["job-3", "job-2", "job-1"]
     bad = decode_runs(tmp_path, "--before", "job-99")
     assert bad.returncode == 2 and "--before job-99: there is no such run" in bad.stderr
+
+
+def test_runs_made_before_the_index_are_still_listed_after_new_runs_append_to_it(tmp_path: Path) -> None:
+    for i in range(1, 4):  # a data dir from before runs.index: its runs made by an older decode-bot
+        os.utime(run_dir(tmp_path, f"job-{i}"), (1000.0 + i, 1000.0 + i))
+    assert not (tmp_path / "runs.index").exists()
+    threads = [threading.Thread(target=fresh_dir, args=(tmp_path / "runs", f"job-{i}")) for i in range(4, 8)]
+    for thread in threads:  # the first runs of the new version, at once: whichever appends first makes the index
+        thread.start()
+    for thread in threads:
+        thread.join()
+    listed = [line.split()[0] for line in decode_runs(tmp_path).stdout.splitlines()[1:]]
+    assert sorted(listed[:4]) == ["job-4", "job-5", "job-6", "job-7"]  # the new ones, in the order they came
+    assert listed[4:] == ["job-3", "job-2", "job-1"]  # then every older run, oldest last

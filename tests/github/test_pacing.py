@@ -104,3 +104,28 @@ def test_many_runs_tracking_comments_together_stay_within_githubs_limit(world):
     assert not [r for r in fake.requests if r.status in (403, 429)]  # never refused
     assert len(edits) > 2 * len(trackers)  # progress went through, between the phase changes
     assert all(c["body"].startswith("done") for c in fake.comments(OWNER, NAME, number))  # every result arrived
+
+
+def test_workers_on_one_job_store_share_the_installations_write_budget(world, store_factory):
+    """Two workers (two stores on one database or file, as two processes or hosts have), each writing as fast as
+    it may: together they stay within the one limit GitHub counts for the installation, and GitHub's request
+    to wait, heard by one, holds the other's writes too."""
+    fake = world[0]
+    fake.limit_writes(3, 0.5)
+    number = fake.add_issue(OWNER, NAME, "Busy", "", user="alice")
+    forges = [GitHubForge(TokenCredentials(fake.token, fake.api_url), retry=GitHubRetry(sleep=lambda s: None),
+                          pacer=WritePacer(((3, 0.5),), ledger=store_factory())) for _ in range(2)]
+
+    def write(n: int) -> None:
+        for i in range(4):
+            forges[n].post_comment(REPO, number, f"worker {n}, note {i}", f"<!-- {n}.{i} -->")
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    writes = fake.writes()
+    assert len(writes) == 8 and not [r for r in writes if r.status in (403, 429)]  # never refused
+    assert len(fake.comments(OWNER, NAME, number)) == 8
+    forges[0].pacer.asked(OWNER, 30.0, "secondary rate limit")
+    assert not forges[1].pacer.may_write(OWNER)  # the other worker heard it through the store

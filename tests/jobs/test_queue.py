@@ -8,7 +8,7 @@ import threading
 import time
 from collections import Counter
 
-from bot.jobs.queue import FREE_WORKER, ordinal, place, standing, waiting
+from bot.jobs.queue import FREE_WORKER, ordinal, page, place, standing, waiting
 from bot.jobs.store import JobRecord, JobStore
 from tests.support.stores import StoreFactory, claim_until_empty
 
@@ -129,3 +129,19 @@ def test_past_the_tenth_place_a_comment_moves_by_tens() -> None:
     assert [place(n) for n in (1, 10, 11, 20, 21, 47)] == [
         "1st in line", "10th in line", "in line behind 10+ jobs", "in line behind 10+ jobs",
         "in line behind 20+ jobs", "in line behind 40+ jobs"]
+
+
+def test_a_page_of_the_line_reads_its_front_and_matches_the_whole_line(store_factory: StoreFactory) -> None:
+    store = store_factory(lease_s=60)
+    for n in range(1, 13):  # three installations, 8, 2 and 2 jobs queued, interleaved
+        repo, installation = ("octo/calendar", 1) if n % 3 else (("acme/web", 2) if n % 2 else ("solo/tool", None))
+        enqueue(store, f"{repo}#{n}", installation)
+    store.claim("w")  # installation 1 claimed last: it goes last in each round
+    line = waiting(store)
+    assert len(store.snapshot(upto=2).queued) == 6  # each installation's oldest two at most
+    for after, count, keep in ((0, 4, "/"), (3, 3, "/"), (0, 3, "octo/"), (5, 5, "octo/"), (9, 5, "/")):
+        found, more = page(store, after, count, lambda w: w.repo.startswith(keep))
+        wanted = [w for w in line if w.position > after and w.repo.startswith(keep)]
+        assert [(w.job.id, w.position, w.reason) for w in found] == \
+               [(w.job.id, w.position, w.reason) for w in wanted[:count]], (after, count, keep)
+        assert more == (bool(found) and found[-1].position < len(line)), (after, count, keep)

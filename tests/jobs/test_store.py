@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bot.jobs.sqlite import Store
-from bot.jobs.sqlite_sql import REPO_RUN_IDS, RUNNABLE, RUNS_PAGE
+from bot.jobs.sqlite_sql import QUEUED_OF, REPO_RUN_IDS, RUNNABLE, RUNS_PAGE, TURNS
 from bot.jobs.store import JobRecord, JobStore, StoreError
 from tests.support.stores import StoreFactory, claim_until_empty
 
@@ -356,6 +356,9 @@ def test_a_page_of_runs_reads_an_index_in_order_never_sorts_the_table(tmp_path: 
     claim = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {RUNNABLE}", {
         "now": 0, "max_attempts": 3, "per_installation": 0, "per_repo": 0}))
     assert "USING INDEX jobs_open" in claim, claim  # the claim reads the open jobs, never the whole table
+    for sql in (TURNS, QUEUED_OF.format(columns="id")):  # the queue's front: probes, never a scan of every run
+        plan = " ".join(row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN {sql}", {"installation": "1", "upto": 5}))
+        assert "SCAN jobs" not in plan and "TEMP B-TREE" not in plan and "jobs_queued" in plan, plan
     db.close()
 
 
@@ -395,7 +398,7 @@ def test_a_store_written_before_call_ids_gains_them_and_a_newer_one_is_refused(t
     path = tmp_path / "jobs.sqlite3"
     Store(path).close()
     old = sqlite3.connect(path)  # back to the file as released before versioning: no call_id, user_version 0
-    old.executescript("DROP INDEX jobs_turns; ALTER TABLE jobs DROP COLUMN installation;"
+    old.executescript("DROP INDEX jobs_turns; DROP INDEX jobs_queued; ALTER TABLE jobs DROP COLUMN installation;"
                       "ALTER TABLE jobs DROP COLUMN claimed_at; ALTER TABLE jobs DROP COLUMN note;"
                       "ALTER TABLE jobs DROP COLUMN call_id; PRAGMA user_version = 0;"
                       "INSERT INTO jobs (delivery_id, key, payload, state, created_at, updated_at) "

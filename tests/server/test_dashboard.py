@@ -175,3 +175,20 @@ def test_many_runs_are_listed_a_page_at_a_time_with_a_link_to_the_older_ones(tmp
     second = client.get(older.replace("&amp;", "&"))
     assert shown(second) == [made[1], made[0]] and 'id="older"' not in second.get_data(as_text=True)
     store.close()
+
+
+def test_a_long_queue_is_shown_a_page_of_places_at_a_time_with_a_link_to_the_later_ones(tmp_path):
+    store = Store(tmp_path / "jobs.sqlite3")
+    client = web_app(tmp_path, store, **OAUTH).test_client()
+    payload = store.job(int(add_run(client, store, repo="octo/app", number=1)[4:])).payload
+    for n in range(2, 56):  # as the webhook queues them, without 54 deliveries
+        store.record_delivery(f"d-{n}", "issues", "queued", (f"octo/app#{n}", payload))
+    sign_in(client, tmp_path, "alice", {"octo/app"})
+    first = client.get("/")
+    assert re.findall(r'data-position="(\d+)"', first.get_data(as_text=True)) == [str(p) for p in range(1, 51)]
+    [later] = re.findall(r'id="later" href="([^"]+)"', first.get_data(as_text=True))
+    second = client.get(later.replace("&amp;", "&"))
+    assert re.findall(r'data-position="(\d+)"', second.get_data(as_text=True)) == [str(p) for p in range(51, 56)]
+    assert 'id="later"' not in second.get_data(as_text=True)
+    assert shown(second) == shown(first)  # the runs stay on their own page
+    store.close()
