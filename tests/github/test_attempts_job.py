@@ -39,7 +39,7 @@ def test_three_attempts_on_the_app_publish_the_small_one_and_list_all_three(worl
     assert "**Attempts** (3; published: attempt " in body and "it passed `verify`, with the fewest changed lines" \
         in body
     rows = [line.split("|") for line in body.splitlines() if line.startswith("| ") and "transcript.md |" in line]
-    assert sorted(row[2].strip() for row in rows) == ["failed", "passed", "passed"]  # which is which: arrival order
+    assert sorted(row[2].strip() for row in rows) == ["failed", "passed", "passed"], body  # in arrival order
     [published] = [row for row in rows if "(published)" in row[1]]
     assert (published[2].strip(), published[3].strip()) == ("passed", "2")
     assert [int(row[3]) > 30 for row in rows if row[2].strip() == "passed" and row is not published] == [True]
