@@ -115,8 +115,7 @@ def first_request_s(settings: Settings, origin: str, run_id: str) -> tuple[float
     model = FirstRequest()
     started = time.perf_counter()
     outcome = execute(Job(repo=origin, task="Look around", branch=f"decode/run-{run_id}", run_id=run_id),
-                      model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp, store=settings.store,
-                      budget=settings.budget, redactor=settings.redactor, client=model, progress=lambda line: None)
+                      settings.run, client=model, progress=lambda line: None)
     assert model.asked_at is not None, f"run {run_id} never asked the model: {outcome.result.error}"
     events = load_events(outcome.transcript_jsonl)
     notes = [e["result"] for e in events if e["type"] == "setup_cache"]

@@ -22,7 +22,6 @@ from bot.sandbox.local import clean_env, host_path
 from bot.run.transcript import load_events
 from tests.conftest import make_repo
 from tests.sandbox.conftest import IMAGE, MODES, require
-from tests.support.run_parts import run_parts
 
 # The package's build backend is in the tree and uses only the standard library, so that pip builds it
 # offline with any interpreter: a setuptools backend needs `wheel` besides setuptools < 70.1, which a
@@ -63,7 +62,7 @@ def run_pipeline(fake_anthropic, tmp_path: Path, repo: Path, mode: str, command:
                            [{"type": "text", "text": "Checked."}]])
     settings = fake_anthropic.settings(sandbox_mode=mode, data_dir=tmp_path / "data", sandbox_image=IMAGE)
     job = Job(repo=str(repo), task="Check the toolchain", branch="decode/run-toolchain", run_id="toolchain")
-    return execute(job, **run_parts(settings), client=AnthropicModel(settings.model, sleep=lambda s: None),
+    return execute(job, settings.run, client=AnthropicModel(settings.model, sleep=lambda s: None),
                    progress=lambda line: None)
 
 

@@ -78,7 +78,7 @@ def run_all(tasks: list[Task], settings: Settings, out: Path, results: Results, 
             with lock:
                 print(f"[{task.id}] {line}", file=sys.stderr, flush=True)
 
-        outcome = run_task(task, settings, lambda repo: resolve(repo, settings), out, progress, judges.get(task.id),
+        outcome = run_task(task, settings.run, lambda repo: resolve(repo, settings), out, progress, judges.get(task.id),
                            attempts)
         progress(f"{outcome.status} ({outcome.seconds:.1f}s)")
         results.add(outcome)

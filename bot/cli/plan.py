@@ -23,8 +23,7 @@ def run_plan(args: argparse.Namespace, settings: Settings, repo: str, token: str
     of the run: 0 when the plan is there."""
     job = Job(repo=repo, task=planning_task(task), branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id,
               base=args.base, token=token, tools=PLAN.tools)
-    ran = execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp, store=settings.store,
-                  budget=settings.budget, redactor=settings.redactor, progress=progress)
+    ran = execute(job, settings.run, progress=progress)
     drop_clones(ran.run_dir)  # nothing to deliver
     figures = ran.result.figures
     if figures is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bot.cli.plan import issue_task, run_plan
 from bot.cli.repo import github_clone_url, github_repo_name, local_repository
-from bot.config import Settings
+from bot.config import RunParts, Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.model import preload
@@ -69,9 +69,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     job = Job(repo=repo, task=args.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id, base=args.base,
               token=token)
     count = args.attempts or (attempts_at(repo, args.base) if local.exists() else 1)
-    ran = best_of(job, settings, count, progress) if count > 1 else \
-        execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp, store=settings.store,
-                budget=settings.budget, redactor=settings.redactor, progress=progress)
+    ran = best_of(job, settings.run, count, progress) if count > 1 else \
+        execute(job, settings.run, progress=progress)
     if ran is None:
         return 1
     delivered = deliver_local(ran) if local.exists() else None
@@ -87,12 +86,10 @@ def attempts_at(repo: str, base: str | None) -> int:
     return config_of(shown.stdout if shown.returncode == 0 else None).attempts
 
 
-def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], None]) -> Ran | None:
+def best_of(job: Job, parts: RunParts, count: int, progress: Callable[[str], None]) -> Ran | None:
     """`count` attempts of `job` at once (bot/run/attempts.py): each one's line, how the published one was
     picked, and its `Ran` (None: none to publish, said on stderr)."""
-    chosen, attempts, _ = run_attempts(job, count, progress, model=settings.model, sandbox=settings.sandbox,
-                                       mcp=settings.mcp, store=settings.store, budget=settings.budget,
-                                       redactor=settings.redactor)
+    chosen, attempts, _ = run_attempts(job, count, progress, parts=parts)
     for line in attempts_table(attempts, pick(attempts)):
         print(line)
     print(f"picked: {why(attempts, pick(attempts))}")

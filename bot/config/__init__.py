@@ -26,8 +26,8 @@ from bot.core.redact import Redactor, credential_values
 from bot.config.table import DEFAULT_MODEL, PRICE_KEYS, ROWS, SANDBOX_MODES, RemoteMcp, Row
 
 __all__ = ["DEFAULT_MODEL", "PRICE_KEYS", "ROWS", "SANDBOX_MODES", "Budget", "GitHubSettings", "ModelSettings",
-           "McpSettings", "PoolSettings", "RemoteMcp", "SandboxSettings", "Settings", "StoreSettings", "WebSettings",
-           "database_password"]
+           "McpSettings", "PoolSettings", "RemoteMcp", "RunParts", "SandboxSettings", "Settings", "StoreSettings",
+           "WebSettings", "database_password"]
 
 
 ROW_KEYS = {row.key: row for row in ROWS}
@@ -174,6 +174,19 @@ class Budget:
     max_wall_s: float = default("max_wall_s")
 
 
+@dataclass(frozen=True)
+class RunParts:
+    """The parts of the settings one run reads (`bot.run.pipeline.execute`, `bot.run.attempts.run_attempts`),
+    with the process's redactor: what a door hands the run layer instead of the whole `Settings`."""
+
+    model: ModelSettings
+    sandbox: SandboxSettings
+    mcp: McpSettings
+    store: StoreSettings
+    budget: Budget
+    redactor: Redactor
+
+
 GROUPS: dict[str, type] = {"model": ModelSettings, "github": GitHubSettings, "sandbox": SandboxSettings,
                            "mcp": McpSettings, "pool": PoolSettings, "store": StoreSettings, "web": WebSettings,
                            "budget": Budget}
@@ -228,6 +241,11 @@ class Settings:
 
     def __repr__(self) -> str:
         return "Settings(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in GROUPS) + ")"
+
+    @property
+    def run(self) -> RunParts:
+        """The parts a run reads, this process's redactor among them."""
+        return RunParts(self.model, self.sandbox, self.mcp, self.store, self.budget, self.redactor)
 
     @functools.cached_property
     def redactor(self) -> Redactor:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Settings
+from bot.config import RunParts
 from bot.core.errors import DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.eval.tasks import Task
@@ -81,17 +81,17 @@ class Outcome:
         return data
 
 
-def run_task(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress,
+def run_task(task: Task, parts: RunParts, resolve: Resolve, out: Path, progress: Progress,
              judge: Judge = None, attempts: int = 1) -> Outcome:
     """Run `task` to its outcome, its checks judged by `judge`; any error (a clone, the sandbox, the model) is
     its `error` outcome, never an exception, so the other tasks go on."""
     started = time.monotonic()
     try:
-        return _run(task, settings, resolve, out, progress, started, judge, attempts)
+        return _run(task, parts, resolve, out, progress, started, judge, attempts)
     except Exception as e:  # noqa: BLE001 - one task's failure is its outcome, whatever it was
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         progress(f"error: {reason}")
-        return Outcome(task.id, "error", seconds=time.monotonic() - started, reason=settings.redactor.redact(reason))
+        return Outcome(task.id, "error", seconds=time.monotonic() - started, reason=parts.redactor.redact(reason))
 
 
 def passes(result: CommandResult, judge: Judge) -> bool:
@@ -101,12 +101,12 @@ def passes(result: CommandResult, judge: Judge) -> bool:
     return judge(result.output) if judge is not None else result.exit_code == 0
 
 
-def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: Progress,
+def _run(task: Task, parts: RunParts, resolve: Resolve, out: Path, progress: Progress,
          started: float, judge: Judge, attempts: int) -> Outcome:
     source, token = resolve(task.repo)
     logs = out / "checks" / slug(task.id)
     progress(f"checking the base {task.base}")
-    before, config = run_check(task.check, settings, source, task.base, token, logs / "base")
+    before, config = run_check(task.check, parts, source, task.base, token, logs / "base")
     if passes(before, judge):
         return Outcome(task.id, "invalid", seconds=time.monotonic() - started,
                        reason=f"the check passes on the base {task.base} (see {logs / 'base'})")
@@ -119,18 +119,15 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
     job = Job(repo=source, task=task.task, branch=run_branch(run_tag(CLI_ORIGIN, run_id)), run_id=run_id,
               base=task.base, token=token)
     if attempts == 1:
-        ran = execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp, store=settings.store,
-                      budget=settings.budget, redactor=settings.redactor, progress=progress)
+        ran = execute(job, parts, progress=progress)
         rans, shown = [ran], ran
     else:  # what the bot would publish: the picked attempt, else (none passed verify) the first that finished
-        chosen, _, found = run_attempts(job, attempts, progress, model=settings.model, sandbox=settings.sandbox,
-                                        mcp=settings.mcp, store=settings.store, budget=settings.budget,
-                                        redactor=settings.redactor)
+        chosen, _, found = run_attempts(job, attempts, progress, parts=parts)
         rans = [r for r in found if r is not None]
         if not rans:
             raise DecodeError(f"none of the {attempts} attempts finished (see {out})")
         shown = chosen or rans[0]
-    verdicts = [_verdict(task, settings, r, config, logs / ("result" if attempts == 1 else f"result-{n}"), judge,
+    verdicts = [_verdict(task, parts, r, config, logs / ("result" if attempts == 1 else f"result-{n}"), judge,
                          progress) for n, r in enumerate(rans, 1)]
     status, reason = verdicts[rans.index(shown)]
     result = shown.result
@@ -142,14 +139,14 @@ def _run(task: Task, settings: Settings, resolve: Resolve, out: Path, progress: 
                    attempts=attempts, pass_at_n=any(v[0] == "resolved" for v in verdicts))
 
 
-def _verdict(task: Task, settings: Settings, ran: Ran, config: RepoConfig, log_dir: Path, judge: Judge,
+def _verdict(task: Task, parts: RunParts, ran: Ran, config: RepoConfig, log_dir: Path, judge: Judge,
              progress: Progress) -> tuple[str, str | None]:
     """One run's status and reason: its result checked (a run that committed nothing is unresolved; one
     that ended in an error and resolved nothing is an error)."""
     result = ran.result
     if result.commit is not None and ran.workspace is not None:
         progress("checking the result")
-        after, _ = run_check(task.check, settings, str(ran.workspace.clean), ran.job.branch, None, log_dir,
+        after, _ = run_check(task.check, parts, str(ran.workspace.clean), ran.job.branch, None, log_dir,
                              config=config)
         if passes(after, judge):
             return "resolved", None
@@ -165,29 +162,29 @@ def _diff(clean: Path, base: str, branch: str) -> str:
     return done.stdout
 
 
-def run_check(command: str, settings: Settings, source: str, ref: str, token: str | None, log_dir: Path, *,
+def run_check(command: str, parts: RunParts, source: str, ref: str, token: str | None, log_dir: Path, *,
               config: RepoConfig | None = None) -> tuple[CommandResult, RepoConfig]:
     """`command` in a fresh sandbox on `source` at `ref`, after `config`'s setup there (default: the
     decode.yml of `ref`, the task's base), and that config; its transcript (setup and check output) goes to
     `log_dir`. A setup that fails, or an allow_cidrs past DECODE_ALLOW_CIDRS_MAX, is a `DecodeError`. Having
     taken the repository's kept tree, if any, it keeps the next one beside the check, for the next task's run."""
-    redactor = settings.redactor.plus(token)
+    redactor = parts.redactor.plus(token)
     transcript = Transcript(log_dir, redactor)
-    work = Path(tempfile.mkdtemp(prefix="eval-check-", dir=_scratch(settings)))
+    work = Path(tempfile.mkdtemp(prefix="eval-check-", dir=_scratch(parts)))
     beside = Beside()
     try:
         ws = prepare(source, work, "decode-eval-check", ref, token, redactor=redactor,
-                     mirrors=Mirrors.of(settings.store))
+                     mirrors=Mirrors.of(parts.store))
         beside.now(ws.keep_tree, "decode-keep-tree")
         config = config or load_repo_config(ws.git, ws.base_sha)
-        check_ceiling(config.allow_cidrs, settings.sandbox.allow_cidrs_max)
+        check_ceiling(config.allow_cidrs, parts.sandbox.allow_cidrs_max)
         policy = EgressPolicy(internet=config.network, allow_cidrs=config.allow_cidrs,
                               allow_domains=config.allow_domains)
-        spec = sandbox_spec(settings.sandbox, ws.path, image=config.image or settings.sandbox.image,
+        spec = sandbox_spec(parts.sandbox, ws.path, image=config.image or parts.sandbox.image,
                             name=f"decode-check-{work.name.removeprefix('eval-check-').lower()}", gpu=config.gpu,
                             pool_size=0)
         setup_policy = EgressPolicy(internet=True, allow_cidrs=config.allow_cidrs)
-        sandbox = open_sandbox(settings.sandbox.mode, spec, network=setup_policy if config.setup else policy)
+        sandbox = open_sandbox(parts.sandbox.mode, spec, network=setup_policy if config.setup else policy)
         try:
             run_setup(sandbox, config, transcript, lambda line: None, redactor.redact)
             if config.setup:
@@ -208,9 +205,9 @@ def run_check(command: str, settings: Settings, source: str, ref: str, token: st
         beside.join()
 
 
-def _scratch(settings: Settings) -> Path:
+def _scratch(parts: RunParts) -> Path:
     """Where check clones are made (under the data dir, like the runs' own)."""
-    path = settings.store.data_dir / "eval-checks"
+    path = parts.store.data_dir / "eval-checks"
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     return path
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from bot.config import Settings
+from bot.config import RunParts, WebSettings
 from bot.core.errors import DecodeError
 from bot.github.check_run import CheckRun
 from bot.github.forge import Forge
@@ -27,8 +27,8 @@ def attempts_of(asked: int | str | None, forge: Forge, repo: str, ref: str) -> i
     return config_of(forge.file_at(repo, PATH, ref), f" on {ref}").attempts
 
 
-def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], None], tracking: Tracker | None,
-            check: CheckRun) -> tuple[Ran, str]:
+def best_of(job: Job, parts: RunParts, web: WebSettings, count: int, progress: Callable[[str], None],
+            tracking: Tracker | None, check: CheckRun) -> tuple[Ran, str]:
     """`count` attempts of `job`, each one's progress on the tracking comment; the run to publish and the
     attempts section of its body, each attempt's row linking its transcript page (with DECODE_PUBLIC_URL). With
     none to pick (every attempt failed `verify` or changed nothing), the first that finished (one that started,
@@ -40,9 +40,7 @@ def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], 
         if event.get("type") == "phase":
             check.on_event(event)
 
-    chosen, attempts, rans = run_attempts(job, count, progress, watch, model=settings.model, sandbox=settings.sandbox,
-                                          mcp=settings.mcp, store=settings.store, budget=settings.budget,
-                                          redactor=settings.redactor)
+    chosen, attempts, rans = run_attempts(job, count, progress, watch, parts=parts)
     finished = [ran for ran in rans if ran is not None]
     started = [ran for ran, attempt in zip(rans, attempts) if ran is not None and attempt.turns]
     published = chosen or next(iter(started + finished), None)
@@ -50,7 +48,7 @@ def best_of(job: Job, settings: Settings, count: int, progress: Callable[[str], 
         raise DecodeError(f"none of the {count} attempts finished: {attempts[0].error}")
     number = rans.index(published) + 1
     shown = [replace(a, transcript=f"[transcript]({url})")  # each its page, where the server has one
-             if (url := run_link(settings.web, settings.store, a.run_id)) else a for a in attempts]
+             if (url := run_link(web, parts.store, a.run_id)) else a for a in attempts]
     section = "\n".join([f"**Attempts** ({count}; published: attempt {number}): {why(attempts, pick(attempts))}", "",
                          *table(shown, pick(attempts) or attempts[number - 1])])
     return published, section

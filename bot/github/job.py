@@ -326,10 +326,8 @@ def _work(ctx: JobContext, settings: Settings, the_plan: Plan, info: RepoInfo, t
         count = attempts_of(ctx.attempts or getattr(ctx.work, "attempts", None), forge, repo,
                             the_plan.config_base or the_plan.base or info.default_branch) \
             if job.tools.keeps_changes else 1  # a planning run is one: it publishes no diff to pick from
-        outcome, attempts = (execute(job, model=settings.model, sandbox=settings.sandbox, mcp=settings.mcp,
-                                     store=settings.store, budget=settings.budget, redactor=settings.redactor,
-                                     client=model, progress=progress, watch=_watch(tracking, check)),
-                             "") if count == 1 else best_of(job, settings, count, progress, tracking, check)
+        outcome, attempts = (execute(job, settings.run, client=model, progress=progress, watch=_watch(tracking, check)), "") \
+            if count == 1 else best_of(job, settings.run, settings.web, count, progress, tracking, check)
     except Exception as e:
         if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details
             text = one_line(settings.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]

@@ -17,9 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.agent.purse import Purse
-from bot.config import Budget, McpSettings, ModelSettings, SandboxSettings, StoreSettings
+from bot.config import Budget, RunParts
 from bot.core.names import best_of_run_id
-from bot.core.redact import Redactor
 from bot.run.pipeline import Job, Ran, execute
 
 Progress = Callable[[str], None]
@@ -51,15 +50,14 @@ def pick(attempts: Sequence[Attempt]) -> Attempt | None:
 
 
 def run_attempts(job: Job, count: int, progress: Progress, watch: Callable[[int, dict[str, Any]], None] | None = None,
-                 *, model: ModelSettings, sandbox: SandboxSettings, mcp: McpSettings, store: StoreSettings,
-                 budget: Budget, redactor: Redactor) -> tuple[Ran | None, list[Attempt], list[Ran | None]]:
+                 *, parts: RunParts) -> tuple[Ran | None, list[Attempt], list[Ran | None]]:
     """`count` attempts of `job` at once, on threads: the one `pick` chose (None: none to publish), what each
     did, and each one's `Ran` (None for one that failed). Each runs as its own job (run id `best_of_run_id`), on
     the job's branch in its own clone, paying from one `Purse` of the whole cost cap (an attempt that finds it
     spent out before its first turn did not start, and says so); `watch` sees each one's transcript events with
     its number (the tracking comment's view of every attempt), and an `attempt` event with the line of one that
-    did not finish. The parts of the settings are `execute`'s."""
-    purse, lock = Purse(budget.max_cost_usd), threading.Lock()
+    did not finish. `parts` are `execute`'s."""
+    purse, lock = Purse(parts.budget.max_cost_usd), threading.Lock()
 
     def one(number: int) -> tuple[Attempt, Ran | None]:
         def said(line: str) -> None:
@@ -69,13 +67,12 @@ def run_attempts(job: Job, count: int, progress: Progress, watch: Callable[[int,
         seen = None if watch is None else lambda event: watch(number, event)
         run_id = best_of_run_id(job.run_id, number)
         try:
-            ran = execute(replace(job, run_id=run_id, purse=purse), model=model, sandbox=sandbox, mcp=mcp, store=store,
-                          budget=budget, redactor=redactor, progress=said, watch=seen)
+            ran = execute(replace(job, run_id=run_id, purse=purse), parts, progress=said, watch=seen)
         except Exception as e:  # noqa: BLE001 - one attempt's failure is its line in the list, the others go on
             failed = Attempt(number, "none", 0, run_id=run_id,
                              error=f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
             return said_how(failed), None
-        return said_how(attempt_of(number, ran, budget)), ran
+        return said_how(attempt_of(number, ran, parts.budget)), ran
 
     def said_how(what: Attempt) -> Attempt:  # one that did not finish: how it ended, on its tracking line
         if what.error is not None and watch is not None:

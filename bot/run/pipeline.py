@@ -22,7 +22,7 @@ from bot.agent.mcp import McpServers
 from bot.agent.prompt import network_rule, system_prompt, task_message
 from bot.agent.purse import Purse
 from bot.agent.tools import DEFAULT_TOOLS, Toolset
-from bot.config import Budget, McpSettings, ModelSettings, SandboxSettings, StoreSettings
+from bot.config import Budget, McpSettings, ModelSettings, RunParts, SandboxSettings, StoreSettings
 from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
@@ -143,26 +143,26 @@ class _Repo:
     thinking: ThinkingPlan
 
 
-def execute(job: Job, *, model: ModelSettings, sandbox: SandboxSettings, mcp: McpSettings, store: StoreSettings,
-            budget: Budget, redactor: Redactor, client: Model | None = None, progress: Progress = print,
+def execute(job: Job, parts: RunParts, *, client: Model | None = None, progress: Progress = print,
             watch: Callable[[dict[str, Any]], None] | None = None) -> Ran:
     """Run `job` to the end and return what it produced; a `DecodeError` when it cannot run.
 
-    It takes the parts of the settings it reads, each on its own, and the process's `redactor`; `client` is
-    a model already made (None: one is made from `model`).
+    It takes the parts of the settings a run reads (`Settings.run`), the process's redactor among them; `client`
+    is a model already made (None: one is made from `parts.model`).
 
     `watch` sees every transcript event as it is recorded, `phase` events among them (preparing, sandbox,
     setup, agent, verifying): the live tracking comment follows the run through it. record.json gets the
     run's `RunResult` however the run ends. Earlier runs' directories are pruned on a thread beside the run,
     never before its first model request."""
     started = time.monotonic()
+    model, sandbox, mcp, store, budget = parts.model, parts.sandbox, parts.mcp, parts.store, parts.budget
     if client is None:
         preload(model)
     runs = store.data_dir / "runs"
     beside = Beside()
     beside.now(lambda: prune(runs, store.keep_days), "decode-prune")
     run_dir = fresh_dir(runs, attempt_dir(job.run_id, job.attempt))
-    redactor = redactor.plus(job.token)
+    redactor = parts.redactor.plus(job.token)
 
     def seen(event: dict[str, Any]) -> None:
         beside.seen(event)

@@ -15,7 +15,6 @@ from tests.conftest import git, make_repo
 from tests.fakes.git_http import GitHttpServer
 from tests.sandbox.conftest import require
 from tests.workspace.test_mirror import TOKEN, serve
-from tests.support.run_parts import run_parts
 
 FILES = 3000
 LOOK = ("find . -path ./.git -prune -o -type f -print | wc -l; "
@@ -30,7 +29,7 @@ def test_a_docker_sandbox_started_during_the_checkout_sees_every_file_as_its_own
                            [{"type": "text", "text": "Looked."}]])
     settings = Settings(data_dir=tmp_path / "data", sandbox_mode="docker", anthropic_api_key=None)
     ran = execute(Job(repo=str(repo), task="Look at every file", branch="decode/run-look", run_id="look"),
-                  **run_parts(settings), client=model, progress=lambda line: None)
+                  settings.run, client=model, progress=lambda line: None)
     [result] = [e for e in load_events(ran.transcript_jsonl) if e["type"] == "tool_result"]
     files, not_owned, edited = result["output"].split()[:3]
     assert (int(files), int(not_owned), edited) == (FILES, 0, "edited"), result["output"]
@@ -52,7 +51,7 @@ def test_the_next_run_takes_the_tree_the_last_one_kept_and_never_sees_its_work(t
             model = ScriptedModel([[{"type": "tool_use", "name": "bash", "input": {"command": command}}],
                                    [{"type": "text", "text": "Done."}]])
             ran = execute(Job(repo=url, task="Work", branch=f"decode/{run_id}", run_id=run_id, token=TOKEN),
-                          **run_parts(settings), client=model, progress=lambda line: None)
+                          settings.run, client=model, progress=lambda line: None)
             events = load_events(ran.transcript_jsonl)
             [result] = [e for e in events if e["type"] == "tool_result"]
             took = any("checkout an earlier run kept" in e.get("text", "") for e in events if e["type"] == "note")

@@ -14,7 +14,6 @@ from bot.run.pipeline import Job, execute
 from bot.run.result import read_record
 from tests.conftest import make_repo
 from tests.fakes.anthropic_api import FakeAnthropic
-from tests.support.run_parts import run_parts
 
 
 class RefusedKey(ScriptedModel):
@@ -28,7 +27,7 @@ def test_a_run_that_cannot_start_leaves_a_failed_result_in_record_json(tmp_path)
     settings = Settings(data_dir=tmp_path / "data", sandbox_mode="local")
     job = Job(repo=str(tmp_path / "repo"), task="t", branch="decode/run-r1", run_id="r1")
     with pytest.raises(ConfigError) as raised:
-        execute(job, **run_parts(settings), client=RefusedKey([]), progress=lambda line: None)
+        execute(job, settings.run, client=RefusedKey([]), progress=lambda line: None)
     record = read_record(tmp_path / "data" / "runs" / "r1")
     assert record is not None and (record.run_id, record.state, record.stop_reason) == ("r1", "failed", "error")
     assert record.error == str(raised.value) and record.figures is None and record.branch == "decode/run-r1"
@@ -62,7 +61,7 @@ def test_earlier_runs_are_pruned_beside_the_run_not_before_its_first_model_reque
     model = Watching(earlier)
     job = Job(repo=str(make_repo(tmp_path / "repo", {"a.py": "a = 1\n"})), task="t", branch="decode/run-r2",
               run_id="r2")
-    execute(job, **run_parts(settings), client=model, progress=lambda line: None)
+    execute(job, settings.run, client=model, progress=lambda line: None)
     assert model.earlier_there_at_first_request is True  # the model was asked while the deletion went on
     assert not earlier.exists()  # and the run did not end before it was done
 
@@ -77,7 +76,7 @@ def test_a_run_looks_its_model_up_once_and_says_once_when_the_endpoint_has_no_mo
     with FakeAnthropic(models_api=False, thinking={"enabled"}) as fake:
         fake.script([[{"type": "text", "text": "Nothing to do."}]])
         settings = fake.settings(data_dir=tmp_path / "data", sandbox_mode="local")
-        ran = execute(job, **run_parts(settings), progress=lambda line: None)
+        ran = execute(job, settings.run, progress=lambda line: None)
     assert ran.result.stop_reason == "completed", ran.result.error
     assert [r.status for r in fake.model_lookups] == [404]
     model = settings.model.name
@@ -94,7 +93,7 @@ def test_a_read_only_run_offers_four_tools_and_hands_nothing_back(tmp_path):
     job = Job(repo=str(make_repo(tmp_path / "repo", {"a.py": "a = 1\n"})), task="t", branch="decode/run-ro",
               run_id="ro", tools=READ_ONLY_TOOLS)
     seen: list[dict] = []
-    ran = execute(job, **run_parts(Settings(data_dir=tmp_path / "data", sandbox_mode="local")), client=model,
+    ran = execute(job, Settings(data_dir=tmp_path / "data", sandbox_mode="local").run, client=model,
                   progress=lambda line: None, watch=seen.append)
     assert [e["tools"] for e in seen if e["type"] == "model_request"] == [["bash", "read", "glob", "grep"]] * 2
     assert ran.result.commit is None and ran.result.changed == () and ran.agent.completed

@@ -13,7 +13,6 @@ from bot.model.anthropic import AnthropicModel
 from bot.run.pipeline import Job, Ran, execute
 from bot.run.setup_cache import SetupCache
 from bot.run.transcript import load_events
-from tests.support.run_parts import run_parts
 
 
 def run(fake_anthropic: Any, data: Path, repo: Path, run_id: str, *, mode: str, check: str,
@@ -24,7 +23,7 @@ def run(fake_anthropic: Any, data: Path, repo: Path, run_id: str, *, mode: str, 
     config = fake_anthropic.settings(sandbox_mode=mode, data_dir=data, **(settings or {}))
     started = time.monotonic()
     outcome = execute(Job(repo=str(repo), task="Check the setup", branch=f"decode/run-{run_id}", run_id=run_id, **job),
-                      **run_parts(config), client=AnthropicModel(config.model, sleep=lambda s: None),
+                      config.run, client=AnthropicModel(config.model, sleep=lambda s: None),
                       progress=lambda line: None)
     return outcome, time.monotonic() - started
 
