@@ -75,6 +75,17 @@ class GitHubSettings:
     writes_per_minute: int = 80  # GitHub's secondary limit on content creation (bot/github/pacing.py)
 
     @property
+    def sets_app(self) -> bool:
+        """Whether any App credential is set (the environment's, or DECODE_DATA_DIR/app.json's once applied)."""
+        return bool(self.app_id or self.app_private_key or self.webhook_secret)
+
+    @property
+    def has_credentials(self) -> bool:
+        """Whether these settings name GitHub credentials: an App's, or a token (`decode serve` in token mode).
+        Without any, the server is in setup mode."""
+        return self.sets_app or bool(self.token)
+
+    @property
     def web_url(self) -> str:
         """Where people use GitHub (sign-in, the App manifest flow): github.com for the public API, the
         Enterprise host for `https://HOST/api/v3`, else the API's own base (the test double serves both)."""

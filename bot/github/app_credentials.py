@@ -81,17 +81,6 @@ def load(data_dir: Path) -> StoredApp | None:
                           "again") from None
 
 
-def sets_app(github: GitHubSettings) -> bool:
-    """Whether any App credential is set (the environment's, or the file's once applied)."""
-    return bool(github.app_id or github.app_private_key or github.webhook_secret)
-
-
-def has_credentials(github: GitHubSettings) -> bool:
-    """Whether the settings name GitHub credentials: an App's, or a token (`decode serve` in token mode).
-    Without any, the server is in setup mode."""
-    return sets_app(github) or bool(github.token)
-
-
 def applied(github: GitHubSettings, app: StoredApp) -> GitHubSettings:
     """`github` running as `app`; an OAuth client the environment sets is kept as a pair."""
     client = (github.client_id, github.client_secret) if github.client_id or github.client_secret else \
@@ -104,7 +93,7 @@ def with_stored_app(github: GitHubSettings, data_dir: Path) -> GitHubSettings:
     """The GitHub settings `decode serve` and `decode worker` run with: the environment's when it sets any App
     credential (even partly: its own errors then say what is missing), else the App in `data_dir`'s app.json,
     if any."""
-    if sets_app(github):
+    if github.sets_app:
         return github
     app = load(data_dir)
     return github if app is None else applied(github, app)

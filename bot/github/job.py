@@ -112,7 +112,7 @@ def run_github_job(ctx: JobContext, settings: Settings) -> Conclusion:
         return Conclusion.of_job("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
-        facts = dataclasses.replace(_facts(ctx, info, admitted.ci, redactor), resume=resume, plan=approved)
+        facts = _facts(ctx, info, admitted.ci, redactor, resume, approved)
         decided = plan(work, facts, tag=ctx.tag, sandbox_mode=settings.sandbox.mode)
         conclusion = Conclusion.of_job("skipped", decided.reason) if isinstance(decided, Skip) else \
             _work(ctx, settings, decided, info, tracking, check, page)
@@ -290,9 +290,10 @@ def _default_config(repo: str, forge: Forge) -> RepoConfig:
     return config_of(forge.file_at(repo, PATH, branch), f" on {branch}")
 
 
-def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None, redactor: Redactor) -> Facts:
-    """What `plan` decides from: the issue and pull request as GitHub has them now, a review's comments, and
-    for round `ci` of a CI fix the task made of the failed checks."""
+def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None, redactor: Redactor,
+           resume: PullState | None, approved: PlanText | None) -> Facts:
+    """What `plan` decides from: the issue and pull request as GitHub has them now, a review's comments, for
+    round `ci` of a CI fix the task made of the failed checks, and what `_resumable` and `_approved` read."""
     work, forge = ctx.work, ctx.forge
     repo, number = work.repo, work.number
     issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
@@ -304,7 +305,7 @@ def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None, redactor
         failures = forge.failed_checks(repo, work.head_sha, redact=redact)
         ci_round = CiRound(ci[0], ci[1], ci_task_text(failures, redact=redact, pr_number=work.number,
                                                       head_sha=work.head_sha, round=ci[0], rounds=ci[1]))
-    return Facts(info, issue, pull, review, ci_round)
+    return Facts(info, issue, pull, review, ci_round, resume, approved)
 
 
 def _work(ctx: JobContext, settings: Settings, the_plan: Plan, info: RepoInfo, tracking: Tracker | None,

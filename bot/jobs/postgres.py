@@ -41,7 +41,6 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from bot.config import database_password
 from bot.core.names import new_store_id
 from bot.core.redact import MIN_SECRET_LENGTH
 from bot.github.pacing import Decide
@@ -166,8 +165,8 @@ class PostgresStore:
         self.lease_s = lease_s
         self.max_attempts = max_attempts
         self.caps = caps
-        self._password = database_password(url)
         self._pool = Pool(url, connect_timeout_s)
+        self._password = self._pool.password
         self._last_prune = float("-inf")
         try:
             with self._pool.connection() as conn:

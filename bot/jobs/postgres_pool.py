@@ -27,6 +27,7 @@ class Pool:
         self._lock = threading.Lock()
         self._closed = False
         info = conninfo_to_dict(url)
+        self.password = str(info["password"]) if info.get("password") else None  # redacted: libpq errors can quote it
         user = f"{info['user']}@" if info.get("user") else ""
         port = f":{info['port']}" if info.get("port") else ""
         self.where = f"postgresql://{user}{info.get('host', 'localhost')}{port}/{info.get('dbname', '')}"

@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 
 from flask import Blueprint, render_template, request, session
 
-from bot.github.app_credentials import has_credentials
 from bot.server.context import app_context
 from bot.github.links import run_paths
 from bot.server.oauth import callback_url, configured, current_user
@@ -39,7 +38,7 @@ home.after_request(secure)
 def index() -> str:
     ctx = app_context()
     settings = ctx.settings
-    if not has_credentials(settings.github):
+    if not settings.github.has_credentials:
         return render_template("setup_mode.html", user=None)
     if not configured(settings.github):
         return render_template("setup_signin.html", user=None, callback=callback_url(settings.web))

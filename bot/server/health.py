@@ -24,7 +24,7 @@ from flask import Blueprint, Response, jsonify, request
 from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from bot.config import Settings
+from bot.config import ModelSettings
 from bot.core.errors import DecodeError
 from bot.model import Model, make_model
 from bot.server.context import app_context
@@ -96,24 +96,22 @@ class Recheck:
                 self._checking = False
 
 
-def model_check(settings: Settings, model: Model | None) -> Recheck | None:
-    """The check of the process's shared `model` (`bot.model.shared_model`; None when the provider's
-    configuration is incomplete, whose check then fails naming the variable to set), as `decode run` does it
-    before each run; None for a scripted session, which needs no credentials. Each change of its answer is
-    logged."""
-    if settings.model.name.startswith("scripted:"):
+def model_check(model: ModelSettings, client: Model | None, every_s: float) -> Recheck | None:
+    """The check of `model` through the process's shared `client` (`bot.model.shared_model`; None when the
+    provider's configuration is incomplete, whose check then fails naming the variable to set), as `decode run`
+    does it before each run, asked again at most every `every_s`; None for a scripted session, which needs no
+    credentials. Each change of its answer is logged."""
+    if model.name.startswith("scripted:"):
         return None
-    every_s = settings.web.health_recheck_s
 
     def changed(error: DecodeError | None) -> None:
         if error is None:
-            log.info("the model %s answers: queued jobs run", settings.model.name)
+            log.info("the model %s answers: queued jobs run", model.name)
         else:
             log.error("%s; jobs wait in the store until the model answers (asked again every %g s, "
                       "DECODE_HEALTH_RECHECK_SECONDS)", error, every_s)
 
-    return Recheck(model.check if model is not None else lambda: make_model(settings.model), every_s,
-                   on_change=changed)
+    return Recheck(client.check if client is not None else lambda: make_model(model), every_s, on_change=changed)
 
 
 @health.get("/healthz")

@@ -28,8 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from bot.github.app_credentials import has_credentials
-from bot.config import PoolSettings, Settings
+from bot.config import ModelSettings, PoolSettings, Settings
 from bot.core.errors import ConfigError
 from bot.github.auth import Credentials, credentials_from
 from bot.github.forge import GitHubForge
@@ -44,7 +43,7 @@ from bot.server.health import Recheck, model_check
 from bot.server.logs import PLAIN, configure_logging
 from bot.server.metrics import Metrics, guarded_app
 from bot.server.setup import address, announce, flow_of
-from bot.server.shutdown import on_shutdown, stop_runner
+from bot.server.shutdown import on_shutdown
 from bot.jobs.sqlite import open_store
 from bot.jobs.store import JobStore
 from bot.jobs.worker import ThreadExecutor
@@ -53,10 +52,10 @@ from bot.sandbox import sandbox_spec
 log = logging.getLogger("decode.worker")
 
 
-def ask_github(credentials: Credentials, settings: Settings) -> Recheck:
-    """The check /healthz asks of `credentials`; it raises the error saying what to fix unless GitHub
-    takes them now."""
-    check = Recheck(credentials.check, settings.web.health_recheck_s)
+def ask_github(credentials: Credentials, every_s: float) -> Recheck:
+    """The check /healthz asks of `credentials` (again at most every `every_s`); it raises the error saying what
+    to fix unless GitHub takes them now."""
+    check = Recheck(credentials.check, every_s)
     if (error := check.now()) is not None:
         raise error
     return check
@@ -65,9 +64,9 @@ def ask_github(credentials: Credentials, settings: Settings) -> Recheck:
 class ModelGate:
     """The process's shared model and its check (None for a scripted session), asked once at start."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.model: Model | None = shared_model(settings.model)
-        self.check = model_check(settings, self.model)
+    def __init__(self, model: ModelSettings, every_s: float) -> None:
+        self.model: Model | None = shared_model(model)
+        self.check = model_check(model, self.model, every_s)
         if self.check is not None:  # asked on a thread of its own: an unreachable API must not keep the
             self.check.error()      # server from taking deliveries; jobs wait for its first answer (`hold`)
 
@@ -114,6 +113,14 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
     return pool
 
 
+def stop_runner(runner: LeaseRunner, grace_s: float, name: str,
+                on_stopped: Callable[[list[int]], None] | None = None) -> None:
+    """The graceful stop of `runner` for signal `name`: its running jobs get `grace_s` to finish, the rest are
+    released; then `on_stopped(released job ids)`."""
+    log.info("%s: stopping, running jobs get %.0f s to finish", name, grace_s)
+    runner.stop(grace_s, on_stopped)
+
+
 def remove_sandboxes(released: list[int]) -> None:
     """Once the pool stopped (running jobs got the grace period, the rest were released to run again), remove
     the sandboxes the released jobs still hold: the process is about to exit, and its containers (or Modal
@@ -136,17 +143,17 @@ def serve(settings: Settings, host: str, port: int) -> int:
 
     check_port(port)
     configure_logging(settings.redactor)
-    credentials = credentials_from(settings.github) if has_credentials(settings.github) else None
+    credentials = credentials_from(settings.github) if settings.github.has_credentials else None
     store = open_store(settings.store)
     pool = Pool(store, settings.pool)
     try:
-        app = create_app(settings, store, on_configured=lambda new: pool.configure(app, new))
+        app = create_app(settings, store, on_configured=pool.configure)
         pool.context = app_context(app)
         pool.context.bind = host  # /metrics answers without its token only on a loopback bind
         if credentials is not None:  # only once the settings are complete, GitHub takes the credentials
-            pool.context.credentials = ask_github(credentials, settings)
+            pool.context.credentials = ask_github(credentials, settings.web.health_recheck_s)
         server = listen(app, host, port)
-        pool.gate = ModelGate(settings)  # after the port: a busy port is told at once
+        pool.gate = ModelGate(settings.model, settings.web.health_recheck_s)  # after the port: a busy port is told at once
         pool.context.model = pool.gate.check
     except BaseException:
         store.close()
@@ -162,7 +169,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
     if credentials is not None:
         log.info("serving on %s with %d workers", address(host, server.effective_port), settings.pool.workers)
     else:  # a link to copy: a plain line, not JSON
-        log.warning("%s", announce(settings, host, server.effective_port, flow_of(app).key), extra={PLAIN: True})
+        log.warning("%s", announce(settings.web.public_url, host, server.effective_port, flow_of(app).key), extra={PLAIN: True})
     try:
         server.run()
     finally:
@@ -199,12 +206,13 @@ class Pool:
                                          credentials, self.gate)
                 self.context.runner = self.runner  # the intake wakes it for each job it queues
 
-    def configure(self, app: Any, settings: Settings) -> None:
+    def configure(self, settings: Settings) -> None:
         """Run as the App /setup created: its secrets redacted, GitHub asked once, /healthz checking it,
         the workers started."""
+        assert self.context is not None
         configure_logging(settings.redactor)
         credentials = credentials_from(settings.github)
-        app_context(app).credentials = ask_github(credentials, settings)
+        self.context.credentials = ask_github(credentials, settings.web.health_recheck_s)
         self.start(settings, credentials)
 
     def shutdown(self, name: str, on_stopped: Callable[[list[int]], None]) -> None:
@@ -243,7 +251,7 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
     if port is not None:
         check_port(port)
     configure_logging(settings.redactor)
-    if not has_credentials(settings.github):
+    if not settings.github.has_credentials:
         raise ConfigError("no GitHub App yet: finish setup at /setup of `decode serve` (it keeps the App in "
                           "DECODE_DATA_DIR/app.json, which decode worker reads too), or set GITHUB_APP_ID and "
                           "GITHUB_APP_PRIVATE_KEY")
@@ -251,8 +259,8 @@ def work(settings: Settings, host: str = "127.0.0.1", port: int | None = None) -
         raise ConfigError("DECODE_WORKERS=0 leaves decode worker nothing to do: set it to how many jobs it runs "
                           "at once (0 is for an intake-only decode serve)")
     credentials = credentials_from(settings.github)
-    ask_github(credentials, settings)
-    gate = ModelGate(settings)
+    ask_github(credentials, settings.web.health_recheck_s)
+    gate = ModelGate(settings.model, settings.web.health_recheck_s)
     store = open_store(settings.store)
     metrics = Metrics(store.counts)
     if port is not None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from flask import Blueprint, Flask, Response, current_app, redirect, render_template_string, request
 from flask.typing import ResponseReturnValue
 
-from bot.github.app_credentials import StoredApp, applied, has_credentials, load, save
+from bot.github.app_credentials import StoredApp, applied, load, save
 from bot.config import Settings
 from bot.core.errors import DecodeError
 from bot.core.keys import data_key
@@ -79,7 +79,7 @@ def init_setup(app: Flask, on_configured: Callable[[Settings], None] | None = No
     """Register /setup on `app`; `on_configured(settings)` runs once the App exists (before /webhook
     accepts deliveries), e.g. to start the worker pool; an error it raises is shown on the page."""
     settings = app_context(app).settings
-    flow = SetupFlow(on_configured, "" if has_credentials(settings.github) else setup_key(settings.store.data_dir))
+    flow = SetupFlow(on_configured, "" if settings.github.has_credentials else setup_key(settings.store.data_dir))
     app.extensions[KEY] = flow
     app.register_blueprint(setup)
     return flow
@@ -106,15 +106,15 @@ def browser_url(host: str, port: int) -> str:
     return f"http://{address(loopback if ip.is_unspecified else str(ip), port)}"
 
 
-def announce(settings: Settings, host: str, port: int, key: str) -> str:
+def announce(public_url: str | None, host: str, port: int, key: str) -> str:
     """The log line of a server starting in setup mode: what is missing and the link that creates the App
-    (on DECODE_PUBLIC_URL, else on this machine, after saying to set DECODE_PUBLIC_URL first)."""
+    (on `public_url`, DECODE_PUBLIC_URL, else on this machine, after saying to set DECODE_PUBLIC_URL first)."""
     said = (f"serving on {address(host, port)} in setup mode: no GitHub App yet (GITHUB_APP_ID, "
             "GITHUB_APP_PRIVATE_KEY and GITHUB_WEBHOOK_SECRET are not set, nor GITHUB_TOKEN), /webhook answers 503; ")
-    if not settings.web.public_url:
+    if not public_url:
         said += ("DECODE_PUBLIC_URL is not set: set it to the https address GitHub reaches this server at "
                  "(the App's webhooks go there) and restart, then ")
-    return said + f"open {settings.web.public_url or browser_url(host, port)}/setup?key={key} to create it"
+    return said + f"open {public_url or browser_url(host, port)}/setup?key={key} to create it"
 
 
 def flow_of(app: Flask | None = None) -> SetupFlow:
@@ -126,7 +126,7 @@ def flow_of(app: Flask | None = None) -> SetupFlow:
 @setup.get("/setup")
 def show() -> ResponseReturnValue:
     settings, flow = app_context().settings, flow_of()
-    if has_credentials(settings.github):
+    if settings.github.has_credentials:
         return page("configured", app=stored_app(settings), app_id=settings.github.app_id)
     if not settings.web.public_url:
         return page("no_public_url")
@@ -144,7 +144,7 @@ def show() -> ResponseReturnValue:
 def callback() -> ResponseReturnValue:
     ctx, flow = app_context(), flow_of()
     with flow.lock:  # one conversion at a time: a second callback finds the server configured
-        if has_credentials(ctx.settings.github):
+        if ctx.settings.github.has_credentials:
             return page("configured", app=stored_app(ctx.settings), app_id=ctx.settings.github.app_id), 409
         if not flow.take(request.args.get("state", "")):
             return page("error", error="this link did not come from this server's setup page, or it expired: "

@@ -14,8 +14,6 @@ import signal
 import threading
 from collections.abc import Callable
 
-from bot.jobs.lease import LeaseRunner
-
 log = logging.getLogger("decode.worker")
 
 
@@ -52,11 +50,3 @@ def on_shutdown(stop: Callable[[str], None]) -> Signalled:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     return signalled
-
-
-def stop_runner(runner: LeaseRunner, grace_s: float, name: str,
-                on_stopped: Callable[[list[int]], None] | None = None) -> None:
-    """The graceful stop of `runner` for signal `name`: its running jobs get `grace_s` to finish, the rest are
-    released; then `on_stopped(released job ids)`."""
-    log.info("%s: stopping, running jobs get %.0f s to finish", name, grace_s)
-    runner.stop(grace_s, on_stopped)

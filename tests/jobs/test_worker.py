@@ -225,7 +225,8 @@ RUNNER = """
 import sys, time
 from bot.jobs.lease import LeaseRunner, Outcome
 from bot.jobs.worker import ThreadExecutor
-from bot.server.shutdown import on_shutdown, stop_runner
+from bot.server.run import stop_runner
+from bot.server.shutdown import on_shutdown
 from tests.support.stores import open_at
 store = open_at(sys.argv[1], lease_s=0.5)
 def handle(job):

@@ -20,11 +20,11 @@ def post(client, event, payload, **kw):
     return client.post("/webhook", data=body, headers=headers)
 
 
-def test_an_app_without_a_webhook_secret_refuses_to_start(tmp_path):
+def test_an_app_without_a_webhook_secret_refuses_to_start(tmp_path, store):
     """Partly configured is an error; with no App credential at all the app is in setup mode
     (tests/server/test_setup.py), where /webhook answers 503."""
     with pytest.raises(ConfigError, match="GITHUB_WEBHOOK_SECRET is not set"):
-        create_app(Settings(data_dir=tmp_path, github_app_id="424242"))
+        create_app(Settings(data_dir=tmp_path, github_app_id="424242"), store)
 
 
 def test_every_example_of_every_event_gets_a_non_5xx_answer_and_none_queues_agent_work(client, store):
