@@ -18,7 +18,6 @@ PostgreSQL is found at DECODE_TEST_DATABASE_URL (default: the one scripts/setup 
 
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
 import sqlite3
@@ -32,6 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psycopg  # noqa: E402
+
+from bench._scale import Table, command_line, ratio, target  # noqa: E402
 
 from bot.cli.runs import list_runs  # noqa: E402
 from bot.jobs.store import JobStore  # noqa: E402
@@ -156,28 +157,23 @@ def one_store(kind: str, n: int, tmp: Path, count: int) -> dict[str, tuple[float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", default="100,10000,100000")
-    parser.add_argument("--stores", default="sqlite,postgres")
-    parser.add_argument("--samples", type=int, default=40)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, few samples: seconds, for CI")
-    args = parser.parse_args(argv)
-    sizes = [200, 1000] if args.smoke else [int(n) for n in args.runs.split(",")]
-    count = 5 if args.smoke else args.samples
+    scale = command_line(argv, sizes=("runs", "100,10000,100000"), rounds=("samples", 40), smoke=([200, 1000], 5),
+                         stores="sqlite,postgres")
+    sizes, count = scale.sizes, scale.rounds
     ok = True
     baseline = 10_000 if 10_000 in sizes else sizes[0]
     with tempfile.TemporaryDirectory(prefix="decode-bench-runs-") as tmp:
         print(f"baseline: each measure at {baseline:,} runs, same run; p50 / p99 in ms over {count} samples")
-        print(f"{'store':<9} {'runs':>8}  {'what':<20} {'p50':>8} {'p99':>8} {'p50 vs base':>12}")
-        for kind in args.stores.split(","):
+        table = Table(("store", "<9"), ("runs", ">8,"), ("what", "<20"), ("p50", ">8.2f"), ("p99", ">8.2f"),
+                      ("p50 vs base", ">12"))
+        for kind in scale.args.stores.split(","):
             found = {n: one_store(kind, n, Path(tmp), count) for n in sizes}
             for n in sizes:
                 for what, (p50, p99) in found[n].items():
-                    print(f"{kind:<9} {n:>8,}  {what:<20} {p50:>8.2f} {p99:>8.2f} "
-                          f"{p50 / found[baseline][what][0]:>11.2f}x")
+                    table.row(kind, n, what, p50, p99, ratio(p50, found[baseline][what][0]))
                     if what.startswith("dashboard") and n >= 100_000:
                         ok &= p50 <= TARGET_MS
-    print(f"target: a dashboard page within {TARGET_MS:.0f} ms at 100,000 runs: {'ok' if ok else 'MISSED'}")
+    target(f"a dashboard page within {TARGET_MS:.0f} ms at 100,000 runs", ok)
     return 0
 
 

@@ -12,7 +12,6 @@ ratio to the push. Target: 1,000 files within 2x of `git push`, at most 10 conte
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._scale import Table, command_line, ratio, target  # noqa: E402
 from bot.github.api_commit import read_commit  # noqa: E402
 from bot.github.auth import TokenCredentials  # noqa: E402
 from bot.github.forge import GitHubForge  # noqa: E402
@@ -72,37 +72,31 @@ def one_round(fake: FakeGitHub, forge: GitHubForge, root: Path, files: int, n: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--files", default="1,100,1000")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: seconds, for CI")
-    args = parser.parse_args(argv)
-    sizes = [1, 20] if args.smoke else [int(n) for n in args.files.split(",")]
-    rounds = 1 if args.smoke else args.rounds
+    scale = command_line(argv, sizes=("files", "1,100,1000"), rounds=("rounds", 3), smoke=([1, 20], 1),
+                         latency_ms=50.0)
+    latency_ms, rounds = scale.args.latency_ms, scale.rounds
     failed = False
     with FakeGitHub() as fake, tempfile.TemporaryDirectory(prefix="decode-bench-publish-") as tmp:
         fake.add_repo("octo", "big", {"README.md": "# big\n", "old.txt": "to delete\n"})
         fake.limit_writes(80, 60.0)
-        fake.latency_s = args.latency_ms / 1000
+        fake.latency_s = latency_ms / 1000
         forge = GitHubForge(TokenCredentials(fake.token, fake.api_url))
-        print(f"latency per request: {args.latency_ms:.0f} ms; rounds: {rounds}; baseline: git push of the same "
+        print(f"latency per request: {latency_ms:.0f} ms; rounds: {rounds}; baseline: git push of the same "
               "commit, same server, same run")
-        print(f"{'files':>6} {'requests':>8} {'writes':>6} {'refused':>7} {'api s':>7} {'push reqs':>9} "
-              f"{'push s':>7} {'ratio':>6}")
-        for files in sizes:
+        table = Table(("files", ">6"), ("requests", ">8"), ("writes", ">6"), ("refused", ">7"), ("api s", ">7.2f"),
+                      ("push reqs", ">9"), ("push s", ">7.2f"), ("ratio", ">6"))
+        for files in scale.sizes:
             results = [one_round(fake, forge, Path(tmp), files, n) for n in range(rounds)]
             api_s = statistics.median(r["api_s"] for r in results)
             push_s = statistics.median(r["push_s"] for r in results)
             last = results[-1]
-            ratio = api_s / push_s
-            print(f"{files:>6} {last['requests']:>8} {last['writes']:>6} {last['refused']:>7} {api_s:>7.2f} "
-                  f"{last['push_requests']:>9} {push_s:>7.2f} {ratio:>5.2f}x")
+            table.row(files, last["requests"], last["writes"], last["refused"], api_s, last["push_requests"], push_s,
+                      ratio(api_s, push_s))
             failed |= last["writes"] > MAX_WRITES or last["refused"] > 0
             if files >= 1000:
-                failed |= ratio > TARGET_RATIO
-    print(f"target: at most {MAX_WRITES} content-creating requests, none refused; 1,000 files within "
-          f"{TARGET_RATIO:.0f}x of git push: {'ok' if not failed else 'MISSED'}")
+                failed |= api_s / push_s > TARGET_RATIO
+    target(f"at most {MAX_WRITES} content-creating requests, none refused; 1,000 files within {TARGET_RATIO:.0f}x of "
+           "git push", not failed)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Per-command overhead of each sandbox backend against a bare fork/exec.
 
-    python3 bench/sandbox_overhead.py [--n 300] [--modes local,bwrap,docker]
+    python3 bench/sandbox_overhead.py [--n 300] [--modes local,bwrap,docker] [--failing 50] [--files 5000]
 
 Runs `true` N times through each backend's `Sandbox.run` and N times as a bare
 `subprocess.run(["true"])` in the same process, interleaved in rounds so that
@@ -8,6 +8,13 @@ machine noise hits both alike, and prints medians, p90 and the ratio to the
 bare baseline. Target (issue 26): every backend within 2x the bare fork/exec.
 A backend runs each command with bash, so a bare `bash -c true` is shown too:
 the floor no backend can go under (about 1.4x the bare fork/exec here).
+
+A failing command costs the backend a cap check (was the command killed by the
+memory cap?), so `--failing N` also runs `false` N times through each backend,
+interleaved with as many `true`, and prints its median against the succeeding
+command's of the same run: the price of that check. The workspace holds
+`--files` small files in directories of 100, as a checkout does, since what a
+check measures can grow with the tree.
 
 Each backend gets a workspace of its own, as every run does: under a root bot
 the docker backend hands its workspace to the sandbox's uid for the run, and a
@@ -38,10 +45,29 @@ def timed(fn) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def new_workspace() -> Path:
+def new_workspace(files: int) -> Path:
+    """A git workspace holding `files` small files, 100 to a directory."""
     workspace = Path(tempfile.mkdtemp(prefix="decode-bench-"))
     subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    for i in range(files):
+        (workspace / f"d{i // 100}").mkdir(exist_ok=True)
+        (workspace / f"d{i // 100}" / f"f{i}.py").write_text(f"x = {i}\n")
     return workspace
+
+
+def failing(sandboxes: dict, n: int) -> None:
+    """`false` N times through each sandbox, interleaved with `true`: the median of each and their ratio."""
+    if not n:
+        return
+    samples: dict[str, tuple[list[float], list[float]]] = {m: ([], []) for m in sandboxes}
+    for _ in range(n):
+        for mode, sb in sandboxes.items():
+            samples[mode][0].append(timed(lambda: sb.run("true")))
+            samples[mode][1].append(timed(lambda: sb.run("false")))
+    print(f"\n{'failing (n=' + str(n) + ')':<16}{'true ms':>10}{'false ms':>10}{'x true':>8}")
+    for mode, (ok, failed) in samples.items():
+        med_ok, med_failed = statistics.median(ok), statistics.median(failed)
+        print(f"{mode:<16}{med_ok:>10.2f}{med_failed:>10.2f}{med_failed / med_ok:>8.2f}")
 
 
 def main() -> int:
@@ -49,10 +75,12 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--modes", default="local,bwrap,docker")
     parser.add_argument("--image", default="decode-sandbox:latest")
+    parser.add_argument("--failing", type=int, default=50, help="failing commands per backend (0: none)")
+    parser.add_argument("--files", type=int, default=5000, help="files in each backend's workspace")
     args = parser.parse_args()
     sandboxes, workspaces = {}, []
     for mode in args.modes.split(","):
-        workspaces.append(new_workspace())
+        workspaces.append(new_workspace(args.files))
         try:
             sandboxes[mode] = open_sandbox(mode, SandboxSpec(workspace=workspaces[-1], image=args.image,
                                                              name="decode-bench"))
@@ -74,6 +102,7 @@ def main() -> int:
         p90 = statistics.quantiles(values, n=10)[-1]
         verdict = "" if name.startswith("bare") else ("ok" if med <= TARGET_X_BARE * base else "OVER TARGET")
         print(f"{name:<16}{med:>10.2f}{p90:>9.2f}{med / base:>8.2f}  {verdict}")
+    failing(sandboxes, args.failing)
     for sb in sandboxes.values():
         sb.close()
     for workspace in workspaces:

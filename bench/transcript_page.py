@@ -11,7 +11,6 @@ before: the whole transcript loaded and rendered as one HTML string. Target: 5,0
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._scale import Table, command_line, ratio, target  # noqa: E402
 from bot.core.redact import Redactor  # noqa: E402
 from bot.github.links import run_path  # noqa: E402
 from bot.run.result import RunResult, write_record  # noqa: E402
@@ -95,13 +95,7 @@ def bench_size(data: Path, client, settings, turns: int, rounds: int) -> dict[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--turns", default="50,500,5000")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: seconds, for CI")
-    args = parser.parse_args(argv)
-    sizes = [5, 60] if args.smoke else [int(n) for n in args.turns.split(",")]
-    rounds = 1 if args.smoke else args.rounds
+    scale = command_line(argv, sizes=("turns", "50,500,5000"), rounds=("rounds", 5), smoke=([5, 60], 1))
     ok = True
     with tempfile.TemporaryDirectory(prefix="decode-bench-page-") as tmp:
         data = Path(tmp)
@@ -109,17 +103,18 @@ def main(argv: list[str] | None = None) -> int:
         app = web_app(data, store)
         client, settings = app.test_client(), app.extensions["decode"].settings
         print("baseline: the whole transcript loaded and rendered as one page, as before, in the same run")
-        print(f"{'turns':>6}  {'what':<20} {'seconds':>8} {'peak MB':>8} {'vs baseline':>12}")
-        for turns in sizes:
-            results = bench_size(data, client, settings, turns, rounds)
+        table = Table(("turns", ">6"), ("what", "<20"), ("seconds", ">8.3f"), ("peak MB", ">8.1f"),
+                      ("vs baseline", ">12"))
+        for turns in scale.sizes:
+            results = bench_size(data, client, settings, turns, scale.rounds)
             base_s, base_mb = results["baseline"]
             for what, (seconds, peak) in results.items():
-                ratio = "" if what == "baseline" else f"{seconds / base_s:.2f}x t {peak / base_mb:.2f}x m"
-                print(f"{turns:>6}  {what:<20} {seconds:>8.3f} {peak:>8.1f} {ratio:>12}")
+                table.row(turns, what, seconds, peak,
+                          "" if what == "baseline" else f"{ratio(seconds, base_s)} t {ratio(peak, base_mb)} m")
             if turns >= 5000:
                 ok &= results["page cold"][0] <= TARGET_S
         store.close()
-    print(f"target: the page of 5,000 turns within {TARGET_S:.0f} s: {'ok' if ok else 'MISSED'}")
+    target(f"the page of 5,000 turns within {TARGET_S:.0f} s", ok)
     return 0
 
 

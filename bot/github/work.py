@@ -61,11 +61,10 @@ class Comment:
 
 
 @dataclass(frozen=True)
-class Continue:
-    """`/decode continue` on a pull request (or an issue, which is told where it works): a new run on a
-    decode-bot pull request's branch, carrying on from its last run, which stopped incomplete. The job checks
-    that the pull request is decode-bot's, that its last run stopped early, and that the stop is continued once
-    (bot/github/resume.py); `instructions` are what follows the word `continue`."""
+class _Command:
+    """A command in a comment that names no more than its instructions (`continue`, `plan`, `go`). The fields'
+    order is the queue's and the check run's encoding (`job_payload`, `check_ref`): a subclass adds its own
+    after these."""
 
     repo: str
     number: int
@@ -73,6 +72,15 @@ class Continue:
     sender_type: str
     comment_id: int
     instructions: str = ""
+
+
+@dataclass(frozen=True)
+class Continue(_Command):
+    """`/decode continue` on a pull request (or an issue, which is told where it works): a new run on a
+    decode-bot pull request's branch, carrying on from its last run, which stopped incomplete. The job checks
+    that the pull request is decode-bot's, that its last run stopped early, and that the stop is continued once
+    (bot/github/resume.py); `instructions` are what follows the word `continue`."""
+
     is_pull_request: bool = True
     title: str | None = None
     body: str | None = None
@@ -80,15 +88,9 @@ class Continue:
 
 
 @dataclass(frozen=True)
-class _IssueCommand:
-    """A command on an issue that names no more than its instructions (`plan`, `go`)."""
+class _IssueCommand(_Command):
+    """A command on an issue (`plan`, `go`)."""
 
-    repo: str
-    number: int
-    sender_login: str
-    sender_type: str
-    comment_id: int
-    instructions: str = ""
     title: str | None = None
     body: str | None = None
     is_pull_request: ClassVar[bool] = False

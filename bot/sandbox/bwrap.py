@@ -191,9 +191,10 @@ class BwrapLauncher:
             return Death("a process was killed in the running sandbox")
         return stopped_from_outside(self._transport.wait_exit())
 
-    def stopped(self, now: bool = False) -> Cap | None:
-        """The disk or memory cap once the guard stopped the sandbox for passing it (`now`: measured first)."""
-        return self.disk.measure() if now else self.disk.exceeded
+    def stopped(self, now: bool = False, disk: bool = True) -> Cap | None:
+        """The disk or memory cap once the guard stopped the sandbox for passing it (`now`: measured first, the
+        disk too unless not `disk`)."""
+        return self.disk.measure(disk) if now else self.disk.exceeded
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""

@@ -93,14 +93,15 @@ class DiskGuard:
                 return
             pause = max(self._interval, 4 * (time.monotonic() - began))  # a huge tree: at most 20% of a core
 
-    def measure(self) -> Cap | None:
-        """Measure now (a guard that polls: else nothing to measure): the out-of-memory kills, then the disk;
-        past a cap, kill the sandbox once and record why. The cap, once passed."""
+    def measure(self, disk: bool = True) -> Cap | None:
+        """Measure now (a guard that polls: else nothing to measure): the out-of-memory kills, then the disk
+        (`disk`: False skips the walk, the dear half); past a cap, kill the sandbox once and record why. The cap,
+        once passed."""
         if not self.limit or self.exceeded is not None:
             return self.exceeded
         if self._oom_kills is not None and self._oom_kills():
             self.exceeded = memory_cap(self._memory_mb)
-        elif (used := usage(self.paths)) > self.limit:
+        elif disk and (used := usage(self.paths)) > self.limit:
             self.exceeded = Cap("max_disk", f"the agent wrote more than the disk cap (DECODE_MAX_DISK_MB="
                                             f"{self.limit // (1024 * 1024)}, workspace and temp held "
                                             f"{used // (1024 * 1024)} MiB): the sandbox was stopped")

@@ -363,11 +363,11 @@ class DockerLauncher:
         told, self._oom_kills = self._oom_kills, max(kills, self._oom_kills)
         return kills > told
 
-    def stopped(self, now: bool = False) -> Cap | None:
-        """The disk cap, or the memory cap once `death` saw an out-of-memory kill; `now`: both measured first."""
+    def stopped(self, now: bool = False, disk: bool = True) -> Cap | None:
+        """The disk cap, or the memory cap once an out-of-memory kill was seen; `now`: measured first (`disk` too)."""
         if now and self.container is not None and self._new_oom_kill():
             self._out_of_memory()
-        return (self.disk and (self.disk.measure() if now else self.disk.exceeded)) or self._memory
+        return (self.disk and (self.disk.measure() if now and disk else self.disk.exceeded)) or self._memory
 
     def blocked(self) -> dict[str, int]:
         """What the egress proxy refused since the policy was last set ("host:port" -> attempts)."""

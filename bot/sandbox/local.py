@@ -132,10 +132,10 @@ class LocalLauncher:
             return Death("a process of agentd's was killed")
         return stopped_from_outside(self._transport.wait_exit(), "agentd")
 
-    def stopped(self, now: bool = False) -> Cap | None:
-        """The disk cap once agentd was stopped for passing it (`now`: measured first). No memory cap: nothing
-        here limits memory (DECODE_MAX_MEMORY_MB is the isolating backends')."""
-        return self.disk.measure() if now else self.disk.exceeded
+    def stopped(self, now: bool = False, disk: bool = True) -> Cap | None:
+        """The disk cap once agentd was stopped for passing it (`now` and `disk`: measured first). No memory cap:
+        nothing here limits memory (DECODE_MAX_MEMORY_MB is the isolating backends')."""
+        return self.disk.measure() if now and disk else self.disk.exceeded
 
     def blocked(self) -> dict[str, int]:
         return {}

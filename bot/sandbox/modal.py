@@ -387,7 +387,7 @@ class ModalLauncher:
             self._feed(("python3", "-I", "-c", restore_script(WORKSPACE)), iter(lambda: data.read(CHUNK), b""),
                        "restoring setup's files")
 
-    def stopped(self, now: bool = False) -> None:
+    def stopped(self, now: bool = False, disk: bool = True) -> None:
         """None: Modal enforces the sandbox's limits itself and reports no out-of-memory kill as one (`death`)."""
         return None
 

@@ -199,11 +199,12 @@ class Launcher(Protocol):
         memory cap, `stopped`), else how it was stopped."""
         ...
 
-    def stopped(self, now: bool = False) -> Cap | None:
+    def stopped(self, now: bool = False, disk: bool = True) -> Cap | None:
         """The cap the sandbox was stopped for, for good (the disk, see disk.py; the memory: an out-of-memory
         kill in the sandbox's cgroup), or None. `now`: measure first (the disk walked once more, the memory's
-        kill count asked) instead of telling what was seen so far; a sandbox opened only to hand the work back
-        (`spec.hand_back_only`) is never stopped."""
+        kill count asked) instead of telling what was seen so far; `disk` False: the memory's kill count alone is
+        asked (after a failed command; the disk poller and the check before an answer cover the disk). A sandbox
+        opened only to hand the work back (`spec.hand_back_only`) is never stopped."""
         ...
 
     def blocked(self) -> dict[str, int]: ...
@@ -244,8 +245,9 @@ class Sandbox(Protocol):
     def check_hand_back(self, base: str, *, max_file_bytes: int | None = None) -> dict[str, str]: ...
 
     def check_caps(self) -> None:
-        """`CapReached` when a cap has been passed, measured now (`Launcher.stopped(now=True)`): asked before an
-        answer is accepted, so a write the disk poller has not seen yet still ends the run at the cap."""
+        """`CapReached` when a cap has been passed, measured now (`Launcher.stopped(now=True)`, the disk walked):
+        asked before an answer is accepted, so a write the disk poller has not seen yet still ends the run at
+        the cap."""
         ...
 
     def set_network(self, policy: EgressPolicy) -> None: ...

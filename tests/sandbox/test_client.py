@@ -56,7 +56,7 @@ class StoppingBackend:
     def stop(self) -> None:
         self.why = WHY
 
-    def stopped(self, now: bool = False) -> Cap | None:
+    def stopped(self, now: bool = False, disk: bool = True) -> Cap | None:
         return self.why
 
     def death(self) -> Death:
