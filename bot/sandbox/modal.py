@@ -74,6 +74,7 @@ AGENTD_INSIDE = "/opt/decode/agentd.pyz"
 ADD_PYTHON = None  # the image brings python3 (3.8+) for agentd, as for docker; "3.12" would make Modal add one
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 ENV = clean_env("/root", "modal") | SAFE_DIRECTORY
+DEATH_GRACE_S = 2.0  # how long a sandbox whose agentd stream ended may take to show as stopped
 CHUNK = 1024 * 1024  # below modal.io_streams.MAX_BUFFER_SIZE (2 MiB), which a stdin write must not pass
 EMPTY = ("import os, shutil, sys\nfor e in os.scandir(sys.argv[1]):\n"  # a directory's content, not itself (a mount)
          "    shutil.rmtree(e.path) if e.is_dir(follow_symlinks=False) else os.unlink(e.path)")
@@ -205,6 +206,7 @@ class ModalLauncher:
         self._modal = client if client is not None else load_client()
         self._pool_size = spec.pool_size if pool is None else pool
         self.sandbox: Any = None
+        self._transport: ModalTransport | None = None
         self._network = EgressPolicy()
         self._cache_image = cache_image_id(spec.image)  # a setup cache entry's snapshot, to start from
         self.acquired_from = ""
@@ -297,7 +299,8 @@ class ModalLauncher:
             proc = self.sandbox.exec("python3", "-I", AGENTD_INSIDE, WORKSPACE, workdir=WORKSPACE, text=False)
         except Exception as e:
             raise SandboxError(f"could not start agentd in the Modal sandbox: {e}") from None
-        return ModalTransport(proc)
+        self._transport = ModalTransport(proc)
+        return self._transport
 
     def _switch(self, policy: EgressPolicy) -> None:
         try:
@@ -310,15 +313,21 @@ class ModalLauncher:
         _terminate(old)
 
     def death(self) -> Death:
-        """Modal's word on the sandbox: how it ended (`poll`), or that agentd ended in a running one. Modal
-        reports no out-of-memory kill apart from the exit status, so none is named here."""
-        try:
-            code = None if self.sandbox is None else self.sandbox.poll()
-        except Exception as e:
-            return Death(f"the Modal sandbox cannot be reached ({type(e).__name__}: {e})")
-        if code is None:
-            return Death("agentd ended in the running Modal sandbox")
-        return stopped_from_outside(code, "the Modal sandbox")
+        """Modal's word on the sandbox: how it ended (`poll`, asked again for `DEATH_GRACE_S`, since agentd's
+        stream can end first), else that agentd ended in a running one, with its stderr. Modal reports no
+        out-of-memory kill apart from the exit status, so none is named."""
+        deadline = time.monotonic() + DEATH_GRACE_S
+        while True:
+            try:
+                code = None if self.sandbox is None else self.sandbox.poll()
+            except Exception as e:
+                return Death(f"the Modal sandbox cannot be reached ({type(e).__name__}: {e})")
+            if code is not None:
+                return stopped_from_outside(code, "the Modal sandbox")
+            if self.sandbox is None or time.monotonic() >= deadline:
+                said = "" if self._transport is None else f": {self._transport.diagnostics()}"
+                return Death(f"agentd ended in the running Modal sandbox{said}")
+            time.sleep(0.05)
 
     def restore_changes(self, patch: bytes) -> None:
         """Apply `patch` (a hand-back since the base: the changes a dead sandbox had) to the workspace, inside

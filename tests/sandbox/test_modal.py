@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Iterator
@@ -108,6 +109,26 @@ def test_a_dead_sandbox_is_named_by_modal_and_not_replaced_behind_the_run(box: A
                                           r"\(exit status 137 / signal 9\)$"):
         box.run("echo hello")
     assert launcher.sandbox is dead, "the run (bot/run/restart.py) opens the next sandbox, not the launcher"
+
+
+def test_a_sandbox_stopped_just_after_agentds_stream_ended_is_named_stopped_not_agentd(box: AgentdSandbox) -> None:
+    """Modal's state can lag the exec stream: agentd's output ends first, the sandbox shows as stopped a moment
+    later (as when the platform SIGKILLs every process in it). The reason given is the sandbox's, not agentd's."""
+    launcher = launcher_of(box)
+    later = threading.Timer(0.5, modal_double.kill, [launcher.sandbox])
+    later.start()
+    try:
+        with pytest.raises(SandboxDied, match=r"^the sandbox died: the Modal sandbox was stopped from outside "
+                                              r"\(exit status 137 / signal 9\)$"):
+            box.run("kill -9 $PPID")  # agentd, the command's parent, ends first
+    finally:
+        later.cancel()
+
+
+def test_agentd_ending_in_a_sandbox_that_runs_on_is_named_with_what_agentd_said(box: AgentdSandbox) -> None:
+    with pytest.raises(SandboxDied, match=r"^the sandbox died: agentd ended in the running Modal sandbox: \S"):
+        box.run("kill -9 $PPID")
+    assert launcher_of(box).sandbox.poll() is None, "the sandbox itself was left running"
 
 
 def test_a_new_sandbox_gets_the_checkpointed_changes_back(workspace: Path, box: AgentdSandbox) -> None:
