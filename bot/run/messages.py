@@ -22,11 +22,11 @@ from bot.sandbox.protocol import CapReached
 from bot.workspace.clone import Workspace
 
 
-def review_hand_back(sandbox: Sandbox, base: str, max_file: int, transcript: Transcript) -> str | None:
+def review_hand_back(sandbox: Sandbox, base_sha: str, max_file: int, transcript: Transcript) -> str | None:
     """The one extra turn before the agent's answer is accepted: what the hand-back would leave out, named,
     with how to fix it; None when nothing would be (or the sandbox cannot tell)."""
     try:
-        found = sandbox.check_hand_back(base, max_file_bytes=max_file)
+        found = sandbox.check_hand_back(base_sha, max_file_bytes=max_file)
     except CapReached:  # the run stops at the cap (bot/agent/loop.py)
         raise
     except DecodeError as e:

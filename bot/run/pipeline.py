@@ -262,7 +262,7 @@ def work_in_sandbox(ctx: _Context, repo: _Repo, model: Model) -> _Work:
     bare = lambda: replace(run_spec(ctx, repo), hand_back_only=True)  # noqa: E731 (opened to hand back only)
     sandbox = Restarting(lambda kept: open_set_up(ctx, repo, agent_policy, servers, kept=kept),
                          lambda: open_sandbox(ctx.sandbox.mode, bare(), network=agent_policy),
-                         workspace=repo.ws.path, base=repo.ws.base_sha, caps=caps,
+                         workspace=repo.ws.path, base_sha=repo.ws.base_sha, caps=caps,
                          max_restarts=ctx.sandbox.max_restarts, record=ctx.transcript.record,
                          progress=ctx.progress)
     try:

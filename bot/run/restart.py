@@ -50,10 +50,10 @@ class Restarting:
     holds the agent's changes; `open_bare` opens one without setup, to hand the work back after the run could
     not go on. `restarts` holds each restart's reason."""
 
-    def __init__(self, open_set_up: SetUpOpener, open_bare: Opener, *, workspace: Path, base: str, max_restarts: int,
-                 caps: dict[str, int], record: Callable[..., Any], progress: Callable[[str], None]) -> None:
+    def __init__(self, open_set_up: SetUpOpener, open_bare: Opener, *, workspace: Path, base_sha: str,
+                 max_restarts: int, caps: dict[str, int], record: Callable[..., Any], progress: Callable[[str], None]) -> None:
         self._open_set_up, self._open_bare = open_set_up, open_bare
-        self._workspace, self._base, self._caps = workspace, base, caps
+        self._workspace, self._base_sha, self._caps = workspace, base_sha, caps
         self._max, self._record, self._progress = max_restarts, record, progress
         self.restarts: list[str] = []
         self._checkpoint: HandBack | None = None  # a copied workspace's changes after the last turn that made any
@@ -120,7 +120,7 @@ class Restarting:
         if not (self._copies and self._dirty and self._sandbox is not None):
             return
         try:
-            self._checkpoint = self._sandbox.hand_back(self._base, max_file_bytes=self._caps["max_file_bytes"],
+            self._checkpoint = self._sandbox.hand_back(self._base_sha, max_file_bytes=self._caps["max_file_bytes"],
                                                        max_bytes=self._caps["max_bytes"])
             self._dirty = False
         except DecodeError as e:  # a dead sandbox is restarted at the next call; the last checkpoint stays
@@ -141,20 +141,20 @@ class Restarting:
     def grep(self, pattern: str, path: str = ".", glob: str | None = None) -> list[str]:
         return self._guarded(lambda sb: sb.grep(pattern, path, glob))
 
-    def check_hand_back(self, base: str, *, max_file_bytes: int | None = None) -> dict[str, str]:
-        return self._guarded(lambda sb: sb.check_hand_back(base, max_file_bytes=max_file_bytes))
+    def check_hand_back(self, base_sha: str, *, max_file_bytes: int | None = None) -> dict[str, str]:
+        return self._guarded(lambda sb: sb.check_hand_back(base_sha, max_file_bytes=max_file_bytes))
 
     def check_caps(self) -> None:
         """`CapReached` when the current sandbox passed a cap, measured now (none open: nothing to measure)."""
         if self._sandbox is not None:
             self._guarded(lambda sb: sb.check_caps())
 
-    def export_patch(self, base: str) -> bytes:
-        return self.hand_back(base).patch
+    def export_patch(self, base_sha: str) -> bytes:
+        return self.hand_back(base_sha).patch
 
-    def hand_back(self, base: str, *, max_file_bytes: int | None = None, max_bytes: int | None = None) -> HandBack:
-        """The changes since `base`, from the current sandbox (a fresh one without setup when the run could not go
-        on); the last checkpoint, or nothing, when no sandbox can be opened on the workspace any more."""
+    def hand_back(self, base_sha: str, *, max_file_bytes: int | None = None, max_bytes: int | None = None) -> HandBack:
+        """The changes since commit `base_sha`, from the current sandbox (a fresh one without setup when the run
+        could not go on); the last checkpoint, or nothing, when no sandbox can be opened on the workspace any more."""
         if self._sandbox is None:
             try:
                 self._current()
@@ -163,11 +163,11 @@ class Restarting:
                 self._record("note", text=f"no sandbox could be opened to hand the work back ({e}): {kept} kept")
                 return self._checkpoint or HandBack(b"", {})
         try:
-            return self._current().hand_back(base, max_file_bytes=max_file_bytes, max_bytes=max_bytes)
+            return self._current().hand_back(base_sha, max_file_bytes=max_file_bytes, max_bytes=max_bytes)
         except CapReached as e:  # passed after the agent's last call: from a sandbox opened for the hand-back
             self.close()
             self._record("note", text=f"{e} after the agent's last call; the work is handed back as it is")
-            return self.hand_back(base, max_file_bytes=max_file_bytes, max_bytes=max_bytes)
+            return self.hand_back(base_sha, max_file_bytes=max_file_bytes, max_bytes=max_bytes)
 
     def set_network(self, policy: EgressPolicy) -> None:
         self._current().set_network(policy)

@@ -292,17 +292,17 @@ class AgentdSandbox:
     def grep(self, pattern: str, path: str = ".", glob: str | None = None) -> list[str]:
         return self._call("grep", pattern=pattern, path=path, glob=glob)["matches"]
 
-    def export_patch(self, base: str) -> bytes:
-        """The workspace's changes since commit `base`, produced inside the sandbox."""
-        return self.hand_back(base).patch
+    def export_patch(self, base_sha: str) -> bytes:
+        """The workspace's changes since commit `base_sha`, produced inside the sandbox."""
+        return self.hand_back(base_sha).patch
 
-    def hand_back(self, base: str, *, max_file_bytes: int | None = None, max_bytes: int | None = None) -> HandBack:
-        """The changes since `base` as a patch, without files over `max_file_bytes` (named in `left_out`).
+    def hand_back(self, base_sha: str, *, max_file_bytes: int | None = None, max_bytes: int | None = None) -> HandBack:
+        """The changes since commit `base_sha` as a patch, without files over `max_file_bytes` (named in `left_out`).
 
         The patch comes over in chunks, so no answer line is large; past `max_bytes` the whole
         hand-back is refused before (and while) it is read, so the host's memory stays bounded.
         """
-        answer = self._call("export", _timeout=600.0, base=base, max_file_bytes=max_file_bytes)
+        answer = self._call("export", _timeout=600.0, base=base_sha, max_file_bytes=max_file_bytes)
         left_out = _reasons(answer.get("left_out"))
         size = int(answer["size"])
         if max_bytes is not None and size > max_bytes:
@@ -317,10 +317,11 @@ class AgentdSandbox:
                 raise PatchTooLarge(len(patch), max_bytes)
         return HandBack(bytes(patch), left_out)
 
-    def check_hand_back(self, base: str, *, max_file_bytes: int | None = None) -> dict[str, str]:
+    def check_hand_back(self, base_sha: str, *, max_file_bytes: int | None = None) -> dict[str, str]:
         """What the hand-back of the workspace as it is now would leave out, and why (agentd's view; the
         host decides with `Workspace.apply_patch`)."""
-        return _reasons(self._call("check", _timeout=600.0, base=base, max_file_bytes=max_file_bytes).get("left_out"))
+        answer = self._call("check", _timeout=600.0, base=base_sha, max_file_bytes=max_file_bytes)
+        return _reasons(answer.get("left_out"))
 
     def set_network(self, policy: EgressPolicy) -> None:
         """Apply `policy` from now on. Restarts agentd, which ends whatever earlier commands left running;
