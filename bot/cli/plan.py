@@ -29,7 +29,7 @@ def run_plan(args: argparse.Namespace, settings: Settings, repo: str, token: str
     if figures is not None:
         progress(f"figures: {figures.turns} turns, ${figures.cost_usd:.4f}, {figures.seconds:.1f}s")
     progress(f"transcript: {ran.transcript_md}")
-    if not ran.agent.completed:
+    if ran.result.state != "success":
         print(f"decode: no plan: {ran.agent.summary.splitlines()[0] if ran.agent.summary else ran.agent.stop_reason}",
               file=sys.stderr)
         return ran.result.exit_code or 1

@@ -72,11 +72,9 @@ def publish_plan(forge: Forge, repo: str, number: int, ran: Ran, redact: Callabl
     assert ran.result.figures is not None, "a finished run's result carries its figures"
     figs = render_figures(ran.result.figures, agent.stop_reason)
     answer = safe_prose(redact(agent.summary)).strip()
-    if not agent.completed or not answer:
-        state = "failed" if agent.failed else "incomplete"
+    if ran.result.state != "success":  # decided where the run ended (`state_of`): no answer, or stopped early
         why = redact(agent.error or agent.stop_reason)
-        return Conclusion.of_job(state, f"❌ decode-bot could not make a plan ({why}).\n\n{answer}\n\n{figs}".rstrip(),
-                                 ran=ran)
+        return Conclusion.of_run(ran, f"❌ decode-bot could not make a plan ({why}).\n\n{answer}\n\n{figs}".rstrip())
     link = f" · 📜 [Transcript]({transcript_url})" if transcript_url else ""
     offer = allow_offer(ran.result.blocked, command)
     link += f"\n\n{offer}" if offer else ""
@@ -92,5 +90,5 @@ def publish_plan(forge: Forge, repo: str, number: int, ran: Ran, redact: Callabl
     found = forge.comment_text(repo, number, PLAN_MARKER)
     where = f"[the plan comment]({found[2]})" if found is not None else "the plan comment"
     verb = "Posted" if existing is None else "Updated"
-    return Conclusion.of_job("success", f"📋 {verb} {where}. Nothing was changed or pushed; `{command} go` carries "
-                                        f"it out.\n\n{figs}", ran=ran)
+    return Conclusion.of_run(ran, f"📋 {verb} {where}. Nothing was changed or pushed; `{command} go` carries it out."
+                                  f"\n\n{figs}")

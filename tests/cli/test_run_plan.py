@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 from tests.conftest import git
 from tests.support.cli import DECODE, GITHUB_TOKEN, buggy_repo  # noqa: F401 (fixture)
@@ -30,7 +31,9 @@ def test_decode_run_plan_prints_the_plan_and_changes_nothing(fake_anthropic, tmp
                          env=env, capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == PLAN
-    assert "transcript:" in res.stderr
+    transcript = Path(re.search(r"transcript: (\S+)", res.stderr).group(1))
+    assert json.loads((transcript.parent / "record.json").read_text())["state"] == "success", \
+        "the run decided its state once: a plan run that answered succeeded (not no_changes)"
     assert git(buggy_repo, "branch", "--list") == branches and git(buggy_repo, "rev-parse", "HEAD") == head
     assert git(buggy_repo, "status", "--porcelain") == ""
     for request in fake_anthropic.requests:

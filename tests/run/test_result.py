@@ -47,3 +47,5 @@ def test_states_before_publishing():
     assert [state_of("completed", "c"), state_of("max_turns", "c"), state_of("completed", None),
             state_of("error", "c"), state_of("max_cost", None)] == \
         ["success", "incomplete", "no_changes", "failed", "no_changes"]
+    read_only = [state_of(reason, None, read_only=True) for reason in ("completed", "max_turns", "error")]
+    assert read_only == ["success", "incomplete", "failed"], "a plan answers instead of committing"
