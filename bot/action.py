@@ -98,7 +98,7 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
     conclusion = run_github_job(JobContext(
         work, forge, run_id, run_tag(actions_origin(repo), run_id), run_url=run_url, model=model,
         authorize=not isinstance(work, Dispatch), attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
-        progress=lambda line: print(line, file=sys.stderr, flush=True)), settings)
+        progress=lambda line: print(line, file=sys.stderr, flush=True)), settings.job)
     return finish(env, conclusion)
 
 

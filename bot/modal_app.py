@@ -221,7 +221,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     redactor = settings.redactor
     configure_logging(redactor)
     try:
-        outcome = job_handler(settings, GitHubForge(credentials_from(settings.github)))(JobRecord(**job))
+        outcome = job_handler(settings.job, GitHubForge(credentials_from(settings.github)))(JobRecord(**job))
     except Exception as e:  # noqa: BLE001 - the dispatcher records it as the job's failure
         log.exception("job %s failed", job.get("id"), extra={"job_id": job.get("id")})
         return RunResult(run_id(job["id"]), "failed", error=redactor.redact(str(e) or type(e).__name__),

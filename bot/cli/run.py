@@ -22,7 +22,7 @@ from bot.config import RunParts, Settings
 from bot.core.errors import ConfigError, DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.model import preload
-from bot.run.attempts import pick, run_attempts, table as attempts_table, why
+from bot.run.attempts import pick, run_attempts, stand_in, table as attempts_table, why
 from bot.run.pipeline import Job, Ran, execute
 from bot.run.repo_config import PATH as CONFIG_PATH, config_of, parse_attempts
 from bot.workspace.clone import git_url
@@ -88,14 +88,19 @@ def attempts_at(repo: str, base: str | None) -> int:
 
 def best_of(job: Job, parts: RunParts, count: int, progress: Callable[[str], None]) -> Ran | None:
     """`count` attempts of `job` at once (bot/run/attempts.py): each one's line, how the published one was
-    picked, and its `Ran` (None: none to publish, said on stderr)."""
-    chosen, attempts, _ = run_attempts(job, count, progress, parts=parts)
+    picked, and the `Ran` to deliver: the picked one, or with none picked the stand-in a single run would have
+    been (`stand_in`, said on stderr); None when no attempt finished."""
+    chosen, attempts, rans = run_attempts(job, count, progress, parts=parts)
     for line in attempts_table(attempts, pick(attempts)):
         print(line)
     print(f"picked: {why(attempts, pick(attempts))}")
-    if chosen is None:
+    delivered = stand_in(chosen, attempts, rans)
+    if chosen is None and delivered is not None:
+        print(f"decode: {why(attempts, None)}: delivering attempt {rans.index(delivered) + 1} as it ended",
+              file=sys.stderr)
+    elif delivered is None:
         print(f"decode: {why(attempts, None)}", file=sys.stderr)
-    return chosen
+    return delivered
 
 
 def with_budget_flags(settings: Settings, args: argparse.Namespace) -> Settings:
@@ -148,7 +153,7 @@ def run_on_github(args: argparse.Namespace, settings: Settings, repo: str, run_i
     else:
         work = Dispatch(repo=repo, sender_login="", sender_type="User", instructions=args.task, base_ref=args.base)
     conclusion = run_github_job(JobContext(work, forge, run_id, run_tag(CLI_ORIGIN, run_id),
-                                           authorize=False, progress=progress, attempts=args.attempts), settings)
+                                           authorize=False, progress=progress, attempts=args.attempts), settings.job)
     result = conclusion.recorded(run_id)  # the pull request and the commit GitHub has, for `decode runs`
     if conclusion.ran is not None:
         report(conclusion.ran, None)

@@ -187,6 +187,16 @@ class RunParts:
     redactor: Redactor
 
 
+@dataclass(frozen=True)
+class JobParts:
+    """The parts of the settings one GitHub job reads (`bot.github.job.run_github_job`, `bot.jobs.handler`): the
+    GitHub part (commands, caps, the API), the web part (its transcript links) and what its run reads."""
+
+    github: GitHubSettings
+    web: WebSettings
+    run: RunParts
+
+
 GROUPS: dict[str, type] = {"model": ModelSettings, "github": GitHubSettings, "sandbox": SandboxSettings,
                            "mcp": McpSettings, "pool": PoolSettings, "store": StoreSettings, "web": WebSettings,
                            "budget": Budget}
@@ -246,6 +256,11 @@ class Settings:
     def run(self) -> RunParts:
         """The parts a run reads, this process's redactor among them."""
         return RunParts(self.model, self.sandbox, self.mcp, self.store, self.budget, self.redactor)
+
+    @property
+    def job(self) -> JobParts:
+        """The parts a GitHub job reads, this process's redactor among them (in `run`)."""
+        return JobParts(self.github, self.web, self.run)
 
     @functools.cached_property
     def redactor(self) -> Redactor:

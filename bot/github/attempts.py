@@ -14,7 +14,7 @@ from bot.github.check_run import CheckRun
 from bot.github.forge import Forge
 from bot.github.links import run_link
 from bot.github.tracking import Tracker
-from bot.run.attempts import pick, run_attempts, table, why
+from bot.run.attempts import pick, run_attempts, stand_in, table, why
 from bot.run.pipeline import Job, Ran
 from bot.run.repo_config import PATH, config_of, parse_attempts
 
@@ -41,9 +41,7 @@ def best_of(job: Job, parts: RunParts, web: WebSettings, count: int, progress: C
             check.on_event(event)
 
     chosen, attempts, rans = run_attempts(job, count, progress, watch, parts=parts)
-    finished = [ran for ran in rans if ran is not None]
-    started = [ran for ran, attempt in zip(rans, attempts) if ran is not None and attempt.turns]
-    published = chosen or next(iter(started + finished), None)
+    published = stand_in(chosen, attempts, rans)
     if published is None:
         raise DecodeError(f"none of the {count} attempts finished: {attempts[0].error}")
     number = rans.index(published) + 1

@@ -20,7 +20,7 @@ from typing import Any
 
 from github import GithubException
 
-from bot.config import Settings
+from bot.config import GitHubSettings, JobParts
 from bot.core.errors import ConfigError, DecodeError
 from bot.github.links import run_link
 from bot.core.text import one_line
@@ -81,41 +81,43 @@ class JobContext:
     progress: Callable[[str], None] = _quiet
 
 
-def run_github_job(ctx: JobContext, settings: Settings) -> Conclusion:
-    """Carry out `ctx.work` with `settings` and report on GitHub; errors end in the tracking comment, not in
+def run_github_job(ctx: JobContext, parts: JobParts) -> Conclusion:
+    """Carry out `ctx.work` with the settings' `parts` and report on GitHub; errors end in the tracking comment, not in
     silence."""
     work, forge, run_id = ctx.work, ctx.forge, ctx.run_id
-    redactor = settings.redactor
+    redactor = parts.run.redactor
     try:
         admitted = admit(work, _opt_in(work, forge) if unasked(work) else None, authorize=ctx.authorize)
         if isinstance(admitted, Skip):
             _notify(work, forge, admitted)
             return Conclusion.of_job("skipped", admitted.reason)
-        if admitted.authorize and (refused := _refuse(work, forge, settings, ctx.tag)) is not None:
+        if admitted.authorize and (refused := _refuse(work, forge, parts.github, ctx.tag)) is not None:
             return refused
         resume = _resumable(ctx, work) if isinstance(work, Continue) else None
         if isinstance(resume, Conclusion):
             return resume
-        approved = _approved(ctx, work, settings.github.command) if isinstance(work, Go) else None
+        approved = _approved(ctx, work, parts.github.command) if isinstance(work, Go) else None
         if isinstance(approved, Conclusion):
             return approved
-        page = run_link(settings.web, settings.store, run_id)
+        # read before any write: a number that is not there (decode run --issue N) is told, not reacted to
+        issue = forge.issue(work.repo, work.number) if work.number is not None else None
+        page = run_link(parts.web, parts.run.store, run_id)
         tracking = _track(ctx, page, admitted.doing, continues_marker(resume) if resume else "") \
             if admitted.track else None
         check = start_check_run(forge, work, ctx.tag, page or ctx.run_url)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
         error: Exception = e
         if isinstance(e, GithubException) and e.status in (401, 403, 404):
-            error = _refusal(e, work, forge, settings.github.api_url)
+            error = _refusal(e, work, forge, parts.github.api_url)
         text = redactor.redact(str(error) or type(error).__name__)
         _unforeseen(run_id, error, text)
         return Conclusion.of_job("failed", text, error=error)
     try:
         info = forge.repository(work.repo)  # preflight: the token works and can read the repository
-        facts = _facts(ctx, info, admitted.ci, redactor, resume, approved)
-        decided = plan(work, facts, tag=ctx.tag, sandbox_mode=settings.sandbox.mode)
+        facts = _facts(ctx, info, issue, admitted.ci, redactor, resume, approved)
+        decided = plan(work, facts, tag=ctx.tag, sandbox_mode=parts.run.sandbox.mode)
         conclusion = Conclusion.of_job("skipped", decided.reason) if isinstance(decided, Skip) else \
-            _work(ctx, settings, decided, info, tracking, check, page)
+            _work(ctx, parts, decided, info, tracking, check, page)
         if conclusion.ran is not None:  # published: the clone is not needed any more (see run_dirs)
             drop_clones(conclusion.ran.run_dir)
         if edited := (decided.note if isinstance(decided, Plan) else None):
@@ -239,7 +241,7 @@ def _refusal(e: GithubException, work: Work, forge: Forge, api_url: str) -> Deco
                        f"see ({e.status}): check the number", status=e.status)
 
 
-def _refuse(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusion | None:
+def _refuse(work: Work, forge: Forge, github: GitHubSettings, tag: str) -> Conclusion | None:
     """None when the sender may start work; else the skipped conclusion, after one polite reply."""
     login, me = work.sender_login, forge.bot_login()
     if login.lower() == (me or "").lower():
@@ -250,7 +252,7 @@ def _refuse(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusio
         if not bot_allowed(login, _default_config(work.repo, forge).allowed_bots, me):
             return Conclusion.of_job("skipped", f"{login} is a bot that allowed_bots in {PATH} on the default "
                                                 "branch does not list")
-        return _bot_limits(work, forge, settings, tag)
+        return _bot_limits(work, forge, github, tag)
     permission = forge.permission(work.repo, login)
     if may_trigger(permission):
         return None
@@ -258,11 +260,11 @@ def _refuse(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusio
         tag = marker("refused", asked_by(work))
         if forge.find_comment(work.repo, work.number, tag) is None:
             forge.post_comment(work.repo, work.number,
-                               refusal_text(login, permission, settings.github.command) + "\n\n" + tag, tag)
+                               refusal_text(login, permission, github.command) + "\n\n" + tag, tag)
     return Conclusion.of_job("skipped", f"{login} has {permission} permission; write access is needed")
 
 
-def _bot_limits(work: Work, forge: Forge, settings: Settings, tag: str) -> Conclusion | None:
+def _bot_limits(work: Work, forge: Forge, github: GitHubSettings, tag: str) -> Conclusion | None:
     """An allowed bot's work: None, or skipped on a pull request from a `decode/` branch (decode-bot's own: a CI
     workflow there runs the agent's code, which could post the command as the bot), or past the runs bots may
     start on this issue or pull request (`DECODE_MAX_BOT_RUNS`), said once. This job's own comment (a retry)
@@ -275,12 +277,12 @@ def _bot_limits(work: Work, forge: Forge, settings: Settings, tag: str) -> Concl
                                             f"requests ({BRANCH_PREFIX} branches) are ignored")
     own = forge.find_comment(repo, number, marker("run", tag))
     runs = len([found for found in forge.find_comments(repo, number, BOT_RUN) if found != own])
-    cap = settings.github.max_bot_runs
+    cap = github.max_bot_runs
     if runs < cap:
         return None
     said = marker("bot-runs-capped", number)
     if forge.find_comment(repo, number, said) is None:
-        forge.post_comment(repo, number, f"{cap_text(login, runs, cap, settings.github.command)}\n\n{said}", said)
+        forge.post_comment(repo, number, f"{cap_text(login, runs, cap, github.command)}\n\n{said}", said)
     return Conclusion.of_job("skipped", f"bots have started {runs} runs on #{number}, DECODE_MAX_BOT_RUNS ({cap})")
 
 
@@ -290,13 +292,12 @@ def _default_config(repo: str, forge: Forge) -> RepoConfig:
     return config_of(forge.file_at(repo, PATH, branch), f" on {branch}")
 
 
-def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None, redactor: Redactor,
+def _facts(ctx: JobContext, info: RepoInfo, issue: IssueInfo | None, ci: tuple[int, int] | None, redactor: Redactor,
            resume: PullState | None, approved: PlanText | None) -> Facts:
-    """What `plan` decides from: the issue and pull request as GitHub has them now, a review's comments, for
-    round `ci` of a CI fix the task made of the failed checks, and what `_resumable` and `_approved` read."""
+    """What `plan` decides from: the `issue` (and its pull request) as GitHub has them now, a review's comments,
+    for round `ci` of a CI fix the task made of the failed checks, and what `_resumable` and `_approved` read."""
     work, forge = ctx.work, ctx.forge
     repo, number = work.repo, work.number
-    issue: IssueInfo | None = forge.issue(repo, number) if number is not None else None
     pull: PullInfo | None = forge.pull(repo, number) if number is not None and issue and issue.is_pull else None
     review = tuple(forge.review_comments(repo, work.number, work.review_id)) if isinstance(work, Review) else ()
     ci_round = None
@@ -308,7 +309,7 @@ def _facts(ctx: JobContext, info: RepoInfo, ci: tuple[int, int] | None, redactor
     return Facts(info, issue, pull, review, ci_round, resume, approved)
 
 
-def _work(ctx: JobContext, settings: Settings, the_plan: Plan, info: RepoInfo, tracking: Tracker | None,
+def _work(ctx: JobContext, parts: JobParts, the_plan: Plan, info: RepoInfo, tracking: Tracker | None,
           check: CheckRun, page: str | None) -> Conclusion:
     """Run `the_plan` and publish its delivery; `tracking` and `check` follow the run, `page` is its transcript
     page."""
@@ -318,7 +319,7 @@ def _work(ctx: JobContext, settings: Settings, the_plan: Plan, info: RepoInfo, t
     if isinstance(the_plan.delivery, AllowHosts):
         assert ctx.work.number is not None
         return open_allow_pull(forge, repo, the_plan, number=ctx.work.number, asker=ctx.work.sender_login,
-                               command=settings.github.command)
+                               command=parts.github.command)
     job = Job(repo=info.clone_url, task=the_plan.task, branch=the_plan.branch, run_id=run_id,
               base=the_plan.base, co_author=the_plan.co_author, title=the_plan.title,
               config_base=the_plan.config_base, attempt=attempt, token=token, tools=the_plan.mode.tools)
@@ -326,11 +327,14 @@ def _work(ctx: JobContext, settings: Settings, the_plan: Plan, info: RepoInfo, t
         count = attempts_of(ctx.attempts or getattr(ctx.work, "attempts", None), forge, repo,
                             the_plan.config_base or the_plan.base or info.default_branch) \
             if job.tools.keeps_changes else 1  # a planning run is one: it publishes no diff to pick from
-        outcome, attempts = (execute(job, settings.run, client=model, progress=progress, watch=_watch(tracking, check)), "") \
-            if count == 1 else best_of(job, settings.run, settings.web, count, progress, tracking, check)
+        if count == 1:
+            outcome = execute(job, parts.run, client=model, progress=progress, watch=_watch(tracking, check))
+            attempts = ""
+        else:
+            outcome, attempts = best_of(job, parts.run, parts.web, count, progress, tracking, check)
     except Exception as e:
         if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details
-            text = one_line(settings.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]
+            text = one_line(parts.run.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]
             try:
                 answer_threads(forge, repo, the_plan.threads, "❌ decode-bot could not finish this run, so nothing "
                                f"was pushed for this review: {text}")
@@ -340,13 +344,13 @@ def _work(ctx: JobContext, settings: Settings, the_plan: Plan, info: RepoInfo, t
     if tracking is not None:
         tracking.move("publishing")
     check.move("publishing")
-    redact = settings.redactor.plus(token).redact
+    redact = parts.run.redactor.plus(token).redact
     try:
         if isinstance(the_plan.delivery, PlanComment):
             return publish_plan(forge, repo, the_plan.delivery.number, outcome, redact,
-                                command=settings.github.command, transcript_url=page)
+                                command=parts.github.command, transcript_url=page)
         return publish(the_plan, outcome, forge, repo, ctx.tag, redact, transcript_url=page,
-                       command=settings.github.command, attempts=attempts)
+                       command=parts.github.command, attempts=attempts)
     except Exception as e:
         raise Unpublished(e, outcome) from e
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from bot.config import Settings
+from bot.config import JobParts
 from bot.core.names import run_id, run_tag
 from bot.github.forge import Forge
 from bot.github.conclusion import marker
@@ -45,11 +45,11 @@ def outcome_of(result: RunResult) -> Outcome:
     return Outcome(result=result.to_json())
 
 
-def job_handler(settings: Settings, forge: Forge, record: Record | None = None, *,
+def job_handler(parts: JobParts, forge: Forge, record: Record | None = None, *,
                 model: Model | None = None) -> Callable[[JobRecord], Outcome]:
-    """What a runner does with a claimed job: the GitHub job, its result to `record` (when an agent ran),
-    logs keyed by job id; `model` is the process's shared model (`bot.model.shared_model`), None to make
-    one per run.
+    """What a runner does with a claimed job: the GitHub job with the settings' `parts`, its result to `record`
+    (when an agent ran), logs keyed by job id; `model` is the process's shared model (`bot.model.shared_model`),
+    None to make one per run.
 
     Returns the outcome to store: the job's `RunResult`, failed when the job failed.
     """
@@ -60,11 +60,11 @@ def job_handler(settings: Settings, forge: Forge, record: Record | None = None, 
         log.info("job %s: %s on %s#%s (attempt %d)", job.id, work.kind, work.repo, work.number,
                  job.attempts, extra=extra)
         if isinstance(work, Labels):
-            conclusion = add_trigger_labels(work, forge, settings.github.trigger_label)
+            conclusion = add_trigger_labels(work, forge, parts.github.trigger_label)
         else:
             conclusion = run_github_job(JobContext(work, forge, run_id(job.id), tag_of(job),
                                                    attempt=job.attempts, model=model,
-                                                   progress=lambda line: log.info(line, extra=extra)), settings)
+                                                   progress=lambda line: log.info(line, extra=extra)), parts)
         result = conclusion.recorded(run_id(job.id))  # record.json holds what the store does, links included
         if record is not None and result.figures is not None:
             record(result)

@@ -86,6 +86,15 @@ def run_attempts(job: Job, count: int, progress: Progress, watch: Callable[[int,
     return (rans[chosen.number - 1] if chosen else None), attempts, rans
 
 
+def stand_in(chosen: Ran | None, attempts: Sequence[Attempt], rans: Sequence[Ran | None]) -> Ran | None:
+    """The run to deliver: the picked one; with none picked (every attempt failed `verify`, changed nothing or
+    was stopped by a cap), the first that started, else the first that finished, delivered as a single run that
+    ended so would be (a budget stop exits 3); None when none finished."""
+    finished = [ran for ran in rans if ran is not None]
+    started = [ran for ran, attempt in zip(rans, attempts) if ran is not None and attempt.turns]
+    return chosen or next(iter(started + finished), None)
+
+
 def attempt_of(number: int, ran: Ran, budget: Budget) -> Attempt:
     """What a finished run did, as an `Attempt`: one stopped by the run's cost cap before its first turn did
     not start."""

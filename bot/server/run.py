@@ -104,7 +104,7 @@ def start_pool(settings: Settings, store: JobStore, metrics: Metrics, size: int,
     other process's on it."""
     forge = GitHubForge(credentials, pacer=WritePacer.per_minute(settings.github.writes_per_minute, ledger=store))
     prepare_host(settings.sandbox.mode, sandbox_spec(settings.sandbox, settings.store.data_dir))
-    handle = job_handler(settings, forge, metrics.record_run, model=gate.model)
+    handle = job_handler(settings.job, forge, metrics.record_run, model=gate.model)
     pool = LeaseRunner(store, ThreadExecutor(handle), limit=size, on_exhausted=exhausted_reporter(forge),
                        hold=gate.check.hold if gate.check is not None else None)
     pool.start()

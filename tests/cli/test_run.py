@@ -202,3 +202,18 @@ def test_decode_run_on_a_github_issue_opens_the_pull_request(fake_anthropic, fak
 def test_decode_run_on_github_without_a_token_says_what_to_set(fake_anthropic, tmp_path):
     res = decode_run(fake_anthropic, tmp_path, "octo/calendar", "anything", GITHUB_TOKEN="")
     assert res.returncode == 2 and "GITHUB_TOKEN is not set" in res.stderr
+
+
+def test_decode_run_on_an_issue_that_is_not_there_writes_nothing_and_says_so(fake_anthropic, fake_github, tmp_path):
+    fake_github.add_repo("octo", "calendar", {p.name: p.read_text() for p in (EXAMPLE / "repo").iterdir()})
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "ANTHROPIC_API_KEY": fake_anthropic.api_key,
+        "ANTHROPIC_BASE_URL": fake_anthropic.url, "SANDBOX_MODE": "local", "DECODE_DATA_DIR": str(tmp_path / "d"),
+        "GITHUB_TOKEN": fake_github.token, "GITHUB_API_URL": fake_github.api_url,
+    }
+    res = subprocess.run([DECODE, "run", "--repo", "octo/calendar", "--issue", "999"], env=env,
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode == 2, res.stderr
+    assert "#999 is not an issue or pull request of octo/calendar" in res.stderr
+    assert fake_github.writes() == [], "no reaction, comment, branch or check run on GitHub"
+    assert not fake_anthropic.requests

@@ -41,7 +41,8 @@ def app_run(world, title: str, turns: list, *, retry: GitHubRetry | None = None)
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
     trigger = Router(Rules.of(settings.github)).decide("issues", as_sent(fake, payload))
     conclusion = run_github_job(JobContext(trigger, forge, run_id="app", tag="origin:app",
-                                           model=AnthropicModel(settings.model)), settings.replace(github_token=None))
+                                           model=AnthropicModel(settings.model)),
+                                settings.replace(github_token=None).job)
     assert conclusion.state == "success", conclusion.message
     [pr] = fake.pulls(OWNER, NAME)
     return number, pr

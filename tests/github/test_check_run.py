@@ -43,7 +43,7 @@ def run_app(world, app, event: str, payload: dict, run_id: str = "job-1"):
     work = Router(Rules.of(settings.github)).decide(event, as_sent(fake, payload))
     assert not isinstance(work, Ignore), work
     return run_github_job(JobContext(work, forge, run_id=run_id, tag=f"origin:{run_id}",
-                                     model=AnthropicModel(settings.model, sleep=lambda s: None)), settings)
+                                     model=AnthropicModel(settings.model, sleep=lambda s: None)), settings.job)
 
 
 def labeled(fake, decode_yml: str) -> dict:

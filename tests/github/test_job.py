@@ -120,7 +120,7 @@ def test_a_bot_sender_triggers_nothing_and_hears_nothing(world):
     fake, _, settings, *_ = world
     number = fake.add_issue(OWNER, NAME, "x", "", user="alice")
     trigger = Issue(repo=REPO, number=number, sender_login="helper", sender_type="Bot")
-    assert run_github_job(JobContext(trigger, world[3], run_id="x", tag="origin:x"), settings).state == "skipped"
+    assert run_github_job(JobContext(trigger, world[3], run_id="x", tag="origin:x"), settings.job).state == "skipped"
     assert not fake.comments(OWNER, NAME, number) and not fake.reactions(OWNER, NAME, issue=number)
 
 
@@ -181,7 +181,8 @@ def test_app_mode_mints_one_repository_scoped_token(world):
     payload = delivery("issues", "labeled", issue__number=number, label__name="agent")
     trigger = Router(Rules.of(settings.github)).decide("issues", payload)
     conclusion = run_github_job(JobContext(trigger, forge, run_id="app", tag="origin:app",
-                                           model=AnthropicModel(settings.model)), settings.replace(github_token=None))
+                                           model=AnthropicModel(settings.model)),
+                                settings.replace(github_token=None).job)
     assert conclusion.state == "success", conclusion.message
     assert len(fake.minted) == 1 and fake.minted[0]["repositories"] == [REPO]
     assert fake.pulls(OWNER, NAME)[0]["user"]["login"] == "decode-bot[bot]"

@@ -28,12 +28,12 @@ def test_a_new_installation_gets_the_label_where_it_is_missing(world):
     work = Router(Rules.of(settings.github)).decide("installation", payload)
     assert work == Labels(repos=("octo/calendar", "octo/notes", "octo/site"), sender_login="alice")
     assert work_of(queued(work).payload) == work  # through the queue and back
-    outcome = job_handler(settings, forge)(queued(work))
+    outcome = job_handler(settings.job, forge)(queued(work))
     assert outcome.error is None and outcome.result["state"] == "success"
     for name in ("calendar", "notes"):
         assert fake.repo("octo", name).labels["agent"]["name"] == "agent"
     assert fake.repo("octo", "site").labels["agent"] == {"name": "Agent", "color": "000000", "description": "ours"}
-    again = job_handler(settings, forge)(queued(work))  # a redelivery changes nothing
+    again = job_handler(settings.job, forge)(queued(work))  # a redelivery changes nothing
     assert again.result["state"] == "no_changes"
 
 
@@ -42,7 +42,7 @@ def test_repositories_added_to_an_installation_get_it_and_one_refusal_does_not_s
     payload = example("installation_repositories", "added", sender="alice",
                       repositories_added=[{"full_name": "octo/gone"}, {"full_name": "octo/calendar"}])
     work = Router(Rules.of(settings.github)).decide("installation_repositories", payload)
-    outcome = job_handler(settings, forge)(queued(work))
+    outcome = job_handler(settings.job, forge)(queued(work))
     assert "agent" in fake.repo("octo", "calendar").labels
     assert outcome.result["state"] == "failed" and "octo/gone (404)" in outcome.error
 

@@ -17,7 +17,7 @@ def test_a_readers_decode_review_gets_one_polite_reply_and_no_reaction():
     work = Review(repo="octo/calendar", number=9, sender_login="rita", sender_type="User", review_id=55,
                   instructions="fix it")
     for _ in range(2):
-        assert run_github_job(JobContext(work, forge, run_id="r1", tag="origin:r1"), SETTINGS).state == "skipped"
+        assert run_github_job(JobContext(work, forge, run_id="r1", tag="origin:r1"), SETTINGS.job).state == "skipped"
     [reply] = forge.comments
     assert "@rita" in reply.body and forge.reactions == [] and forge.replies == []
 

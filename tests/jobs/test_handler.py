@@ -31,7 +31,7 @@ def test_a_skipped_job_logs_why(world, caplog):
     fake, _, settings, forge, _ = world
     number = fake.add_issue(OWNER, NAME, "x", "y", user="rita")
     caplog.set_level(logging.INFO)
-    job_handler(settings, forge)(claimed(Issue(repo=REPO, number=number, sender_login="rita")))
+    job_handler(settings.job, forge)(claimed(Issue(repo=REPO, number=number, sender_login="rita")))
     [line] = ended(caplog)
     assert line.levelno == logging.INFO and line.getMessage().startswith("job 7: skipped: ")
     assert "rita" in line.getMessage(), line.getMessage()
@@ -40,7 +40,7 @@ def test_a_skipped_job_logs_why(world, caplog):
 def test_a_failed_job_logs_why_once(world, caplog):
     fake, _, settings, forge, _ = world
     caplog.set_level(logging.INFO)
-    job_handler(settings, forge)(claimed(Issue(repo=f"{OWNER}/nosuch", number=1, sender_login="alice")))
+    job_handler(settings.job, forge)(claimed(Issue(repo=f"{OWNER}/nosuch", number=1, sender_login="alice")))
     [line] = ended(caplog)
     assert line.levelno == logging.ERROR and line.getMessage().startswith("job 7: failed: ")
     said = line.getMessage().removeprefix("job 7: failed: ")

@@ -106,7 +106,8 @@ def first_turn_paid(runs: Path) -> bool:
 def test_the_cost_cap_is_the_whole_runs_and_attempts_it_leaves_no_budget_for_say_so(fake_anthropic, tmp_path):
     """DECODE_MAX_COST_USD=0.001 and three attempts: the first to set up pays more than that for its first turn
     (the fake's usage at the built-in prices) and stops at the cap; the other two, held in setup until that turn
-    is paid, find the run's budget spent and make no request: each of them is listed as not started."""
+    is paid, find the run's budget spent and make no request: each of them is listed as not started. The one that
+    started is delivered as a single run stopped at the cap would be, exit 3."""
     gate = tmp_path / "gate"
     gate.mkdir()
     hold = f"mkdir {gate}/first 2>/dev/null || while [ ! -e {gate}/go ]; do sleep 0.05; done"
@@ -124,4 +125,7 @@ def test_the_cost_cap_is_the_whole_runs_and_attempts_it_leaves_no_budget_for_say
     spent = "the run's budget (DECODE_MAX_COST_USD=0.001) was spent"
     assert sorted(row[2].strip() for row in rows) == [f"not started: {spent}"] * 2 + [f"stopped: {spent}"], out + err
     assert len(fake_anthropic.requests) == 1  # the whole run paid for one turn, not one per attempt
-    assert proc.returncode == 1 and "none of the 3 attempts finished (each one's row says why)" in err
+    stopped = 1 + [row[2].strip() for row in sorted(rows, key=lambda r: int(r[1]))].index(f"stopped: {spent}")
+    assert f"none of the 3 attempts finished (each one's row says why): delivering attempt {stopped} as it ended" \
+        in err, err
+    assert proc.returncode == 3, "the run stopped at its budget, as a single run stopped so would: exit 3"

@@ -49,7 +49,7 @@ def decode_comment(world, number: int, *, forge=None, **settings):
     s = base_settings.replace(**settings)
     work = Router(Rules.of(s.github)).decide("issue_comment", payload)
     return run_github_job(JobContext(work, forge, run_id="fork", tag="origin:fork",
-                                     model=AnthropicModel(s.model, sleep=lambda _: None)), s)
+                                     model=AnthropicModel(s.model, sleep=lambda _: None)), s.job)
 
 
 def app_forge(fake) -> GitHubForge:

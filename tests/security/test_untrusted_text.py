@@ -105,7 +105,7 @@ def test_an_issue_edited_after_the_label_is_worked_on_as_it_was_labeled(world):
     anthropic.script(edit_turns("checked"))
     trigger = Router(Rules.of(settings.github)).decide("issues", payload)
     conclusion = run_github_job(JobContext(trigger, forge, run_id="e1", tag="origin:e1",
-                                           model=AnthropicModel(settings.model, sleep=lambda s: None)), settings)
+                                           model=AnthropicModel(settings.model, sleep=lambda s: None)), settings.job)
     assert conclusion.state == "success", conclusion.message
     task = first_message(anthropic)
     assert "Saturdays count as workdays." in task and "authorized_keys" not in task and "(edited)" not in task
@@ -131,7 +131,7 @@ def test_a_readers_comment_with_the_bots_markers_is_neither_edited_nor_trusted(w
     trigger = Router(Rules.of(settings.github)).decide("issue_comment", as_sent(fake, payload))
     conclusion = run_github_job(JobContext(trigger, forge, run_id="r9", tag="origin:r9",
                                            attempt=2,  # a retry finds its comments
-                                           model=AnthropicModel(settings.model, sleep=lambda s: None)), settings)
+                                           model=AnthropicModel(settings.model, sleep=lambda s: None)), settings.job)
     assert conclusion.state == "success", conclusion.message
     comments = fake.comments(OWNER, NAME, number)
     assert next(c for c in comments if c["id"] == planted_id)["body"] == planted

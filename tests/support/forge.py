@@ -80,6 +80,8 @@ class MemoryForge:
 
     def issue(self, repo: str, number: int) -> IssueInfo:
         self._check("issue")
+        if number not in self.issues:  # as GitHub answers a number the repository does not have
+            raise GithubException(404, {"message": "Not Found"}, {})
         return self.issues[number]
 
     def pull(self, repo: str, number: int) -> PullInfo:

@@ -64,4 +64,4 @@ def run(world, event: str, payload: dict, run_id: str = "r1", **kw):
     assert not isinstance(trigger, Ignore), trigger
     model = AnthropicModel(settings.model, sleep=lambda s: None)
     return run_github_job(JobContext(trigger, forge, run_id=run_id, tag=f"origin:{run_id}",
-                                     model=model, run_url="https://ci.example/run/1"), settings.replace(**kw))
+                                     model=model, run_url="https://ci.example/run/1"), settings.replace(**kw).job)
