@@ -230,8 +230,11 @@ def _main(args: argparse.Namespace) -> int:
             settings = settings.replace(github=with_stored_app(settings.github, settings.store.data_dir))
 
             if args.workers is not None:
-                if args.workers < 0:
-                    raise ConfigError("--workers must be 0 (decode serve: intake only) or more")
+                from bot.config.table import MAX_WORKERS
+
+                if not 0 <= args.workers <= MAX_WORKERS:
+                    raise ConfigError(f"--workers {args.workers} is not valid: give how many jobs this process runs "
+                                      f"at once, 0 (decode serve: intake only) to {MAX_WORKERS}")
                 settings = settings.replace(workers=args.workers)
             if args.command == "serve":
                 return server.serve(settings, args.host, args.port)

@@ -152,14 +152,25 @@ def positive(kind: type, scale: float = 1) -> Parser:
     return parse
 
 
-def count(fix: str) -> Parser:
-    """A parser for a whole number, 0 included; `fix` is the error (with `{raw}` and `{default}`)."""
+def count(fix: str, most: int | None = None) -> Parser:
+    """A parser for a whole number, 0 included, up to `most`; `fix` is the error (with `{raw}` and `{default}`)."""
     def parse(env: Mapping[str, str], row: Row) -> int:
         raw = (env.get(row.var or "") or "").strip() or str(row.default)
-        if not raw.isdigit():
-            raise ConfigError(fix.format(raw=raw, default=row.default))
+        if not raw.isdigit() or most is not None and int(raw) > most:
+            raise ConfigError(fix.format(raw=raw, default=row.default) + (f" (at most {most})" if most else ""))
         return int(raw)
     return parse
+
+
+def line(env: Mapping[str, str], row: Row) -> str | None:
+    """Text on one line, else the default: a value with a line break or another control character, or one of
+    spaces alone, is refused (a pasted line break made every webhook signature fail, or named no model). The
+    value is never repeated in the error: it may be a secret."""
+    value = env.get(row.var or "") or None
+    if value is not None and (not value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value)):
+        raise ConfigError(f"{row.var} is blank or holds a line break or a control character: set it to the value "
+                          "alone, on one line")
+    return value or row.default
 
 
 def cidrs(env: Mapping[str, str], row: Row) -> tuple[str, ...]:

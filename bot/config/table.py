@@ -18,14 +18,16 @@ from __future__ import annotations
 
 from bot.config.parsers import (  # noqa: F401 (re-exported: the table is where the settings are looked up)
     CREDENTIAL_FILE_VARS, DEFAULT_MODEL, MIN_THINKING_BUDGET, PRICE_KEYS, PROVIDERS, RemoteMcp, Row, SANDBOX_MODES,
-    choice, cidrs, count, credential_files, data_dir, database_url, fixed, mcp_servers, path, paths, positive,
+    choice, cidrs, count, credential_files, data_dir, database_url, fixed, line, mcp_servers, path, paths, positive,
     prices, private_key, text, thinking, thinking_value, token, url,
 )
+
+MAX_WORKERS = 256  # jobs one process runs at once: each holds a sandbox, so more is a typo, not a machine
 
 
 ROWS: tuple[Row, ...] = (
     # model
-    Row("model", "DECODE_MODEL", "model.name", DEFAULT_MODEL, text,
+    Row("model", "DECODE_MODEL", "model.name", DEFAULT_MODEL, line,
         "the model id; `scripted:FILE` replays a session JSON or a `transcript.jsonl` instead"),
     Row("anthropic_api_key", "ANTHROPIC_API_KEY", "model.api_key", None, token,
         "anthropic: the Anthropic API's key (the SDK's own name)", secret=True),
@@ -74,7 +76,7 @@ ROWS: tuple[Row, ...] = (
     Row("github_app_private_key_path", "GITHUB_APP_PRIVATE_KEY_PATH", "github.app_private_key_path", None, path,
         "GitHub App mode: a file holding the private key (read when GITHUB_APP_PRIVATE_KEY is unset; "
         "hidden from every sandbox)"),
-    Row("github_webhook_secret", "GITHUB_WEBHOOK_SECRET", "github.webhook_secret", None, text,
+    Row("github_webhook_secret", "GITHUB_WEBHOOK_SECRET", "github.webhook_secret", None, line,
         "the App's webhook secret, required by `decode serve`: every delivery's signature is checked with it",
         secret=True),
     Row("github_api_url", "GITHUB_API_URL", "github.api_url", "https://api.github.com", url,
@@ -159,7 +161,7 @@ ROWS: tuple[Row, ...] = (
     # the job workers
     Row("workers", "DECODE_WORKERS", "pool.workers", 4,
         count("DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "
-              "(0: decode serve only takes deliveries, and decode worker processes run them)"),
+              "(0: decode serve only takes deliveries, and decode worker processes run them)", MAX_WORKERS),
         "how many jobs a process runs at once; 0: `decode serve` only takes deliveries"),
     Row("shutdown_grace_s", "DECODE_SHUTDOWN_GRACE_SECONDS", "pool.shutdown_grace_s", 30.0, positive(float),
         "on SIGTERM, how long running jobs get to finish before they are interrupted, in seconds"),
@@ -195,7 +197,7 @@ ROWS: tuple[Row, ...] = (
     # web
     Row("public_url", "DECODE_PUBLIC_URL", "web.public_url", None, url,
         "this server's base URL, for links in comments and check runs"),
-    Row("metrics_token", "DECODE_METRICS_TOKEN", "web.metrics_token", None, text,
+    Row("metrics_token", "DECODE_METRICS_TOKEN", "web.metrics_token", None, token,
         "the bearer token /metrics asks for, unless it is bound privately", secret=True),
     Row("health_recheck_s", "DECODE_HEALTH_RECHECK_SECONDS", "web.health_recheck_s", 60.0, positive(float),
         "how often, in seconds, GitHub is asked about the credentials and the model API about the key and "
