@@ -34,6 +34,8 @@ LOCAL, ON_GITHUB = ["--repo", "{repo}", TASK], ["--repo", REPO, TASK]
 EVAL = ["{tmp}/tasks.jsonl", "--out", "{tmp}/out"]
 NO_MODAL = {"SANDBOX_MODE": "modal", "MODAL_TOKEN_ID": "", "MODAL_TOKEN_SECRET": ""}
 MODAL_SAYS = "SANDBOX_MODE=modal needs Modal credentials"
+NO_DOCKER = {"SANDBOX_MODE": "docker", "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+DOCKER_SAYS = "the Docker engine is not answering"
 DIES = {"DECODE_MAX_RESTARTS": "0"}
 ONE_TURN = {"DECODE_MAX_TURNS": "1"}
 BUSY = "turn   1 |"  # the first tool call is done: the second, `sleep 60`, is running
@@ -160,11 +162,17 @@ TABLE: dict[str, Row] = {
     "eval, bad task file": Row("eval", 2, "nope.jsonl", ["{tmp}/nope.jsonl"]),
     "check, bad setting": Row("check", 2, "SANDBOX_MODE='nope' is not valid", ["--repo", "{repo}"],
                               env={"SANDBOX_MODE": "nope"}),
-    **{f"{entry}, no Modal token": Row(entry, 2, MODAL_SAYS, argv, env=NO_MODAL, arrange=arrange, check=check)
-       for entry, argv, arrange, check in (
-           ("run", LOCAL, None, nothing_cloned), ("run", ON_GITHUB, None, nothing_cloned),
+    **{f"{door}, no Modal token": Row(door.split()[0], 2, MODAL_SAYS, argv, env=NO_MODAL, arrange=arrange,
+                                      check=check)
+       for door, argv, arrange, check in (
+           ("run local", LOCAL, None, nothing_cloned), ("run owner/name", ON_GITHUB, None, nothing_cloned),
            ("action", [], None, nothing_cloned), ("serve", ["--port", "{port}"], None, None),
            ("worker", [], None, None), ("eval", EVAL, tasks(NOTE), nothing_cloned))},
+    **{f"{door}, Docker engine down": Row(door.split()[0], 2, DOCKER_SAYS, argv, env=NO_DOCKER, arrange=arrange,
+                                          check=check)
+       for door, argv, arrange, check in (
+           ("run local", LOCAL, None, nothing_cloned), ("run owner/name", ON_GITHUB, None, nothing_cloned),
+           ("check", ["--repo", "{repo}"], None, None), ("eval", EVAL, tasks(NOTE), nothing_cloned))},
     # 3: a budget cap, the work so far committed
     "run local, cap": Row("run", 3, "stopped at the turn limit", LOCAL, env=ONE_TURN, arrange=turns(EDIT_TWICE),
                           check=local_branch("partial")),

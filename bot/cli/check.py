@@ -173,7 +173,7 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
 def docker_image(image: str) -> None:
     """A ConfigError unless the Docker engine answers and has `image`; the missing image's names the command that
     builds it."""
-    from bot.sandbox.docker import image_id
+    from bot.sandbox.docker_engine import image_id
 
     try:
         image_id(image)

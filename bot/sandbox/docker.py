@@ -72,6 +72,7 @@ from typing import ClassVar
 
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import docker_pool, warm_pool
+from bot.sandbox.docker_engine import check_engine, engine, image_id
 from bot.sandbox.docker_pool import LABEL, remove_leftovers
 from bot.sandbox.cgroup import oom_kill_count
 from bot.sandbox.client import ProcessTransport
@@ -79,7 +80,6 @@ from bot.sandbox.disk import DiskGuard
 from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.egress_wire import bind_unix
-from bot.sandbox.images import missing_image
 from bot.sandbox.agentd.rpc import CHANNEL_SOCKET
 from bot.sandbox.local import clean_env
 from bot.sandbox.protocol import Cap, Capabilities, Death, SandboxSpec, memory_cap, out_of_memory, stopped_from_outside
@@ -93,8 +93,6 @@ SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
 SANDBOX_UID = 1000  # the agent's uid when the workspace's owner is root
 SETTLE_S = 3.0  # how long a container whose agentd is gone may take to be seen stopped
 OOM_FILES = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")  # cgroup v2, v1
-CLIENT_VARS = ("PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
-               "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR")
 log = logging.getLogger(__name__)
 PROBE = ("import os, sys, json, select, subprocess, base64, tempfile, shutil, fnmatch\n"
          "assert sys.version_info >= (3, 8), sys.version\n"
@@ -121,20 +119,22 @@ class DockerLauncher:
 
     @classmethod
     def preflight(cls) -> None:
-        """Nothing to check before the sandbox starts (the engine and the image are checked then)."""
+        """The Docker engine answers (`check_engine`), before any clone or job: down, it is a setting or a
+        service to fix (exit 2), as `decode check` says; the image is checked when the sandbox starts."""
+        check_engine()
 
     @classmethod
     def pool(cls, spec: SandboxSpec, *, docker: str = "docker", client_env: Mapping[str, str] | None = None,
              pinned: bool = False) -> warm_pool.WarmPool:
         """The process-wide warm pool of `spec.pool_size` containers like `spec`'s (its workspace does not
         matter), filling. A pool is made per image on first use: a setup cache entry's image gets its own."""
-        return docker_pool.pool_of(cls, spec, *_engine(docker, client_env), pinned=pinned)
+        return docker_pool.pool_of(cls, spec, *engine(docker, client_env), pinned=pinned)
 
     def __init__(self, spec: SandboxSpec, *, docker: str = "docker",
                  client_env: Mapping[str, str] | None = None) -> None:
         """Claim a warm container for `spec` (with `spec.pool_size` and `spec.pool_dir`), else create and start
         one; raises when the engine, image or python3 is missing."""
-        self._docker, self._env = _engine(docker, client_env)
+        self._docker, self._env = engine(docker, client_env)
         self._spec = spec
         self._owner: tuple[int, int] | None = None  # the workspace's owner, when chowned for the run
         self.container: str | None = None
@@ -398,23 +398,6 @@ class DockerLauncher:
             self.slot = None
 
 
-def image_id(image: str, docker: str = "docker", client_env: Mapping[str, str] | None = None) -> str:
-    """The id of `image` on the engine; `missing_image`'s error when the engine lacks it, a SandboxError when
-    the engine does not answer."""
-    found, env = _engine(docker, client_env)
-    try:
-        res = subprocess.run([found, "image", "inspect", "--format", "{{.Id}}", image], env=env, capture_output=True,
-                             text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        raise SandboxError("docker image inspect did not answer in 120s: is the engine healthy?") from None
-    if res.returncode == 0 and res.stdout.strip():
-        return res.stdout.strip()
-    if "no such image" in res.stderr.lower():
-        raise missing_image(image)
-    raise SandboxError(f"the Docker engine is not answering ({res.stderr.strip()}): start dockerd or check "
-                       "DOCKER_HOST", stderr=res.stderr)
-
-
 def _chown_tree(top: Path, uid: int, gid: int) -> None:
     """chown -R -h `top` on the host (the bot is root when it needs this)."""
     try:
@@ -430,16 +413,6 @@ def _mount(source: object, target: str, readonly: bool = False) -> str:
     """A `--mount` bind value, CSV-quoted so commas in the host path survive."""
     field = f"source={source}".replace('"', '""')
     return f'type=bind,"{field}",target={target}' + (",readonly" if readonly else "")
-
-
-def _engine(docker: str, client_env: Mapping[str, str] | None) -> tuple[str, dict[str, str]]:
-    """The docker CLI's path and the client variables it runs with (`CLIENT_VARS` of `client_env`, else of
-    this process's environment); ConfigError without the CLI."""
-    found = shutil.which(docker)
-    if found is None:
-        raise ConfigError("SANDBOX_MODE=docker needs the docker CLI on PATH: install Docker")
-    env = os.environ if client_env is None else client_env
-    return found, {k: env[k] for k in CLIENT_VARS if k in env}
 
 
 def _egress_near(workspace: Path) -> EgressProxy:
