@@ -27,7 +27,7 @@ from bot.eval.summary import Results, last_lines, table
 from bot.eval.tasks import Task, read_tasks
 from bot.run.repo_config import parse_attempts
 from bot.sandbox import close_all
-from bot.workspace.clone import git_url
+from bot.workspace.clone import git_url, url_problem
 
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     """`decode eval`: write a task file from history, or run one; the exit status."""
@@ -108,6 +108,8 @@ def resolve(repo: str, settings: Settings) -> tuple[str, str | None]:
     if name is not None:
         return github_clone_url(name, settings)
     if git_url(repo):
+        if problem := url_problem(repo):
+            raise ConfigError(f"repo {repo}: {problem}")
         return repo, settings.github.token
     raise ConfigError(f"repo {repo}: no such path, and not owner/name or a git URL")
 

@@ -25,7 +25,7 @@ from bot.model import preload
 from bot.run.attempts import pick, run_attempts, stand_in, table as attempts_table, why
 from bot.run.pipeline import Job, Ran, execute
 from bot.run.repo_config import PATH as CONFIG_PATH, config_of, parse_attempts
-from bot.workspace.clone import git_url
+from bot.workspace.clone import git_url, url_problem
 from bot.workspace.run_dirs import drop_clones
 
 
@@ -49,6 +49,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not local.exists() and github_repo is None and not git_url(args.repo):
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a git URL: give a local "
                           "repository's path, owner/name or a git URL")
+    if not local.exists() and github_repo is None and (problem := url_problem(args.repo)):
+        raise ConfigError(f"--repo {args.repo}: {problem}")
     run_id = Job.new_run_id()
     if github_repo and not args.no_pr and not args.plan:
         return run_on_github(args, settings, github_repo, run_id, progress)

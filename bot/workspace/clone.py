@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 BOT_IDENTITY = ("decode-bot", "decode-bot@users.noreply.github.com")
 _PASS_THROUGH = ("PATH", "HOME", "TMPDIR", "SSH_AUTH_SOCK", "GIT_SSH_COMMAND", "SSL_CERT_FILE", "SSL_CERT_DIR",
                  "GIT_SSL_CAINFO", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+URL_SCHEMES = ("https", "http", "ssh", "git+ssh", "ssh+git", "git", "file")  # git's own transports
 _HARDENING = {
     "core.hooksPath": os.devnull,
     "core.fsmonitor": "false",
@@ -232,6 +233,17 @@ class Workspace:
 def git_url(repo: str) -> bool:
     """Whether `repo` is a git URL (`scheme://...` or scp-like `user@host:path`) rather than a local path."""
     return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", repo) or re.match(r"^[\w.-]+@[\w.-]+:", repo))
+
+
+def url_problem(repo: str) -> str | None:
+    """What is wrong with git URL `repo` before any clone is tried, said with the fix: a scheme git has no
+    transport for here, or a `file://` path that does not exist; None when it may be cloned."""
+    scheme = repo.split("://", 1)[0].lower() if "://" in repo else ""
+    if scheme and scheme not in URL_SCHEMES:
+        return f"git cannot clone over {scheme}://: give an https://, ssh:// or file:// URL, or owner/name"
+    if scheme == "file" and not Path(where := urllib.parse.unquote(urllib.parse.urlsplit(repo).path)).exists():
+        return f"{where} does not exist: give the path of a repository on this machine"
+    return None
 
 
 def prepare(repo: str, run_dir: Path, branch: str, base: str | None = None, token: str | None = None, *,
