@@ -94,10 +94,19 @@ def _needed_by(forge: Forge, repo: str, number: int) -> str:
     """Which run needed the hosts: the newest tracking comment on `number` that offered `allow`."""
     found = forge.comment_text(repo, number, OFFER)
     if found is None:
-        return "No run on this issue offered these hosts; they were asked for by hand."
+        return _offered_by_pull(forge, repo, number)
     _, body, url = found
     tag = RUN_TAG.search(body)
     page = TRANSCRIPT.search(body)
     run = f"run `{tag.group(1)}`" if tag else "the run"
     return f"The egress proxy refused them during {run} ([its report]({url})" + \
         (f", [transcript]({page.group(1)}))." if page else ").")
+
+
+def _offered_by_pull(forge: Forge, repo: str, number: int) -> str:
+    """Which run needed the hosts when no comment on `number` offered them: the run that wrote decode-bot's pull
+    request `number`, whose body offered them (the command was given on the pull request, not its issue)."""
+    info = forge.issue(repo, number)
+    if info.is_pull and OFFER in info.body and info.author.lower() == (forge.bot_login() or "").lower():
+        return f"The egress proxy refused them during the run that wrote [this pull request]({info.html_url})."
+    return "No run on this issue offered these hosts; they were asked for by hand."

@@ -87,6 +87,11 @@ def test_a_refused_pip_install_offers_allow_and_the_command_opens_a_pull_request
     after = fake.file(OWNER, NAME, branch, ".github/decode.yml")
     assert yaml.safe_load(after)["allow_domains"] == ["packages.example.com", "pypi.example"]
     assert "# the package index mirror" in after
+    on_pull = run(world, "issue_comment", command(fake, pr["number"], "/decode allow pypi.example"), run_id="on-pr")
+    assert on_pull.state == "success", on_pull.message
+    [again] = [p for p in fake.pulls(OWNER, NAME) if p["number"] not in (pr["number"], new[0]["number"])]
+    assert f"during the run that wrote [this pull request]({pr['html_url']})" in again["body"], \
+        "given on the pull request, the command names the run whose pull request offered the hosts"
 
 
 def test_a_commented_key_and_quoted_items_keep_their_style():
