@@ -38,6 +38,7 @@ import re
 import shutil
 import subprocess
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -47,7 +48,7 @@ from typing import NamedTuple
 
 from bot.core.errors import ConfigError, DecodeError
 from bot.core.redact import Redactor
-from bot.workspace import submodules
+from bot.workspace import git_retry, submodules
 from bot.workspace.mirror import Mirrors
 from bot.workspace.patch_check import check_patch, sections
 
@@ -113,7 +114,23 @@ def require_git() -> None:
 
 def _git(args: Sequence[str], cwd: Path, env: Mapping[str, str], redactor: Redactor, *,
          what: str, input: bytes | None = None, ok: tuple[int, ...] = (0,), timeout: float = 600) -> bytes:
-    """Run git; a failure is a `DecodeError` saying `what` failed, with git's stderr redacted."""
+    """Run git; a failure is a `DecodeError` saying `what` failed, with git's stderr redacted. A command that
+    talks to a remote and fails in a way that may pass (a 5xx, a broken connection: `git_retry.retryable`) is
+    tried again, `git_retry.ATTEMPTS` times in all, and logged."""
+    for attempt in range(1, git_retry.ATTEMPTS + 1):
+        try:
+            return _git_once(args, cwd, env, redactor, what=what, input=input, ok=ok, timeout=timeout)
+        except DecodeError as e:
+            if attempt == git_retry.ATTEMPTS or not git_retry.retryable(args, e.stderr or ""):
+                raise
+            log.warning("%s failed (%s): trying again (%d of %d)", what, str(e).removeprefix(f"{what} failed: "),
+                        attempt + 1, git_retry.ATTEMPTS)
+            time.sleep(attempt)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _git_once(args: Sequence[str], cwd: Path, env: Mapping[str, str], redactor: Redactor, *,
+              what: str, input: bytes | None, ok: tuple[int, ...], timeout: float) -> bytes:
     try:
         res = subprocess.run(["git", *args], cwd=cwd, env=dict(env), input=input, capture_output=True,
                              timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
