@@ -188,7 +188,7 @@ class Launcher(Protocol):
     @classmethod
     def preflight(cls) -> None:
         """Before any work, in every door: a `ConfigError` naming the fix when this backend cannot start here
-        for want of a setting (modal: its credentials)."""
+        for want of a setting or a service (modal: its credentials; docker: an engine that answers)."""
         ...
 
     def start(self, policy: EgressPolicy) -> Transport: ...
