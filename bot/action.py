@@ -4,7 +4,7 @@ Reads the standard `GITHUB_*` variables and the event file, applies the same
 trigger rules and permission checks as the App, adds `schedule` and
 `workflow_dispatch` runs with a prompt, and writes `GITHUB_OUTPUT` (pr_url,
 branch, conclusion, verified, cost_usd, transcript_path) and a job summary to
-`GITHUB_STEP_SUMMARY`. Exit status (`Conclusion.exit_code`, as the CLI's): 0 for
+`GITHUB_STEP_SUMMARY`. Exit status (the run result's `exit_code`, as the CLI's): 0 for
 success, no changes or skipped, 3 for a run stopped by a budget cap, 1 for a
 failure, 2 for a setting, token or event file that cannot work (the outputs and
 summary are written first), 130 when interrupted.
