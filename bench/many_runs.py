@@ -8,8 +8,9 @@ every job done with its result, claimed a second after it came, but the newest 1
 looks like after months of use. Timed, each `--samples` times: the dashboard's whole page (GET / through
 the real Flask app, signed in to all 50 repositories: the queue table's first page, then the newest runs;
 then filtered to one repository, to done runs, and the queue's second page), the store's page of runs
-(deep: the page before the middle job), a claim and its finish, and `decode runs` over as many run
-directories (each with its record.json; SQLite's pass only, it reads no store). The baseline is the same
+(deep: the page before the middle job), the job counts each /metrics scrape asks, a claim and its finish,
+and `decode runs` over as many run directories (each with its record.json; SQLite's pass only, it reads no
+store). The baseline is the same
 measure at 10,000 runs (else the smallest size), in the same run: a page that costs what it lists stays near
 1x however many runs there are. Target: a dashboard page within 50 ms at 100,000 runs, flat from 10,000 to
 100,000.
@@ -115,6 +116,7 @@ def measure(store: JobStore, data: Path, n: int, count: int) -> dict[str, tuple[
             "dashboard, done": samples(lambda: get("/?state=done", runs), count),
             "dashboard, queue p2": samples(lambda: get(f"/?queued_after={queued(n) // 2}", table, runs), count),
             "store page, deep": samples(lambda: store.runs(200, repos=REPOS, before=middle), count),
+            "job counts": samples(store.counts, count),  # what each /metrics scrape asks
             "claim + finish": samples(claim, min(count, queued(n) - 2))}
 
 

@@ -72,8 +72,8 @@ from typing import Any
 from bot.config import StoreSettings
 from bot.core.extras import requires_extra
 from bot.core.names import new_store_id
-from bot.jobs.sqlite_sql import (CLAIM, COLUMNS, MIGRATIONS, QUEUED_OF, REPO_RUN_IDS, RUNNABLE, RUNS_PAGE, SCHEMA,
-                                 TURNS)
+from bot.jobs.sqlite_sql import (CLAIM, COLUMNS, FAILED_COUNT, MIGRATIONS, OPEN_COUNTS, QUEUED_OF, REPO_RUN_IDS,
+                                 RUNNABLE, RUNS_PAGE, SCHEMA, TURNS)
 from bot.github.pacing import Decide
 from bot.jobs import write_ledger
 from bot.jobs.transitions import MOVES
@@ -374,10 +374,19 @@ class Store:
             write_ledger.hold(self._db.execute, "?", account, time.time(), wait_s, slow_s)
 
     def counts(self) -> dict[str, int]:
-        """How many jobs are in each state; every state is present."""
+        """How many jobs are in each state; every state is present. In one read transaction, from indexes only:
+        the open and failed jobs by their partial indexes, all jobs by the smallest full one, done the rest (a
+        GROUP BY over the table read every payload: 135 ms at 100,000 jobs, against 2.9 ms)."""
         with self._read_lock, self._errors():
-            rows = self._reader.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()
-        return {state: 0 for state in STATES} | dict(rows)
+            self._reader.execute("BEGIN")
+            try:
+                counts = dict(self._reader.execute(OPEN_COUNTS).fetchall())
+                counts["failed"] = self._reader.execute(FAILED_COUNT).fetchone()[0]
+                total = self._reader.execute("SELECT count(*) FROM jobs").fetchone()[0]
+            finally:
+                self._reader.execute("COMMIT")
+        counts = {state: 0 for state in STATES} | counts
+        return counts | {"done": total - sum(counts.values())}
 
     def writable(self) -> bool:
         """True when a small durable write succeeds and a file can be made next to the store (for

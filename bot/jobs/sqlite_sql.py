@@ -62,6 +62,10 @@ MIGRATIONS: tuple[str, ...] = (
     *(sql.format(real="REAL") for sql in TABLES),
 )
 
+# How many jobs are open, and failed, through their partial indexes (jobs_open, jobs_failed): `Store.counts`.
+OPEN_COUNTS = "SELECT state, count(*) FROM jobs WHERE state IN ('queued', 'running') GROUP BY state"
+FAILED_COUNT = "SELECT count(*) FROM jobs WHERE state = 'failed'"
+
 # A page of runs older than job :before: by id (a state named as a literal, so that SQLite takes the partial
 # index of that state), and one repository's newest ids (jobs_repo).
 RUNS_PAGE = "SELECT {columns} FROM jobs WHERE id < :before{and_state} ORDER BY id DESC LIMIT :limit"

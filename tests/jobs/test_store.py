@@ -273,9 +273,11 @@ def test_heartbeats_keep_a_long_job(store: JobStore, store_factory: StoreFactory
 def test_counts_and_health(store: JobStore) -> None:
     enqueue(store, n=2)
     enqueue(store, "octo/other#1")
+    enqueue(store, "octo/third#1", n=2)
     store.finish(store.claim("w").id, "w", "done")
+    store.finish(store.claim("w").id, "w", "failed", error="boom")
     store.claim("w")
-    assert store.counts() == {"queued": 1, "running": 1, "done": 1, "failed": 0}
+    assert store.counts() == {"queued": 2, "running": 1, "done": 1, "failed": 1}
     assert store.writable()
     store.close()
     assert not store.writable()
