@@ -117,16 +117,16 @@ def _git(args: Sequence[str], cwd: Path, env: Mapping[str, str], redactor: Redac
     """Run git; a failure is a `DecodeError` saying `what` failed, with git's stderr redacted. A command that
     talks to a remote and fails in a way that may pass (a 5xx, a broken connection: `git_retry.retryable`) is
     tried again, `git_retry.ATTEMPTS` times in all, and logged."""
-    for attempt in range(1, git_retry.ATTEMPTS + 1):
+    for attempt in range(1, git_retry.ATTEMPTS):
         try:
             return _git_once(args, cwd, env, redactor, what=what, input=input, ok=ok, timeout=timeout)
         except DecodeError as e:
-            if attempt == git_retry.ATTEMPTS or not git_retry.retryable(args, e.stderr or ""):
+            if not git_retry.retryable(args, e.stderr or ""):
                 raise
             log.warning("%s failed (%s): trying again (%d of %d)", what, str(e).removeprefix(f"{what} failed: "),
                         attempt + 1, git_retry.ATTEMPTS)
             time.sleep(attempt)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    return _git_once(args, cwd, env, redactor, what=what, input=input, ok=ok, timeout=timeout)
 
 
 def _git_once(args: Sequence[str], cwd: Path, env: Mapping[str, str], redactor: Redactor, *,
