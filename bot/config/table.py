@@ -162,7 +162,7 @@ ROWS: tuple[Row, ...] = (
     Row("workers", "DECODE_WORKERS", "pool.workers", 4,
         count("DECODE_WORKERS={raw!r} is not valid: set it to how many jobs a process runs at once "
               "(0: decode serve only takes deliveries, and decode worker processes run them)", MAX_WORKERS),
-        "how many jobs a process runs at once; 0: `decode serve` only takes deliveries"),
+        f"how many jobs a process runs at once, at most {MAX_WORKERS}; 0: `decode serve` only takes deliveries"),
     Row("shutdown_grace_s", "DECODE_SHUTDOWN_GRACE_SECONDS", "pool.shutdown_grace_s", 30.0, positive(float),
         "on SIGTERM, how long running jobs get to finish before they are interrupted, in seconds"),
     # store
