@@ -51,7 +51,8 @@ class Restarting:
     not go on. `restarts` holds each restart's reason."""
 
     def __init__(self, open_set_up: SetUpOpener, open_bare: Opener, *, workspace: Path, base_sha: str,
-                 max_restarts: int, caps: dict[str, int], record: Callable[..., Any], progress: Callable[[str], None]) -> None:
+                 max_restarts: int, caps: dict[str, int], record: Callable[..., Any],
+                 progress: Callable[[str], None]) -> None:
         self._open_set_up, self._open_bare = open_set_up, open_bare
         self._workspace, self._base_sha, self._caps = workspace, base_sha, caps
         self._max, self._record, self._progress = max_restarts, record, progress
