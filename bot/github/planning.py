@@ -72,7 +72,7 @@ def publish_plan(forge: Forge, repo: str, number: int, ran: Ran, redact: Callabl
     assert ran.result.figures is not None, "a finished run's result carries its figures"
     figs = render_figures(ran.result.figures, agent.stop_reason)
     answer = safe_prose(redact(agent.summary)).strip()
-    if ran.result.state != "success":  # decided where the run ended (`state_of`): no answer, or stopped early
+    if ran.result.state != "success":  # decided where the run ended (`state_of`): it stopped before answering
         why = redact(agent.error or agent.stop_reason)
         return Conclusion.of_run(ran, f"❌ decode-bot could not make a plan ({why}).\n\n{answer}\n\n{figs}".rstrip())
     link = f" · 📜 [Transcript]({transcript_url})" if transcript_url else ""

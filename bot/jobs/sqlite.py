@@ -376,7 +376,7 @@ class Store:
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state; every state is present. In one read transaction, from indexes only:
         the open and failed jobs by their partial indexes, all jobs by the smallest full one, done the rest (a
-        GROUP BY over the table read every payload: 135 ms at 100,000 jobs, against 2.9 ms)."""
+        GROUP BY over the table read every row: 38 ms at 100,000 jobs against 0.5 ms, bench/many_runs.py)."""
         with self._read_lock, self._errors():
             self._reader.execute("BEGIN")
             try:
