@@ -26,8 +26,7 @@ def check_engine(docker: str = "docker", client_env: Mapping[str, str] | None = 
     except subprocess.TimeoutExpired:
         raise ConfigError(f"the Docker engine did not answer in {ANSWER_S}s: check dockerd, or DOCKER_HOST") from None
     if res.returncode != 0 or not res.stdout.strip():
-        said = (res.stderr.strip().splitlines() or ["no answer"])[-1]
-        raise ConfigError(f"the Docker engine is not answering ({said}): start dockerd or check DOCKER_HOST")
+        raise ConfigError(not_answering((res.stderr.strip().splitlines() or ["no answer"])[-1]))
 
 
 def image_id(image: str, docker: str = "docker", client_env: Mapping[str, str] | None = None) -> str:
@@ -43,8 +42,12 @@ def image_id(image: str, docker: str = "docker", client_env: Mapping[str, str] |
         return res.stdout.strip()
     if "no such image" in res.stderr.lower():
         raise missing_image(image)
-    raise SandboxError(f"the Docker engine is not answering ({res.stderr.strip()}): start dockerd or check "
-                       "DOCKER_HOST", stderr=res.stderr)
+    raise SandboxError(not_answering(res.stderr.strip()), stderr=res.stderr)
+
+
+def not_answering(said: str) -> str:
+    """The line for an engine that did not answer, with what the docker CLI `said`."""
+    return f"the Docker engine is not answering ({said}): start dockerd or check DOCKER_HOST"
 
 
 def engine(docker: str, client_env: Mapping[str, str] | None) -> tuple[str, dict[str, str]]:
