@@ -46,11 +46,12 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     preload(settings.model)
     local = Path(args.repo).expanduser()
     github_repo = None if local.exists() else github_repo_name(args.repo, settings.github.api_url)
-    if not local.exists() and github_repo is None and not git_url(args.repo):
-        raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a git URL: give a local "
-                          "repository's path, owner/name or a git URL")
-    if not local.exists() and github_repo is None and (problem := url_problem(args.repo)):
-        raise ConfigError(f"--repo {args.repo}: {problem}")
+    if not local.exists() and github_repo is None:
+        if not git_url(args.repo):
+            raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a git URL: give a local "
+                              "repository's path, owner/name or a git URL")
+        if problem := url_problem(args.repo):
+            raise ConfigError(f"--repo {args.repo}: {problem}")
     run_id = Job.new_run_id()
     if github_repo and not args.no_pr and not args.plan:
         return run_on_github(args, settings, github_repo, run_id, progress)
