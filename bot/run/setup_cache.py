@@ -12,8 +12,8 @@ its headers are checked (`archive_problem`) before any of it is used, and it is 
 
 What each backend keeps (launchers with `Capabilities.setup_cache` implement `CachingLauncher`; the archive's
 scripts are shared, bot/sandbox/setup_files.py):
-- docker: `docker commit` of the container into the local image `decode-setup-cache:<key>` (the tmpfs and bind
-  mounts are not in it), and the archive of setup's workspace files and HOME; a hit starts from that image.
+- docker: `docker commit` of the container into the local image `decode-setup-cache:<key>` (its bind mounts,
+  HOME among them, are not in it), and the archive of setup's workspace files and HOME; a hit starts from that image.
 - modal: `snapshot_filesystem()` (HOME and everything outside the workspace, kept by Modal for its 30-day ttl),
   and the archive of setup's workspace files; a hit starts from the snapshot, whose stale workspace is emptied
   before the run's own is uploaded. Modal offers no way to delete an image: clearing an entry forgets it.

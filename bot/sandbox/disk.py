@@ -11,8 +11,7 @@ back from a sandbox opened for that alone, without the poller, and committed as 
 The bound is therefore soft: a writer can overshoot by what it writes in one interval (about 0.5 s of
 disk bandwidth) before it is killed. The loop measures once more before it accepts an answer (`measure`,
 through `Sandbox.check_caps`), so a write the poller has not seen yet still ends the run at the cap, never as
-done. The docker backend adds a hard bound for /tmp and /var/tmp
-(size-limited tmpfs mounts) and polls the workspace the same way.
+done. The docker backend's /tmp and /var/tmp are host directories beside the workspace, polled with it.
 
 Given the sandbox's count of out-of-memory kills (`oom_kills`: bwrap's cgroup, a file read), the same poll
 ends the memory cap the same way: a kill counted there stops the sandbox (`memory_cap`). Docker's count is

@@ -5,8 +5,8 @@ The container (`spec.image`, default `decode-sandbox:latest` built by
 no network but loopback in every phase (`--network none`), memory, cpu and
 pids limits, every capability dropped (`--cap-drop ALL`), `no-new-privileges`,
 as a non-root user (below), the workspace bind-mounted at /workspace, /tmp
-(HOME) and /var/tmp size-limited tmpfs mounts (DECODE_MAX_DISK_MB; the workspace
-is polled by `disk.DiskGuard`), the agentd zipapp at /run/decode-egress/agentd.pyz
+(HOME) and /var/tmp bind-mounted from a private directory beside it (`temp_near`), all three
+polled by `disk.DiskGuard` against DECODE_MAX_DISK_MB, the agentd zipapp at /run/decode-egress/agentd.pyz
 (copied into the egress proxy's directory below, which is bind-mounted read-only, so the bot can
 itself run in a container), and a clean environment (no variable of the host's). Starting one
 takes two engine calls (`image inspect`, `run -d`) while the workspace is handed to the sandbox's
@@ -48,9 +48,9 @@ told that /workspace is a safe directory (GIT_CONFIG_* variables).
 
 Setup cache (`Capabilities.setup_cache`, driven by bot/run/setup_cache.py): after a setup
 succeeded, `save_setup_cache` commits the container's file system into a local image
-(`docker commit`: the tmpfs and bind mounts are not in it) and archives, from inside the
+(`docker commit`: bind mounts are not in it) and archives, from inside the
 sandbox, what setup left in the workspace (untracked and ignored files, as
-`git status --porcelain --ignored` lists them) and in HOME (/tmp, a tmpfs; its
+`git status --porcelain --ignored` lists them) and in HOME (/tmp, a bind mount; its
 `.cache` left out). A later run starts from that image and `restore_setup_cache`
 unpacks the archive inside its sandbox, as the sandbox's user, after the host has
 checked every entry (`setup_cache.archive_problem`).
@@ -73,11 +73,11 @@ from typing import ClassVar
 from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import docker_pool, warm_pool
 from bot.sandbox.docker_engine import check_engine, engine, image_id
+from bot.sandbox.docker_host import TEMP_DIRS, chown_tree, egress_near, mount, temp_near
 from bot.sandbox.docker_pool import LABEL, remove_leftovers
 from bot.sandbox.cgroup import oom_kill_count
 from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
-from bot.sandbox.egress import EgressProxy
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.egress_wire import bind_unix
 from bot.sandbox.agentd.rpc import CHANNEL_SOCKET
@@ -139,6 +139,7 @@ class DockerLauncher:
         self._owner: tuple[int, int] | None = None  # the workspace's owner, when chowned for the run
         self.container: str | None = None
         self.disk: DiskGuard | None = None
+        self.temp: Path | None = None  # the host directory of /tmp and /var/tmp (none: size-limited tmpfs mounts)
         self.slot: Path | None = None  # a claimed warm container's slot, removed on close
         self._ready: ProcessTransport | None = None  # the warm container's agentd, for the first `start`
         self._oom_kills = 0  # out-of-memory kills in the container already told (`death`)
@@ -151,20 +152,21 @@ class DockerLauncher:
             self._adopt(warm)
             return
         image_id(spec.image, self._docker, self._env)
-        self.egress = _egress_near(spec.workspace.resolve())
+        self.egress = egress_near(spec.workspace.resolve())
         try:
             self.user = self._user(spec.workspace.resolve())
             shutil.copyfile(agentd_file(), self.egress.directory / Path(AGENTD_INSIDE).name)
-            if self.user[0] != os.getuid():  # the 0700 proxy directory, for the sandbox's uid
-                for path in (self.egress.directory, self.egress.path):
-                    os.chown(path, *self.user)
+            self._give(self.egress.directory, self.egress.path)  # the 0700 proxy directory
+            if not spec.hand_back_only:
+                self.temp = temp_near(spec.workspace.resolve())
+                self._give(*(self.temp / name for name in TEMP_DIRS))
             with ThreadPoolExecutor(1) as pool:  # the workspace's files to its uid while the engine starts it
                 handed = pool.submit(self._hand_workspace, spec.workspace.resolve())
                 try:
                     self.container = self._create(spec)
                 finally:
                     handed.result()
-            self.disk = DiskGuard.of((spec.workspace.resolve(),), spec, self._kill_all)
+            self.disk = DiskGuard.of((spec.workspace.resolve(), *filter(None, [self.temp])), spec, self._kill_all)
         except BaseException:
             self.close()
             raise
@@ -175,6 +177,7 @@ class DockerLauncher:
         that is not its owner's (a root bot: SANDBOX_UID; a rootless engine maps root to the owner)."""
         inner = warm.launcher
         self.container, self.egress, self.user, self.disk = inner.container, inner.egress, inner.user, inner.disk
+        self.temp = inner.temp
         self.slot, self._ready = warm.slot, warm.transport
         workspace, target = self._spec.workspace.resolve(), warm.slot / "workspace"
         try:
@@ -184,7 +187,7 @@ class DockerLauncher:
             docker_pool.move_into(workspace, target)
             if self.user != (0, 0) and (st.st_uid, st.st_gid) != self.user:
                 self._owner = (st.st_uid, st.st_gid)
-                _chown_tree(target, *self.user)
+                chown_tree(target, *self.user)
         except BaseException:
             self.close()
             raise
@@ -209,13 +212,19 @@ class DockerLauncher:
         self._owner = (st.st_uid, st.st_gid)
         return (SANDBOX_UID, SANDBOX_UID)
 
+    def _give(self, *paths: Path) -> None:
+        """chown `paths` to the sandbox's uid when that is not the bot's."""
+        if self.user[0] != os.getuid():
+            for path in paths:
+                os.chown(path, *self.user)
+
     def _hand_workspace(self, workspace: Path) -> None:
         """Once its files are in place (`spec.ready`), chown the workspace to the sandbox's uid when `_user`
         chose `SANDBOX_UID` for a root-owned one."""
         if self._spec.ready is not None:
             self._spec.ready()
         if self._owner is not None:
-            _chown_tree(workspace, SANDBOX_UID, SANDBOX_UID)
+            chown_tree(workspace, SANDBOX_UID, SANDBOX_UID)
 
     def _create(self, spec: SandboxSpec) -> str:
         workspace = spec.workspace.resolve()
@@ -223,17 +232,14 @@ class DockerLauncher:
         env["DECODE_EGRESS_SOCKET"] = f"{EGRESS_INSIDE}/{self.egress.path.name}"
         name = "decode-%s-%s" % ("".join(c if c.isalnum() or c in "_.-" else "_" for c in spec.name)[:40],
                                  secrets.token_hex(4))
-        tmp_mb = spec.memory_mb if spec.hand_back_only else spec.disk_mb  # the hand-back stages a patch in /tmp
         args = ["run", "--detach", "--init", "--name", name, "--hostname", "decode-sandbox",
                 "--label", f"{LABEL}={spec.name}", "--label", f"{LABEL}.pid={os.getpid()}",
                 "--label", f"{LABEL}.host={socket.gethostname()}",
                 "--network", "none", "--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m",
                 "--cpus", str(min(spec.cpus, os.cpu_count() or 1)), "--pids-limit", str(spec.pids),
                 "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", "%d:%d" % self.user,
-                "--tmpfs", f"/tmp:rw,exec,nosuid,nodev,mode=1777,size={tmp_mb}m",
-                "--tmpfs", f"/var/tmp:rw,nosuid,nodev,mode=1777,size={tmp_mb}m",
-                "--mount", _mount(workspace, WORKSPACE),
-                "--mount", _mount(self.egress.directory, EGRESS_INSIDE, readonly=True), "--workdir", WORKSPACE]
+                *self._temp_mounts(spec), "--mount", mount(workspace, WORKSPACE),
+                "--mount", mount(self.egress.directory, EGRESS_INSIDE, readonly=True), "--workdir", WORKSPACE]
         for key, value in env.items():
             args += ["--env", f"{key}={value}"]
         res = self._cli(*args, spec.image, "sleep", "infinity")
@@ -242,6 +248,15 @@ class DockerLauncher:
             raise SandboxError(f"could not start a container from {spec.image}: {res.stderr.strip()}",
                                stderr=res.stderr)
         return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else name
+
+    def _temp_mounts(self, spec: SandboxSpec) -> list[str]:
+        """/tmp and /var/tmp: from `self.temp`, where the disk guard sees them (a tmpfs is charged to the memory
+        cap and ends in ENOSPC, not the disk cap), else (the hand-back: its patch is staged in /tmp, no guard
+        polls) tmpfs mounts as large as the memory cap."""
+        if self.temp is None:
+            return [arg for inside in TEMP_DIRS.values() for arg in
+                    ("--tmpfs", f"{inside}:rw,exec,nosuid,nodev,mode=1777,size={spec.memory_mb}m")]
+        return [arg for name, inside in TEMP_DIRS.items() for arg in ("--mount", mount(self.temp / name, inside))]
 
     def _probe(self, image: str) -> None:
         """Raise `ConfigError` when `image` cannot run agentd (no python3 3.8+): asked once agentd failed."""
@@ -278,8 +293,7 @@ class DockerLauncher:
         try:
             try:
                 bind_unix(listener, path)
-                if self.user[0] != os.getuid():
-                    os.chown(path, *self.user)
+                self._give(path)
                 listener.listen(1)
             except OSError as e:
                 listener.close()
@@ -381,13 +395,16 @@ class DockerLauncher:
         if self.container is not None:
             self._cli("rm", "-f", "-v", self.container)
             self.container = None
+        if self.temp is not None:
+            shutil.rmtree(self.temp, ignore_errors=True)
+            self.temp = None
         if self.slot is not None:  # the workspace outlives its sandbox: a restart opens a new one on it
             try:
                 docker_pool.move_into(self.slot / "workspace", self._spec.workspace.resolve())
             except SandboxError as e:
                 log.warning("%s", e)
         if self._owner is not None:
-            _chown_tree(self._spec.workspace.resolve(), *self._owner)
+            chown_tree(self._spec.workspace.resolve(), *self._owner)
             self._owner = None
         if self._ready is not None:
             self._ready.close()
@@ -396,28 +413,3 @@ class DockerLauncher:
         if self.slot is not None:
             docker_pool.remove_slot(self.slot)
             self.slot = None
-
-
-def _chown_tree(top: Path, uid: int, gid: int) -> None:
-    """chown -R -h `top` on the host (the bot is root when it needs this)."""
-    try:
-        os.lchown(top, uid, gid)
-        for parent, dirs, files in os.walk(top):
-            for name in dirs + files:
-                os.lchown(os.path.join(parent, name), uid, gid)
-    except OSError as e:
-        raise SandboxError(f"cannot hand the workspace {top} to uid {uid} for the sandbox: {e}") from None
-
-
-def _mount(source: object, target: str, readonly: bool = False) -> str:
-    """A `--mount` bind value, CSV-quoted so commas in the host path survive."""
-    field = f"source={source}".replace('"', '""')
-    return f'type=bind,"{field}",target={target}' + (",readonly" if readonly else "")
-
-
-def _egress_near(workspace: Path) -> EgressProxy:
-    """An egress proxy in a private directory beside the workspace (else in the temp dir)."""
-    try:
-        return EgressProxy.in_private_dir(workspace.parent)
-    except OSError:
-        return EgressProxy.in_private_dir()

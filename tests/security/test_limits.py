@@ -66,14 +66,19 @@ def test_setup_counts_against_the_wall_clock(mode: str, workspace: Path, tmp_pat
     assert time.monotonic() - began < 10
 
 
-@pytest.mark.parametrize("mode", BACKENDS)
-def test_the_disk_cap_stops_a_writer(mode: str, workspace: Path, open_box: Callable[..., Sandbox]) -> None:
+@pytest.mark.parametrize("mode,into", [pytest.param(b.values[0], into, marks=b.marks) for b in BACKENDS
+                                       for into in (".", "/tmp", "/var/tmp") if (b.values[0], into) != ("bwrap", "/var/tmp")])
+def test_the_disk_cap_stops_a_writer_wherever_it_writes(mode: str, into: str, workspace: Path,
+                                                       open_box: Callable[..., Sandbox]) -> None:
     require(mode)
+    beside = set(workspace.parent.iterdir())
     box = open_box(mode, workspace, disk_mb=64)
-    with pytest.raises(SandboxError, match="DECODE_MAX_DISK_MB=64"):
+    with pytest.raises(SandboxError, match="DECODE_MAX_DISK_MB=64"):  # not "No space left on device"
         for _ in range(20):
-            box.run("for i in $(seq 20); do head -c 20000000 /dev/zero > big$i; sleep 0.1; done", timeout=60)
+            box.run(f"for i in $(seq 20); do head -c 20000000 /dev/zero > {into}/big$i; sleep 0.1; done", timeout=60)
     assert sum(p.stat().st_size for p in workspace.glob("big*")) < 400 * 1024 * 1024
+    box.close()
+    assert set(workspace.parent.iterdir()) == beside  # the sandbox's temp directory went with it
 
 
 def test_the_docker_agent_is_not_root_and_cannot_chown(workspace: Path, open_box: Callable[..., Sandbox]) -> None:
