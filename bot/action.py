@@ -13,6 +13,7 @@ summary are written first), 130 when interrupted.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import sys
@@ -28,10 +29,11 @@ from bot.github.forge import GitHubForge
 from bot.github.conclusion import Conclusion
 from bot.github.job import JobContext, run_github_job
 from bot.model import Model, make_model
-from bot.run.pipeline import Job
+from bot.run.pipeline import Job, Ran
 from bot.run.transcript import render_figures
 from bot.sandbox import preflight
 from bot.workspace.clone import require_git
+from bot.workspace.run_dirs import drop_clones
 from bot.github.triggers import WORKFLOW_RUNS, Decision, Ignore, Router, Rules
 from bot.github.work import Dispatch, Work
 
@@ -99,7 +101,7 @@ def run_action(env: Mapping[str, str] | None = None) -> int:
         work, forge, run_id, run_tag(actions_origin(repo), run_id), run_url=run_url, model=model,
         authorize=not isinstance(work, Dispatch), attempt=int(env.get("GITHUB_RUN_ATTEMPT") or 1),
         progress=lambda line: print(line, file=sys.stderr, flush=True)), settings.job)
-    return finish(env, conclusion)
+    return finish(env, conclusion, run_id)
 
 
 def _prepare(env: Mapping[str, str]) -> tuple[Settings, Work, str, Model] | Conclusion:
@@ -139,13 +141,13 @@ def read_event(path: str) -> dict:
     return payload
 
 
-def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
-    """Write the step outputs and the job summary; the exit status for the conclusion."""
+def finish(env: Mapping[str, str], conclusion: Conclusion, run_id: str = "") -> int:
+    """Write the step outputs and the job summary of the job `run_id`; the exit status for the conclusion."""
     result = conclusion.recorded(env.get("GITHUB_RUN_ID", ""))  # the artifact's record.json: what the outputs say
     ran = conclusion.ran
     outputs = {"pr_url": result.pr_url or "", "branch": result.branch or "", "conclusion": result.state,
                "verified": result.verified, "cost_usd": f"{result.figures.cost_usd if result.figures else 0.0:.4f}",
-               "transcript_path": str(ran.run_dir) if ran is not None else ""}
+               "transcript_path": transcripts(ran, run_id)}
     append(env, "GITHUB_OUTPUT", "".join(f"{k}={v}\n" for k, v in outputs.items()))
     append(env, "GITHUB_STEP_SUMMARY", summary(conclusion))
     if result.state == "failed":
@@ -153,6 +155,20 @@ def finish(env: Mapping[str, str], conclusion: Conclusion) -> int:
     print(f"decode-bot: {result.state}" + (f" {result.pr_url}" if result.pr_url else "")
           + (f" ({conclusion.message})" if result.state == "skipped" else ""))
     return result.exit_code
+
+
+def transcripts(ran: Ran | None, run_id: str) -> str:
+    """The `transcript_path` output, what the workflow uploads: the run's directory; for attempts (the published
+    one's run id is not the job's, bot/run/attempts.py) the runs directory, which holds each attempt's, as the
+    pull request body's rows name them. It holds this job's runs only (the runner empties its temp directory
+    for each job, and goes with it), so the attempts' clones are dropped, not uploaded."""
+    if ran is None:
+        return ""
+    if ran.job.run_id == run_id:
+        return str(ran.run_dir)
+    for attempt in ran.run_dir.parent.glob(f"{glob.escape(run_id)}-*"):
+        drop_clones(attempt)
+    return str(ran.run_dir.parent)
 
 
 def append(env: Mapping[str, str], name: str, text: str) -> None:

@@ -6,6 +6,7 @@ fake GitHub and the fake Messages API."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -44,6 +45,26 @@ def test_a_labeled_issue_becomes_a_pull_request(runner, fake_github, fake_anthro
     tracking = fake_github.comments(OWNER, NAME, number)[0]["body"]
     assert f"{REPO}/actions/runs/4242" in tracking
     assert marker("run", run_tag(actions_origin(REPO), "4242")) in tracking  # no other repository's run 4242
+
+
+def test_attempts_are_uploaded_together_and_the_body_names_each_in_the_artifact(runner, fake_github, fake_anthropic):
+    fake_github.push_branch(OWNER, NAME, "main", {".github/decode.yml": "attempts: 2\n"})
+    number = fake_github.add_issue(OWNER, NAME, "Weekend check is wrong", "Saturdays count as workdays.",
+                                   user="alice")
+    fake_anthropic.sessions([("Resolve issue #", SESSION["turns"]), ("Resolve issue #", NOTES)])  # one each
+    code, outputs, _, log = runner.run("issues", rewritten("issues", "labeled", issue__number=number,
+                                                           label__name="agent"),
+                                       {"anthropic_api_key": fake_anthropic.api_key})
+    assert code == 0, log
+    [pr] = fake_github.pulls(OWNER, NAME)
+    uploaded = Path(outputs["transcript_path"])
+    named = re.findall(r"\| \[`([^`/]+)/transcript\.md`\]\(([^)]+)\) in the run's artifact \|", pr["body"])
+    assert len(named) == 2, pr["body"]  # each attempt's row: its directory in the artifact, and the run
+    for directory, link in named:
+        assert link == f"{fake_github.web_url}/{REPO}/actions/runs/4242"
+        assert (uploaded / directory / "transcript.md").is_file() and (uploaded / directory / "record.json").is_file()
+        assert not (uploaded / directory / "clean").exists()  # the attempt's clone is not uploaded
+    assert str(uploaded) not in pr["body"]  # no path of the runner's
 
 
 def test_a_decode_comment_on_a_pull_request_pushes_to_its_branch(runner, fake_github, fake_anthropic):

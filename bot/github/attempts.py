@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import PurePath
 from typing import Any
 
 from bot.config import RunParts, WebSettings
@@ -14,7 +15,7 @@ from bot.github.check_run import CheckRun
 from bot.github.forge import Forge
 from bot.github.links import run_link
 from bot.github.tracking import Tracker
-from bot.run.attempts import pick, run_attempts, stand_in, table, why
+from bot.run.attempts import Attempt, pick, run_attempts, stand_in, table, why
 from bot.run.pipeline import Job, Ran
 from bot.run.repo_config import PATH, config_of, parse_attempts
 
@@ -28,9 +29,11 @@ def attempts_of(asked: int | str | None, forge: Forge, repo: str, ref: str) -> i
 
 
 def best_of(job: Job, parts: RunParts, web: WebSettings, count: int, progress: Callable[[str], None],
-            tracking: Tracker | None, check: CheckRun) -> tuple[Ran, str]:
+            tracking: Tracker | None, check: CheckRun, run_url: str | None = None) -> tuple[Ran, str]:
     """`count` attempts of `job`, each one's progress on the tracking comment; the run to publish and the
-    attempts section of its body, each attempt's row linking its transcript page (with DECODE_PUBLIC_URL). With
+    attempts section of its body, each attempt's row linking its transcript page (with DECODE_PUBLIC_URL), else,
+    on an Actions run (`run_url`), naming its directory in the run's artifact (`decode action`'s
+    `transcript_path`) and linking the run. With
     none to pick (every attempt failed `verify` or changed nothing), the first that finished (one that started,
     if any did) is published, as a single run that did so would be; with none that finished, the first attempt's
     error is the run's."""
@@ -45,8 +48,17 @@ def best_of(job: Job, parts: RunParts, web: WebSettings, count: int, progress: C
     if published is None:
         raise DecodeError(f"none of the {count} attempts finished: {attempts[0].error}")
     number = rans.index(published) + 1
-    shown = [replace(a, transcript=f"[transcript]({url})")  # each its page, where the server has one
-             if (url := run_link(web, parts.store, a.run_id)) else a for a in attempts]
+    shown = [replace(a, transcript=where(a, run_link(web, parts.store, a.run_id), run_url)) for a in attempts]
     section = "\n".join([f"**Attempts** ({count}; published: attempt {number}): {why(attempts, pick(attempts))}", "",
                          *table(shown, pick(attempts) or attempts[number - 1])])
     return published, section
+
+
+def where(attempt: Attempt, page: str | None, run_url: str | None) -> str:
+    """An attempt's transcript in the pull request body: its page, else its directory in the Actions run's
+    artifact, else (a `decode run` on this machine) its path."""
+    if page:
+        return f"[transcript]({page})"
+    if run_url and attempt.transcript:
+        return f"[`{PurePath(attempt.transcript).parent.name}/transcript.md`]({run_url}) in the run's artifact"
+    return attempt.transcript

@@ -331,7 +331,8 @@ def _work(ctx: JobContext, parts: JobParts, the_plan: Plan, info: RepoInfo, trac
             outcome = execute(job, parts.run, client=model, progress=progress, watch=_watch(tracking, check))
             attempts = ""
         else:
-            outcome, attempts = best_of(job, parts.run, parts.web, count, progress, tracking, check)
+            outcome, attempts = best_of(job, parts.run, parts.web, count, progress, tracking, check,
+                                         ctx.run_url)
     except Exception as e:
         if the_plan.threads is not None:  # the threads hear why; the tracking comment has the details
             text = one_line(parts.run.redactor.plus(token).redact(str(e) or type(e).__name__))[:500]

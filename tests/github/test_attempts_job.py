@@ -38,7 +38,7 @@ def test_three_attempts_on_the_app_publish_the_small_one_and_list_all_three(worl
     body = pr["body"]
     assert "**Attempts** (3; published: attempt " in body and "it passed `verify`, with the fewest changed lines" \
         in body
-    rows = [line.split("|") for line in body.splitlines() if line.startswith("| ") and "transcript.md |" in line]
+    rows = [line.split("|") for line in body.splitlines() if line.startswith("| ") and "transcript.md" in line]
     assert sorted(row[2].strip() for row in rows) == ["failed", "passed", "passed"], body  # in arrival order
     [published] = [row for row in rows if "(published)" in row[1]]
     assert (published[2].strip(), published[3].strip()) == ("passed", "2")
@@ -102,7 +102,7 @@ def test_attempts_the_runs_budget_leaves_nothing_for_are_said_in_the_body_and_th
     assert len(anthropic.requests) == 1  # the whole run paid for one turn
     spent = "the run's budget (DECODE_MAX_COST_USD=0.001) was spent"
     [pr] = fake.pulls(OWNER, NAME)
-    rows = [line.split("|") for line in pr["body"].splitlines() if line.startswith("| ") and "transcript.md |" in line]
+    rows = [line.split("|") for line in pr["body"].splitlines() if line.startswith("| ") and "transcript.md" in line]
     assert sorted(row[2].strip() for row in rows) == [f"not started: {spent}"] * 2 + [f"stopped: {spent}"], pr["body"]
     assert "(published)" in next(row[1] for row in rows if row[2].strip() == f"stopped: {spent}")
     edits = [c.body["body"] for c in fake.calls("PATCH", r"/issues/comments/\d+$") if isinstance(c.body, dict)]
