@@ -213,8 +213,9 @@ class DockerLauncher:
         return (SANDBOX_UID, SANDBOX_UID)
 
     def _give(self, *paths: Path) -> None:
-        """chown `paths` to the sandbox's uid when that is not the bot's."""
-        if self.user[0] != os.getuid():
+        """chown `paths` to the sandbox's uid when that is not the bot's (a rootless engine's root, (0, 0), is the
+        bot's user on the host: nothing to hand over, and a chown to 0 would be refused)."""
+        if self.user != (0, 0) and self.user[0] != os.getuid():
             for path in paths:
                 os.chown(path, *self.user)
 
