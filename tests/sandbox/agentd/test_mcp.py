@@ -5,6 +5,7 @@ with its status and stderr; a line too long to carry is reported by its size."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 STUB = Path(__file__).parents[2] / "support" / "mcp_stub.py"
@@ -29,6 +30,16 @@ def test_a_server_that_ends_is_told_with_its_status_and_stderr(sandbox):
     sandbox.mcp_start("gone", "echo 'cannot start: no config' >&2; exit 3", {})
     ended = sandbox.mcp_io("gone", json.dumps(INIT), [1], 30)
     assert ended.exited and ended.status == 3 and "cannot start: no config" in ended.stderr and not ended.lines
+
+
+def test_a_server_that_closed_its_stdin_ends_as_told_and_agentd_lives_on(sandbox):
+    """A write to a server that no longer reads (here: its stdin closed at once; in CI, one that ended between the
+    check and the write) was a SIGPIPE that killed agentd, and the run with it."""
+    sandbox.mcp_start("deaf", "exec 0<&-; sleep 1; echo 'no input' >&2; exit 3", {})
+    time.sleep(0.5)  # its stdin is closed by now; it is still running
+    ended = sandbox.mcp_io("deaf", json.dumps(INIT), [1], 30)
+    assert ended.exited and ended.status == 3 and "no input" in ended.stderr
+    assert sandbox.run("echo alive").output.strip() == "alive"
 
 
 def test_a_line_too_long_to_carry_is_reported_by_its_size(sandbox):
