@@ -138,16 +138,11 @@ def wait_end(server: Server) -> None:
 
 
 def write_all(fd: int, data: bytes) -> None:
-    """Write all of `data` to the pipe `fd`; `BrokenPipeError` when its reader is gone. SIGPIPE, which agentd
-    keeps at its default action (bot/sandbox/agentd/rpc.py), is ignored meanwhile: a server that ended between
-    the caller's check and the write, or closed its stdin, would otherwise kill agentd."""
-    default = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        signal.signal(signal.SIGPIPE, default)
+    """Write all of `data` to the pipe `fd`; `BrokenPipeError` when its reader is gone (agentd ignores SIGPIPE,
+    bot/sandbox/agentd/rpc.py)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def take(server: Server, chunk: bytes, lines: list, oversize: list) -> None:

@@ -18,7 +18,7 @@ from typing import Callable, Protocol
 EGRESS_SOCKET = "DECODE_EGRESS_SOCKET"
 PROXY_VARS = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
 NO_PROXY = "localhost,127.0.0.1,::1"
-NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # SIGPIPE keeps its default action here: a send must not raise it
+NOSIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # no SIGPIPE from a send, whatever its disposition
 HALF_CLOSED_S = 30.0
 
 

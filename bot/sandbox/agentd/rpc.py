@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import sys
 from typing import IO
@@ -70,11 +69,14 @@ def main() -> int:
 
     With DECODE_AGENTD_SOCKET (docker), requests and answers go over a connection to that unix socket
     instead, until it ends; the variable is not passed on to commands.
+
+    SIGPIPE stays ignored, as Python starts it: a write to a reader that is gone (an MCP server that ended, a
+    git that stopped reading, the harness) is an error, never agentd's end. Commands and servers get its
+    default action back (posix_spawn's `setsigdef`, subprocess's `restore_signals`).
     """
     if len(sys.argv) != 2:
         sys.stderr.write("usage: agentd.pyz WORKSPACE\n")
         return 2
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     become_subreaper()
     start_egress()
     channel = os.environ.pop(CHANNEL_SOCKET, "")

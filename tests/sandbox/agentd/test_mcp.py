@@ -40,6 +40,8 @@ def test_a_server_that_closed_its_stdin_ends_as_told_and_agentd_lives_on(sandbox
     ended = sandbox.mcp_io("deaf", json.dumps(INIT), [1], 30)
     assert ended.exited and ended.status == 3 and "no input" in ended.stderr
     assert sandbox.run("echo alive").output.strip() == "alive"
+    ignored = int(sandbox.run("grep SigIgn /proc/self/status").output.split()[-1], 16)
+    assert not ignored & 1 << 12  # a command still gets SIGPIPE's default action (signal 13)
 
 
 def test_a_line_too_long_to_carry_is_reported_by_its_size(sandbox):
