@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import pwd
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ from tests.conftest import make_repo
 from tests.fakes import modal_double
 
 IMAGE = os.environ.get("DECODE_SANDBOX_IMAGE") or "decode-sandbox:latest"
+ROOTLESS_USER = "decode-rootless"  # who runs the rootless engine (scripts/setup-rootless)
 MODES = [
     pytest.param("local"),
     pytest.param("bwrap", marks=pytest.mark.bwrap),
@@ -51,6 +53,15 @@ def unavailable(mode: str) -> str | None:
         res = subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
                              capture_output=True, text=True)
         return None if res.returncode == 0 else f"bwrap cannot create namespaces: {res.stderr.strip()}"
+    if mode == "rootless":  # scripts/setup-rootless
+        try:
+            uid = pwd.getpwnam(ROOTLESS_USER).pw_uid
+        except KeyError:
+            return f"no user {ROOTLESS_USER}: run scripts/setup-rootless"
+        res = subprocess.run(["docker", "-H", f"unix:///run/user/{uid}/docker.sock", "image", "inspect", IMAGE],
+                             capture_output=True, text=True)
+        return None if res.returncode == 0 else \
+            f"the rootless engine or its {IMAGE} is not there ({res.stderr.strip()}): run scripts/setup-rootless"
     if mode == "docker":
         if shutil.which("docker") is None:
             return "the docker CLI is not installed"
