@@ -46,8 +46,9 @@ def test_decode_run_fixes_a_real_bug_on_a_branch(fake_anthropic, tmp_path, buggy
 @pytest.mark.parametrize("mode", MODES)
 def test_no_secret_reaches_the_sandbox_or_the_model(fake_anthropic, tmp_path, buggy_repo, mode):
     require(mode)
+    places = '"$HOME" .' if mode == "local" else '/tmp /workspace "$HOME"'  # local's /tmp is the host's: all tests'
     probe = ("env; echo ---; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null | sort -u;"
-             " echo ---; grep -rl ghp_ /tmp /workspace \"$HOME\" 2>/dev/null; true")
+             f" echo ---; grep -rl ghp_ {places} 2>/dev/null; true")
     fake_anthropic.script([
         [{"type": "tool_use", "name": "bash", "input": {"command": probe}}],
         [{"type": "text", "text": "Looked around."}],
