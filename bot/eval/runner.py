@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 from bot.config import RunParts
 from bot.core.errors import DecodeError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
+from bot.core.trees import remove_tree
 from bot.eval.tasks import Task
 from bot.run.beside import Beside
 from bot.run.attempts import run_attempts
@@ -201,7 +201,7 @@ def run_check(command: str, parts: RunParts, source: str, ref: str, token: str |
     finally:
         transcript.close()
         transcript.write_markdown()
-        shutil.rmtree(work, ignore_errors=True)
+        remove_tree(work)
         beside.join()
 
 

@@ -8,7 +8,6 @@ Publishing (push, PR, comments) is the caller's business.
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from bot.core.errors import DecodeError, Interrupted
 from bot.core.names import attempt_dir
 from bot.core.redact import Redactor
 from bot.core.text import one_line
+from bot.core.trees import remove_tree
 from bot.model import Model, ModelInfo, make_model, preload
 from bot.model.thinking import ThinkingPlan, plan_thinking
 from bot.run.beside import Beside
@@ -411,7 +411,7 @@ def close_run(ctx: _Context, ws: Workspace | None, ran: Ran | None) -> None:
     if ran is None or ran.result.commit is None:
         drop_clones(ctx.run_dir)
     elif ws is not None:  # the clean clone stays for publishing
-        shutil.rmtree(ws.path, ignore_errors=True)
+        remove_tree(ws.path)
     ctx.transcript.close()
     ctx.transcript.write_markdown()
     write_record(ctx.run_dir, ran.result if ran is not None else _unfinished(ctx))

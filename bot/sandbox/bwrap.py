@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from bot.core.errors import ConfigError
+from bot.core.trees import remove_tree
 from bot.sandbox.cgroup import SandboxCgroup
 from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
@@ -126,7 +127,7 @@ class BwrapLauncher:
             self.disk = DiskGuard.of((self._workspace, self._tmp), spec, self.cgroup.kill, self.cgroup.oom_kills)
         except BaseException:
             self.egress.close()
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            remove_tree(self._tmp)
             raise
         self.limits = f"cgroup v{self.cgroup.version}"
         self._transport: ProcessTransport | None = None  # the running agentd's, for how it ended (`death`)
@@ -205,7 +206,7 @@ class BwrapLauncher:
         self.disk.close()
         self.cgroup.close()
         self.egress.close()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        remove_tree(self._tmp)
 
 
 def _host_env() -> dict[str, str]:

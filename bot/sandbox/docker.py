@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from bot.core.errors import ConfigError, SandboxError
+from bot.core.trees import remove_tree
 from bot.sandbox import docker_pool, warm_pool
 from bot.sandbox.docker_engine import check_engine, engine, image_id
 from bot.sandbox.docker_host import TEMP_DIRS, chown_tree, egress_near, mount, temp_near
@@ -397,7 +398,7 @@ class DockerLauncher:
             self._cli("rm", "-f", "-v", self.container)
             self.container = None
         if self.temp is not None:
-            shutil.rmtree(self.temp, ignore_errors=True)
+            remove_tree(self.temp)
             self.temp = None
         if self.slot is not None:  # the workspace outlives its sandbox: a restart opens a new one on it
             try:

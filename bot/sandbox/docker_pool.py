@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.core.errors import SandboxError
+from bot.core.trees import remove_tree
 from bot.sandbox import warm_pool
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.protocol import SandboxSpec
@@ -98,7 +99,7 @@ def move_into(workspace: Path, target: Path) -> None:
 
 def remove_slot(slot: Path) -> None:
     """Remove a slot and everything in it (the bot owns it, or is root)."""
-    shutil.rmtree(slot, ignore_errors=True)
+    remove_tree(slot)
 
 
 def remove_stale_slots(pool_dir: Path) -> list[Path]:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import select
-import shutil
 import socket
 import tempfile
 import threading
@@ -44,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from bot.core.trees import remove_tree
 from bot.sandbox.egress_policy import (METADATA, NEVER, EgressPolicy, IPAddress, own_addresses, refuse_host_header,
                                        refuse_server_name)
 from bot.sandbox.agentd.relay import relay
@@ -106,7 +106,7 @@ class EgressProxy:
         try:
             proxy = cls(directory / "proxy.sock", policy, guard_host=guard_host, upstream=upstream)
         except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
+            remove_tree(directory)
             raise
         proxy._directory = directory
         return proxy
@@ -145,7 +145,7 @@ class EgressProxy:
         self._thread.join(timeout=5)
         self.path.unlink(missing_ok=True)
         if self._directory is not None:
-            shutil.rmtree(self._directory, ignore_errors=True)
+            remove_tree(self._directory)
 
     def _accept(self) -> None:
         """Accept connections until `close()` wakes it, then close the listener and the wake pipe's read end:

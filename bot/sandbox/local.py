@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import ClassVar
 
+from bot.core.trees import remove_tree
 from bot.sandbox.agentd.processes import BASH
 from bot.sandbox.client import ProcessTransport
 from bot.sandbox.disk import DiskGuard
@@ -147,7 +147,7 @@ class LocalLauncher:
 
     def close(self) -> None:
         self.disk.close()
-        shutil.rmtree(self._home, ignore_errors=True)
+        remove_tree(self._home)
 
 
 def kill_tree(root: int, *, spare_root: bool = False) -> None:

@@ -48,6 +48,7 @@ from typing import NamedTuple
 
 from bot.core.errors import ConfigError, DecodeError
 from bot.core.redact import Redactor
+from bot.core.trees import remove_tree
 from bot.workspace import git_retry, submodules
 from bot.workspace.mirror import Mirrors
 from bot.workspace.patch_check import check_patch, sections
@@ -340,7 +341,7 @@ def _check_out(clean: Path, copy: Path, branch: str, base_sha: str, redactor: Re
                 "the files that differ were written")
             return
         except DecodeError as e:
-            shutil.rmtree(copy, ignore_errors=True)
+            remove_tree(copy)
             log.warning("the kept checkout could not be brought to the base, copying afresh: %s", e)
             say(f"the checkout an earlier run kept beside the mirror could not be brought to the base ({e}); the "
                 "workspace was copied afresh from the clean clone instead")

@@ -43,7 +43,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -53,6 +52,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.config import StoreSettings
+from bot.core.trees import remove_tree
 from bot.workspace.kept import evict, read_entries, write_entry
 from bot.workspace.run_dirs import DAY_S
 
@@ -132,8 +132,8 @@ class Mirrors:
         with self._locked(key):
             meta = next((m for m in self.entries() if m.key == key), None)
             if meta is None or not (mirror / "HEAD").is_file():
-                shutil.rmtree(mirror, ignore_errors=True)
-                shutil.rmtree(self.tree(key), ignore_errors=True)
+                remove_tree(mirror)
+                remove_tree(self.tree(key))
                 run(["init", "--quiet", "--bare", "--template=", str(mirror)], self.directory, what="making the mirror")
             for stale in [*mirror.glob("*.lock"), *(mirror / "refs").rglob("*.lock")]:
                 stale.unlink(missing_ok=True)
@@ -192,7 +192,7 @@ class Mirrors:
                 write_entry(self.directory, replace(meta, size=meta.size - meta.tree + size, tree=size))
             return True
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
 
     def remove(self, entry: Mirror) -> bool:
         """Delete `entry`'s mirror; False (nothing deleted) while a run holds it."""
@@ -200,8 +200,8 @@ class Mirrors:
             if not held:
                 return False
             (self.directory / f"{entry.key}.json").unlink(missing_ok=True)
-            shutil.rmtree(self.path(entry.key), ignore_errors=True)
-            shutil.rmtree(self.tree(entry.key), ignore_errors=True)
+            remove_tree(self.path(entry.key))
+            remove_tree(self.tree(entry.key))
             return True
 
     def prune(self, keep_days: float, cap_bytes: int, *, now: float | None = None) -> list[Mirror]:
@@ -210,7 +210,7 @@ class Mirrors:
         for scratch in self.directory.glob(".*.tree-*"):  # a tree a killed run was making
             with suppress(OSError):
                 if scratch.stat().st_mtime < now - DAY_S:
-                    shutil.rmtree(scratch, ignore_errors=True)
+                    remove_tree(scratch)
         return evict(self.entries(), cap_bytes, lambda e: e.last_used < now - keep_days * DAY_S, self.remove)
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from bot.core.files import create_once
+from bot.core.trees import remove_tree
 
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def _backwards(path: Path) -> Iterator[str]:
 def drop_clones(run_dir: Path) -> None:
     """Delete the run's clones, keeping its transcripts and record."""
     for name in CLONES:
-        shutil.rmtree(run_dir / name, ignore_errors=True)
+        remove_tree(run_dir / name)
 
 
 def prune(runs: Path, keep_days: float, *, now: float | None = None, every_s: float = PRUNE_EVERY_S) -> list[str]:
@@ -127,7 +127,7 @@ def prune(runs: Path, keep_days: float, *, now: float | None = None, every_s: fl
                 continue
         except OSError:
             continue  # removed meanwhile by another process pruning the same directory
-        shutil.rmtree(run_dir, ignore_errors=True)
+        remove_tree(run_dir)
         pruned.append(run_dir.name)
     if pruned:
         log.info("pruned %d run directories older than %g days from %s", len(pruned), keep_days, runs)
