@@ -27,7 +27,7 @@ EDIT = {"type": "tool_use", "name": "bash", "input": {"command": "echo partial >
 CAPS = {  # cap: (its setting, the agent's second call, the stop reason)
     "turns": ({"DECODE_MAX_TURNS": "2"}, "echo more >> NOTES.md", "max_turns"),
     "cost": ({"DECODE_MAX_COST_USD": "0.000001"}, "echo never >> NOTES.md", "max_cost"),
-    "time": ({"DECODE_TIMEOUT_MINUTES": "0.5"}, "sleep 120", "wall_clock"),
+    "time": ({"DECODE_TIMEOUT_MINUTES": "0.25"}, "sleep 120", "wall_clock"),
     "disk": ({"DECODE_MAX_DISK_MB": "8"}, "head -c 30000000 /dev/zero > big.bin; sleep 60", "max_disk"),
     "memory": ({"DECODE_MAX_MEMORY_MB": "64"}, "python3 -c 'x = bytearray(300 * 2**20)' && sleep 60", "max_memory"),
 }
@@ -60,7 +60,7 @@ def test_a_cap_stops_the_agent_and_commits_its_work(fake_anthropic, tmp_path: Pa
     assert took < 180, f"{took:.0f} s: something waited on a dead sandbox (it used to be 600 s)"
     last_call = max(e["t"] for e in events if e["type"] == "tool_call")  # the cost cap ends the run after turn 1
     [end] = [e["t"] for e in events if e["type"] == "run_end"]
-    if cap != "time":  # the time cap's `sleep` is cut at what is left of the 30 s: not a wait on the sandbox
+    if cap != "time":  # the time cap's `sleep` is cut at what is left of the 15 s: not a wait on the sandbox
         assert end - last_call < 30, f"{end - last_call:.0f} s from the capped call to the end: not at once"
 
 
