@@ -8,6 +8,9 @@ real server, the official SDK's server side) and tests/support/mcp_stub.py in `e
 so the relay's own cost). Through the run's `Toolset`, interleaved in rounds so machine noise hits all alike,
 it times `bash` running `true`, `mcp__time__get_current_time` and `mcp__stub__shell`, and prints medians,
 p90 and the ratio to the bash call. Target (issue 35): an MCP call within 1.5x of the bash call.
+
+Then how long `McpServers.start` takes for --many `mcp-server-time` servers, started together (as a run does)
+against the same servers started one after the other, alternated over --start-rounds.
 """
 
 from __future__ import annotations
@@ -59,14 +62,31 @@ def open_mode(mode: str, path: Path):
     return open_sandbox(mode, SandboxSpec(workspace=path, image=image, name="decode-bench-mcp"))
 
 
+def time_server(name: str) -> McpServer:
+    return McpServer(name, "python3 -m mcp_server_time --local-timezone UTC", (("PYTHONPATH", str(mcp_servers.SITE)),))
+
+
+def start_ms(sandbox, names: list[str]) -> float:
+    """How long starting time servers `names` in `sandbox` together takes, to their tools listed."""
+    servers = McpServers(tuple(time_server(name) for name in names), Settings().mcp, lambda kind, **event: None,
+                         print)
+    try:
+        took = timed(lambda: servers.start(sandbox))
+        assert len(servers.tools) == 2 * len(names), "a server did not start"
+        return took
+    finally:
+        servers.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--modes", default="local,bwrap,docker,modal")
+    parser.add_argument("--start-rounds", type=int, default=5)
+    parser.add_argument("--many", type=int, default=4)
     args = parser.parse_args()
     mcp_servers.installed()
-    specs = (McpServer("time", "python3 -m mcp_server_time --local-timezone UTC",
-                       (("PYTHONPATH", str(mcp_servers.SITE)),)), McpServer("stub", "python3 stub.py echo"))
+    specs = (time_server("time"), McpServer("stub", "python3 stub.py echo"))
     settings = Settings().mcp
     print(f"{'backend':<8}{'call':<18}{'median ms':>10}{'p90 ms':>9}{'x bash':>8}  verdict (target {TARGET_X_BASH}x)")
     for mode in args.modes.split(","):
@@ -91,6 +111,15 @@ def main() -> int:
                 med, p90 = statistics.median(values), statistics.quantiles(values, n=10)[-1]
                 verdict = "" if name.startswith("bash") else ("ok" if med <= TARGET_X_BASH * bash else "OVER TARGET")
                 print(f"{mode:<8}{name:<18}{med:>10.2f}{p90:>9.2f}{med / bash:>8.2f}  {verdict}")
+            servers.close()
+            names = [f"time{i}" for i in range(args.many)]
+            together, serial = [], []
+            for _ in range(args.start_rounds):  # alternated, so noise hits both alike
+                together.append(start_ms(sandbox, names))
+                serial.append(sum(start_ms(sandbox, [name]) for name in names))
+            both, each = statistics.median(together), statistics.median(serial)
+            print(f"{mode:<8}start {args.many} servers: together {both:.0f} ms, one after the other {each:.0f} ms, "
+                  f"{both / each:.2f}x one after the other")
         finally:
             servers.close()
             sandbox.close()

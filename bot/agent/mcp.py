@@ -17,11 +17,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.agent.mcp_client import Channel, HttpChannel, McpClient, SandboxChannel, ServerGone, ToolFailed
+from bot.agent.mcp_client import (Channel, HttpChannel, McpClient, SandboxChannel, ServerGone, TimedOut,
+                                  ToolFailed)
 from bot.agent.tools import Observation, Tool
 from bot.config import McpSettings
 from bot.core.errors import DecodeError
@@ -31,6 +33,7 @@ from bot.sandbox.protocol import Sandbox
 TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")  # the Messages API's tool names: ^[a-zA-Z0-9_-]{1,64}$
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what the model takes in a tool result
 IMAGE_MAX = 5 * 1024 * 1024  # the API's cap on one image, base64
+LAST_S = 1.0  # the least a launched server is given for its handshake, even when others took all the time
 
 
 class McpRequired(DecodeError):
@@ -59,13 +62,20 @@ class McpServers:
 
     def start(self, sandbox: Sandbox) -> None:
         """Start (again, after a restart) every server in `sandbox`; the first time, connect the remote ones and
-        fix the tools. `McpRequired` when a required server does not start the first time."""
+        fix the tools. `McpRequired` when a required server does not start the first time.
+
+        Every sandbox server is launched before any is waited on, so they boot together: the run waits about as
+        long as its slowest server, and DECODE_MCP_START_SECONDS (plus at most `LAST_S` for each further one) when some hang, not
+        that time for each."""
         self.sandbox = sandbox
-        for server in self.servers:
-            if server.spec.operator and self.started:
-                continue  # on the host: a sandbox restart does not touch it
+        servers = [s for s in self.servers if not (s.spec.operator and self.started)]
+        deadline = time.monotonic() + self.settings.start_s
+        launched = {s.spec.name: _launch(s.spec, sandbox) for s in servers if not s.spec.operator}
+        for server in servers:
             try:
-                listed = self._connect(server, sandbox)
+                if (failed := launched.get(server.spec.name)) is not None:
+                    raise failed
+                listed = self._connect(server, sandbox, deadline)
             except (ServerGone, ToolFailed, DecodeError) as e:
                 server.client, server.down = None, f"did not start: {e}"
                 if server.spec.required and not self.started:
@@ -78,8 +88,9 @@ class McpServers:
                 self._offer(server, listed)
         self.started = True
 
-    def _connect(self, server: _Server, sandbox: Sandbox) -> list[Any]:
-        spec, timeout = server.spec, self.settings.start_s
+    def _connect(self, server: _Server, sandbox: Sandbox, deadline: float) -> list[Any]:
+        """The handshake with `server` (launched already when in the sandbox): its tools."""
+        spec = server.spec
         channel: Channel
         if spec.operator:
             remote = {r.name: r for r in self.settings.servers}.get(spec.name)
@@ -87,15 +98,17 @@ class McpServers:
                 offered = ", ".join(r.name for r in self.settings.servers) or "none"
                 raise ServerGone(f"the operator offers no MCP server {spec.name} (DECODE_MCP_SERVERS offers: "
                                  f"{offered})")
-            channel, where = HttpChannel(remote), None
-        else:
-            sandbox.mcp_start(spec.name, spec.command, dict(spec.env))
-            channel, where = SandboxChannel(spec.name), sandbox
+            channel, where, timeout = HttpChannel(remote), None, self.settings.start_s  # asked now, not booting
+        else:  # booting since the launch: what is left of the time, and enough to read what it already said
+            channel, where, timeout = SandboxChannel(spec.name), sandbox, max(deadline - time.monotonic(), LAST_S)
         client = McpClient(channel)
         try:
             listed = client.initialize(where, timeout)
-        except BaseException:
+        except BaseException as e:
             _quietly(lambda: channel.close(where))
+            if isinstance(e, TimedOut) and not spec.operator:  # it had all the start time since its launch
+                raise TimedOut(f"it was not ready {self.settings.start_s:.0f}s after its start "
+                               "(DECODE_MCP_START_SECONDS)") from e
             raise
         server.client = client
         self.record("mcp_server", name=spec.name, state="started", protocol=client.version,
@@ -152,6 +165,15 @@ class McpServers:
             if (client := server.client) is not None:
                 where = None if server.spec.operator else self.sandbox
                 _quietly(lambda: client.channel.close(where))
+
+
+def _launch(spec: McpServer, sandbox: Sandbox) -> DecodeError | None:
+    """Start server `spec` in `sandbox` without waiting for it; the error when it could not be, to say in turn."""
+    try:
+        sandbox.mcp_start(spec.name, spec.command, dict(spec.env))
+    except DecodeError as e:
+        return e
+    return None
 
 
 def _quietly(action: Callable[[], None]) -> None:

@@ -173,11 +173,11 @@ class McpClient:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ServerGone(f"it did not answer {method} within {timeout:.0f}s")
+                raise TimedOut(f"it did not answer {method} within {timeout:.0f}s")
             try:
                 got = self.channel.exchange(sandbox, outgoing.pop(0) if outgoing else None, request_id, left)
             except TimedOut:
-                raise ServerGone(f"it did not answer {method} within {timeout:.0f}s") from None
+                raise TimedOut(f"it did not answer {method} within {timeout:.0f}s") from None
             for message in got:
                 if "method" in message and "id" in message:
                     outgoing.append(refusal(message))
