@@ -48,6 +48,7 @@ STOP_MESSAGES = {
     "interrupted": "stopped by an interrupt",
     "sandbox_lost": "stopped: the sandbox died and the run could not go on in a new one",
 }
+NO_SUMMARY = "(the agent finished without a summary)"  # the summary when its last turn said nothing
 
 
 class Recorder(Protocol):
@@ -70,6 +71,11 @@ class AgentResult:
     @property
     def completed(self) -> bool:
         return self.stop_reason == "completed"
+
+    @property
+    def answered(self) -> bool:
+        """The agent completed with words of its own last (what a planning run is for)."""
+        return self.completed and self.summary != NO_SUMMARY
 
     @property
     def failed(self) -> bool:
@@ -337,7 +343,7 @@ def _call_tools(uses: list[dict[str, Any]], tools: Toolset, sandbox: Sandbox, me
 def _finish(meter: _Meter, reason: str, text: str, recorder: Recorder,
             progress: Callable[[str], None], error: str | None = None) -> AgentResult:
     if reason == "completed":
-        summary = text or "(the agent finished without a summary)"
+        summary = text if text.strip() else NO_SUMMARY
     else:
         label = "Failed" if reason == "error" else "Incomplete"
         summary = f"**{label}: {STOP_MESSAGES[reason]}.**" + (f" {error}" if error else "")

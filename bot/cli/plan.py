@@ -30,8 +30,10 @@ def run_plan(args: argparse.Namespace, settings: Settings, repo: str, token: str
         progress(f"figures: {figures.turns} turns, ${figures.cost_usd:.4f}, {figures.seconds:.1f}s")
     progress(f"transcript: {ran.transcript_md}")
     if ran.result.state != "success":
-        print(f"decode: no plan: {ran.agent.summary.splitlines()[0] if ran.agent.summary else ran.agent.stop_reason}",
-              file=sys.stderr)
+        agent = ran.agent
+        why = "the agent finished without an answer" if agent.completed and not agent.answered else \
+            agent.summary.splitlines()[0] if agent.summary else agent.stop_reason
+        print(f"decode: no plan: {why}", file=sys.stderr)
         return ran.result.exit_code or 1
     print(ran.agent.summary.strip())
     return 0

@@ -73,7 +73,10 @@ def publish_plan(forge: Forge, repo: str, number: int, ran: Ran, redact: Callabl
     figs = render_figures(ran.result.figures, agent.stop_reason)
     answer = safe_prose(redact(agent.summary)).strip()
     if ran.result.state != "success":  # decided where the run ended (`state_of`): it stopped before answering
-        why = redact(agent.error or agent.stop_reason)
+        if agent.completed and not agent.answered:  # it finished, saying nothing
+            why, answer = "the agent finished without an answer", ""
+        else:
+            why = redact(agent.error or agent.stop_reason)
         return Conclusion.of_run(ran, f"❌ decode-bot could not make a plan ({why}).\n\n{answer}\n\n{figs}".rstrip())
     link = f" · 📜 [Transcript]({transcript_url})" if transcript_url else ""
     offer = allow_offer(ran.result.blocked, command)

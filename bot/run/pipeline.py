@@ -392,7 +392,7 @@ def commit_work(ctx: _Context, repo: _Repo, work: _Work) -> Ran:
               show=False)
     commit = repo.ws.commit(commit_message(ctx.job.title or ctx.job.task, agent, ctx.redactor.redact), ctx.job.co_author)
     job = ctx.job
-    state = state_of(agent.stop_reason, commit, read_only=not job.tools.keeps_changes)
+    state = state_of(agent.stop_reason, commit, read_only=not job.tools.keeps_changes, answered=agent.answered)
     result = RunResult(
         run_id=job.run_id, state=state, repo=ctx.redactor.redact(job.repo),
         branch=job.branch, attempt=job.attempt, commit=commit, changed=tuple(applied.changed), left_out=left_out,

@@ -126,13 +126,13 @@ class RunResult:
             restarts=tuple(_strs(data.get("restarts"))))
 
 
-def state_of(stop_reason: str, commit: str | None, *, read_only: bool = False) -> str:
+def state_of(stop_reason: str, commit: str | None, *, read_only: bool = False, answered: bool = True) -> str:
     """The state of a run that stopped for `stop_reason` with or without a commit, before publishing. A read-only
-    run (a plan) answers instead of committing: it succeeded when it completed."""
+    run (a plan) answers instead of committing: it succeeded when it completed with an answer (`answered`)."""
     if stop_reason == "error":
         return "failed"
     if read_only:
-        return "success" if stop_reason == "completed" else "incomplete"
+        return "success" if stop_reason == "completed" and answered else "incomplete"
     if commit is None:
         return "no_changes"
     return "success" if stop_reason == "completed" else "incomplete"

@@ -42,6 +42,17 @@ def test_decode_run_plan_prints_the_plan_and_changes_nothing(fake_anthropic, tmp
     assert "planning run" in task and "Fix is_weekend on Saturdays" in task
 
 
+def test_decode_run_plan_whose_agent_answers_nothing_prints_no_plan_and_fails(fake_anthropic, tmp_path, buggy_repo):
+    fake_anthropic.script([[{"type": "text", "text": " \n"}]])
+    env = environment(fake_anthropic, tmp_path, GITHUB_TOKEN=GITHUB_TOKEN)
+    res = subprocess.run([DECODE, "run", "--plan", "--repo", str(buggy_repo), "Fix is_weekend on Saturdays"],
+                         env=env, capture_output=True, text=True, timeout=240)
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.strip().splitlines()[-1] == "decode: no plan: the agent finished without an answer"
+    transcript = Path(re.search(r"transcript: (\S+)", res.stderr).group(1))
+    assert json.loads((transcript.parent / "record.json").read_text())["state"] == "incomplete"
+
+
 def test_decode_run_plan_of_a_github_issue_plans_the_issue_as_github_has_it(fake_anthropic, fake_github, tmp_path,
                                                                              buggy_repo):
     fake_github.add_repo("octo", "calendar", {p.name: p.read_text() for p in buggy_repo.iterdir() if p.is_file()})

@@ -100,6 +100,19 @@ def test_go_without_a_plan_is_one_reply_and_no_run(world):
     assert anthropic.requests == [] and fake.pulls(OWNER, NAME) == []
 
 
+def test_a_plan_run_whose_agent_answers_nothing_posts_no_plan_and_says_so(world):
+    fake, anthropic, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Saturdays", "Fix it.", user="alice")
+    anthropic.script([[{"type": "text", "text": "\n\n"}]])  # it ends its turn with blank lines
+    ran = run(world, "issue_comment", command(fake, number, "/decode plan"), run_id="blank")
+    assert ran.state == "incomplete", ran.message
+    assert plan_comments(fake, number) == [], "an empty plan was posted, for someone to say go to"
+    tracking = [c["body"] for c in fake.comments(OWNER, NAME, number) if "decode-bot:run:origin:blank" in c["body"]]
+    assert len(tracking) == 1 and "could not make a plan (the agent finished without an answer)" in tracking[0]
+    refused = run(world, "issue_comment", command(fake, number, "/decode go"), run_id="go-blank")
+    assert refused.state == "skipped" and "no plan" in refused.message
+
+
 def test_an_allowed_bot_may_plan_but_only_a_person_says_go(world):
     fake, anthropic, *_ = world
     fake.push_branch(OWNER, NAME, "main", {".github/decode.yml": "allowed_bots: ['triage-bot[bot]']\n"})
