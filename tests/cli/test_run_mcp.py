@@ -93,17 +93,16 @@ def test_servers_that_cannot_start_or_hang_at_start_are_said_once_and_the_run_go
            + mcp_servers.server("slower", "sleep 600") + TIME)
     turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("mcp__nope__x")],
              [{"type": "text", "text": "Done."}]]
-    began = time.monotonic()
     # 20 s: the real server takes seconds to start on a loaded machine
     res, events = run(fake_anthropic, tmp_path, mcp, turns, DECODE_MCP_START_SECONDS="20")
-    took = time.monotonic() - began
     assert res.returncode == 0, res.stderr
     assert said(res, "MCP server nope did not start: it exited with status 1 (") == 1, res.stderr
     assert "No module named no_such_mcp_server" in downs(events)["nope"]
     for hung in ("slow", "slower"):  # each had the whole start time: they booted together
         assert said(res, f"MCP server {hung} did not start: it was not ready 20s after its start "
                          "(DECODE_MCP_START_SECONDS)") == 1, res.stderr
-    assert took < 35, f"{took:.0f} s: the servers hung one after the other (20 s each), not together"
+    given_up = {e["name"]: e["t"] for e in events if e["type"] == "mcp_server" and e["state"] == "down"}
+    assert given_up["slower"] - given_up["slow"] < 5, f"{given_up}: they hung one after the other, not together"
     tools = [t["name"] for t in fake_anthropic.requests[0].body["tools"]]
     assert not [t for t in tools if "nope" in t or "slow" in t] and "mcp__time__get_current_time" in tools
     got = results(fake_anthropic)
