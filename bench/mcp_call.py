@@ -111,7 +111,6 @@ def main() -> int:
                 med, p90 = statistics.median(values), statistics.quantiles(values, n=10)[-1]
                 verdict = "" if name.startswith("bash") else ("ok" if med <= TARGET_X_BASH * bash else "OVER TARGET")
                 print(f"{mode:<8}{name:<18}{med:>10.2f}{p90:>9.2f}{med / bash:>8.2f}  {verdict}")
-            servers.close()
             names = [f"time{i}" for i in range(args.many)]
             together, serial = [], []
             for _ in range(args.start_rounds):  # alternated, so noise hits both alike

@@ -65,8 +65,8 @@ class McpServers:
         fix the tools. `McpRequired` when a required server does not start the first time.
 
         Every sandbox server is launched before any is waited on, so they boot together: the run waits about as
-        long as its slowest server, and DECODE_MCP_START_SECONDS (plus at most `LAST_S` for each further one) when some hang, not
-        that time for each."""
+        long as its slowest server, and DECODE_MCP_START_SECONDS (plus at most `LAST_S` for each further one)
+        when some hang, not that time for each."""
         self.sandbox = sandbox
         servers = [s for s in self.servers if not (s.spec.operator and self.started)]
         deadline = time.monotonic() + self.settings.start_s

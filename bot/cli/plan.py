@@ -12,7 +12,7 @@ from bot.config import Settings
 from bot.core.errors import ConfigError
 from bot.core.names import CLI_ORIGIN, run_branch, run_tag
 from bot.github.modes import PLAN
-from bot.github.planning import planning_task
+from bot.github.planning import no_answer, planning_task
 from bot.run.pipeline import Job, execute
 from bot.workspace.run_dirs import drop_clones
 
@@ -31,8 +31,7 @@ def run_plan(args: argparse.Namespace, settings: Settings, repo: str, token: str
     progress(f"transcript: {ran.transcript_md}")
     if ran.result.state != "success":
         agent = ran.agent
-        why = "the agent finished without an answer" if agent.completed and not agent.answered else \
-            agent.summary.splitlines()[0] if agent.summary else agent.stop_reason
+        why = no_answer(agent) or (agent.summary.splitlines()[0] if agent.summary else agent.stop_reason)
         print(f"decode: no plan: {why}", file=sys.stderr)
         return ran.result.exit_code or 1
     print(ran.agent.summary.strip())

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.agent.loop import AgentResult
 from bot.agent.prompt import fence_untrusted
 from bot.core.text import clean
 from bot.github.conclusion import Conclusion
@@ -58,6 +59,11 @@ def plan_of(body: str) -> str:
     return body.split(FOOTER, 1)[0].replace(PLAN_MARKER, "").strip()
 
 
+def no_answer(agent: AgentResult) -> str | None:
+    """Why a planning run has no plan though its agent completed: it said nothing last. None otherwise."""
+    return "the agent finished without an answer" if agent.completed and not agent.answered else None
+
+
 def read_plan(forge: Forge, repo: str, number: int) -> PlanText | None:
     """The plan comment on issue `number`, as it reads now; None when there is none."""
     found = forge.comment_text(repo, number, PLAN_MARKER)
@@ -73,8 +79,8 @@ def publish_plan(forge: Forge, repo: str, number: int, ran: Ran, redact: Callabl
     figs = render_figures(ran.result.figures, agent.stop_reason)
     answer = safe_prose(redact(agent.summary)).strip()
     if ran.result.state != "success":  # decided where the run ended (`state_of`): it stopped before answering
-        if agent.completed and not agent.answered:  # it finished, saying nothing
-            why, answer = "the agent finished without an answer", ""
+        if (why := no_answer(agent)) is not None:
+            answer = ""
         else:
             why = redact(agent.error or agent.stop_reason)
         return Conclusion.of_run(ran, f"❌ decode-bot could not make a plan ({why}).\n\n{answer}\n\n{figs}".rstrip())
