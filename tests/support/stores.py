@@ -127,7 +127,20 @@ def postgres_database() -> Iterator[str]:
         try:
             yield with_database(admin_url, name)
         finally:
+            drop_database(admin, name)
+
+
+def drop_database(admin: psycopg.Connection, name: str, tries: int = 40) -> None:
+    """Drop database `name`, its sessions ended. PostgreSQL 15 refuses FORCE while an autovacuum worker (not a
+    role the test role may signal) is in it, so that refusal is tried again: the worker is done within seconds."""
+    for attempt in range(tries):
+        try:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except psycopg.errors.InsufficientPrivilege:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.25)
 
 
 def postgres_location(database_url: str) -> str:
