@@ -39,6 +39,10 @@ LAST_S = 1.0  # the least a launched server is given for its handshake, even whe
 class McpRequired(DecodeError):
     """A server decode.yml marks `required: true` did not start: the run fails before the model is asked."""
 
+    def __init__(self, name: str, why: Exception) -> None:
+        super().__init__(f"the MCP server {name} (required: true in .github/decode.yml) did not start: {why}")
+        self.name = name
+
 
 @dataclass
 class _Server:
@@ -79,8 +83,7 @@ class McpServers:
             except (ServerGone, ToolFailed, DecodeError) as e:
                 server.client, server.down = None, f"did not start: {e}"
                 if server.spec.required and not self.started:
-                    raise McpRequired(f"the MCP server {server.spec.name} (required: true in .github/decode.yml) "
-                                      f"did not start: {e}") from None
+                    raise McpRequired(server.spec.name, e) from None
                 self._say(server)
                 continue
             server.down = None

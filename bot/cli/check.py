@@ -11,7 +11,8 @@ an API key the model is not checked (the output says so), everything else is. No
 cloned, started or sent to the model; any problem is a `ConfigError` (exit status 2)
 naming the fix.
 With `--start` (a local repository), each MCP server of decode.yml is started in a sandbox, after setup,
-as a run starts it, and its tools are listed: exit 1 when one does not start.
+as a run starts it, and its tools are listed; the last line is then the verdict on both (exit 1 when
+a server does not start), never an "ok" above a failure.
 """
 
 from __future__ import annotations
@@ -53,12 +54,12 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     local = Path(args.repo).expanduser()
     if local.exists():
         found = local_config(local_repository(local, warn=False))
-        status = check(settings, found)
-        if getattr(args, "start", False):
-            from bot.cli.check_mcp import start_servers
-            assert found.top is not None and found.commit is not None  # local_config sets both
-            return start_servers(settings, found.config, found.top, found.commit, print)
-        return status
+        if not getattr(args, "start", False):
+            return check(settings, found)
+        from bot.cli.check_mcp import start_servers
+        top, commit = found.top, found.commit
+        assert top is not None and commit is not None  # local_config sets both
+        return check(settings, found, start=lambda say: start_servers(settings, found.config, top, commit, say))
     github_repo = github_repo_name(args.repo, settings.github.api_url)
     if github_repo is None:
         raise ConfigError(f"--repo {args.repo}: no such path, and not owner/name or a GitHub URL")
@@ -119,8 +120,11 @@ def github_config(repo: str, settings: Settings) -> Found:
     return Found(f"repository: {repo} at {branch}; {PATH}", config_of(raw, f" on {branch}"), raw is not None)
 
 
-def check(settings: Settings, found: Found, say: Callable[[str], None] = print) -> int:
-    """Say what a run with `settings` would do in `found`'s repository; 0, or a ConfigError naming the fix."""
+def check(settings: Settings, found: Found, say: Callable[[str], None] = print,
+          start: Callable[[Callable[[str], None]], list[str]] | None = None) -> int:
+    """Say what a run with `settings` would do in `found`'s repository; 0, or a ConfigError naming the fix.
+    `start` (`--start`) starts the MCP servers before the verdict and returns the names of those that did not
+    start: then the verdict says so and the status is 1."""
     check_ceiling(found.config.allow_cidrs, settings.sandbox.allow_cidrs_max)
     config = found.config
     keyed = model_line(settings, say)
@@ -165,6 +169,9 @@ def check(settings: Settings, found: Found, say: Callable[[str], None] = print) 
         + "".join(f"; {e}" for e in extras))
     for server in config.mcp:
         say(f"mcp: {server_line(server, settings)}")
+    if start is not None and (failed := start(say)):
+        say(f"not ok: the settings and decode.yml are valid, but MCP server {', '.join(failed)} did not start (above)")
+        return 1
     say("ok: a run would start with these settings" if keyed else
         "ok: the settings and decode.yml are valid; a run needs ANTHROPIC_API_KEY too")
     return 0

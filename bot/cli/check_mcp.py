@@ -21,12 +21,13 @@ from bot.run.repo_config import RepoConfig
 from bot.sandbox.egress_policy import EgressPolicy
 
 
-def start_servers(settings: Settings, config: RepoConfig, top: str, commit: str, say: Callable[[str], None]) -> int:
+def start_servers(settings: Settings, config: RepoConfig, top: str, commit: str,
+                  say: Callable[[str], None]) -> list[str]:
     """Start `config`'s MCP servers in a sandbox on `commit` of the local repository at `top`, and say each one's
-    tools; 1 when one did not start, else 0."""
+    tools; the names of those that did not start (a required one that did not ends the start there, as in a run)."""
     if not config.mcp:
         say("mcp --start: no MCP servers in decode.yml")
-        return 0
+        return []
     failed: list[str] = []
 
     def record(kind: str, **event: Any) -> None:
@@ -60,9 +61,9 @@ def start_servers(settings: Settings, config: RepoConfig, top: str, commit: str,
                 sandbox.set_network(agent)
             servers.start(sandbox)
         except McpRequired as e:
-            say(f"mcp: {e}")
-            return 1
+            say(f"mcp {e.name}: {e}")
+            failed.append(e.name)
         finally:
             servers.close()
             sandbox.close()
-    return 1 if failed else 0
+    return failed

@@ -32,6 +32,9 @@ def test_check_lists_the_servers_and_start_lists_their_tools_or_why_not(tmp_path
     assert "mcp time: started (MCP 2025-11-25), tools: get_current_time, convert_time" in started.stdout
     assert "mcp nope: did not start: it exited with status 1 (" in started.stdout
     assert "mcp docs: did not start: the operator offers no MCP server docs" in started.stdout
+    assert "a run would start" not in started.stdout  # no "ok" above the servers that did not start
+    assert started.stdout.splitlines()[-1] == ("not ok: the settings and decode.yml are valid, but MCP server "
+                                               "nope, docs did not start (above)")
 
 
 def test_start_with_servers_that_all_start_exits_0(tmp_path):
@@ -39,3 +42,14 @@ def test_start_with_servers_that_all_start_exits_0(tmp_path):
     res = decode_check(tmp_path, "--repo", str(repo_with(tmp_path, mcp_servers.GIT)), "--start", SANDBOX_MODE="local")
     assert res.returncode == 0, res.stderr
     assert "mcp git: started" in res.stdout and "git_status" in res.stdout
+    assert res.stdout.splitlines()[-1] == "ok: a run would start with these settings"  # after the servers started
+
+
+def test_start_stops_at_a_required_server_as_a_run_does(tmp_path):
+    repo = repo_with(tmp_path, mcp_servers.server("nope", "python3 -m no_such_mcp_server", required=True))
+    res = decode_check(tmp_path, "--repo", str(repo), "--start", SANDBOX_MODE="local")
+    assert res.returncode == 1, res.stderr
+    said = res.stdout.splitlines()
+    assert said[-2].startswith("mcp nope: the MCP server nope (required: true in .github/decode.yml) did not start: "
+                               "it exited with status 1"), said
+    assert said[-1] == "not ok: the settings and decode.yml are valid, but MCP server nope did not start (above)"
