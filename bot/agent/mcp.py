@@ -19,6 +19,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,31 +69,42 @@ class McpServers:
         """Start (again, after a restart) every server in `sandbox`; the first time, connect the remote ones and
         fix the tools. `McpRequired` when a required server does not start the first time.
 
-        Every sandbox server is launched before any is waited on, so they boot together: the run waits about as
-        long as its slowest server, and DECODE_MCP_START_SECONDS (plus at most `LAST_S` for each further one)
-        when some hang, not that time for each."""
+        Every server is started before any is waited on, so they come up together: the sandbox's are launched,
+        and the operator's are asked on threads of their own (each has its own HTTP session). The run waits about
+        as long as its slowest server, and DECODE_MCP_START_SECONDS (plus at most `LAST_S` for each further
+        sandbox server) when some hang, not that time for each. Events are recorded here, in decode.yml's order."""
         self.sandbox = sandbox
         servers = [s for s in self.servers if not (s.spec.operator and self.started)]
         deadline = time.monotonic() + self.settings.start_s
         launched = {s.spec.name: _launch(s.spec, sandbox) for s in servers if not s.spec.operator}
-        for server in servers:
-            try:
-                if (failed := launched.get(server.spec.name)) is not None:
-                    raise failed
-                listed = self._connect(server, sandbox, deadline)
-            except (ServerGone, ToolFailed, DecodeError) as e:
-                server.client, server.down = None, f"did not start: {e}"
-                if server.spec.required and not self.started:
-                    raise McpRequired(server.spec.name, e) from None
-                self._say(server)
-                continue
-            server.down = None
-            if not self.started:
-                self._offer(server, listed)
+        operators = [s for s in servers if s.spec.operator]
+        asking = ThreadPoolExecutor(max_workers=max(len(operators), 1), thread_name_prefix="decode-mcp-remote")
+        remote = {s.spec.name: asking.submit(self._handshake, s, None, deadline) for s in operators}
+        try:
+            for server in servers:
+                try:
+                    if (failed := launched.get(server.spec.name)) is not None:
+                        raise failed
+                    asked = remote.get(server.spec.name)
+                    server.client, listed = asked.result() if asked else self._handshake(server, sandbox, deadline)
+                except (ServerGone, ToolFailed, DecodeError) as e:
+                    server.client, server.down = None, f"did not start: {e}"
+                    if server.spec.required and not self.started:
+                        raise McpRequired(server.spec.name, e) from None
+                    self._say(server)
+                    continue
+                server.down = None
+                self.record("mcp_server", name=server.spec.name, state="started", protocol=server.client.version,
+                            tools=[t.name for t in listed])
+                if not self.started:
+                    self._offer(server, listed)
+        finally:
+            asking.shutdown(wait=False)  # after a required server failed: the rest end by their own timeouts
         self.started = True
 
-    def _connect(self, server: _Server, sandbox: Sandbox, deadline: float) -> list[Any]:
-        """The handshake with `server` (launched already when in the sandbox): its tools."""
+    def _handshake(self, server: _Server, sandbox: Sandbox | None, deadline: float) -> tuple[McpClient, list[Any]]:
+        """The handshake with `server` (launched already when in the sandbox): its client and tools. It touches
+        nothing shared, so the operator's servers are asked on threads."""
         spec = server.spec
         channel: Channel
         if spec.operator:
@@ -101,22 +113,18 @@ class McpServers:
                 offered = ", ".join(r.name for r in self.settings.servers) or "none"
                 raise ServerGone(f"the operator offers no MCP server {spec.name} (DECODE_MCP_SERVERS offers: "
                                  f"{offered})")
-            channel, where, timeout = HttpChannel(remote), None, self.settings.start_s  # asked now, not booting
+            channel, timeout = HttpChannel(remote), self.settings.start_s  # asked from the start, all the time
         else:  # booting since the launch: what is left of the time, and enough to read what it already said
-            channel, where, timeout = SandboxChannel(spec.name), sandbox, max(deadline - time.monotonic(), LAST_S)
+            channel, timeout = SandboxChannel(spec.name), max(deadline - time.monotonic(), LAST_S)
         client = McpClient(channel)
         try:
-            listed = client.initialize(where, timeout)
+            return client, client.initialize(sandbox, timeout)
         except BaseException as e:
-            _quietly(lambda: channel.close(where))
+            _quietly(lambda: channel.close(sandbox))
             if isinstance(e, TimedOut) and not spec.operator:  # it had all the start time since its launch
                 raise TimedOut(f"it was not ready {self.settings.start_s:.0f}s after its start "
                                "(DECODE_MCP_START_SECONDS)") from e
             raise
-        server.client = client
-        self.record("mcp_server", name=spec.name, state="started", protocol=client.version,
-                    tools=[t.name for t in listed])
-        return listed
 
     def _offer(self, server: _Server, listed: list[Any]) -> None:
         """Add `server`'s tools to the run's (named `mcp__NAME__TOOL`, sanitised and unique)."""

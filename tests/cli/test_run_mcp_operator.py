@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_run_mcp import results, run, use
+from tests.support.mcp_servers import TIME
 
 TOKEN = "op-mcp-credential-0123456789"
 
@@ -76,3 +77,22 @@ def test_a_wrong_credential_or_an_unknown_name_is_said_once_and_required_fails(f
     failed, _ = run(fake_anthropic, tmp_path / "again", "  wiki: {operator: true, required: true}\n", [],
                     DECODE_MCP_SERVERS=servers(remote))
     assert failed.returncode == 1 and "MCP server wiki (required: true" in failed.stderr
+
+
+def test_operator_servers_that_hang_are_given_up_together_and_the_run_goes_on(fake_anthropic, tmp_path):
+    """A remote server that takes the request and never answers (a port whose backlog holds the connection) costs
+    the start time once, however many hang: they are asked together, not one after the other."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # never accepted: each request waits for its answer until the start time is out
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        hung = json.dumps({"slow": {"url": f"{url}/a"}, "slower": {"url": f"{url}/b"}})
+        res, events = run(fake_anthropic, tmp_path, "  slow: {operator: true}\n  slower: {operator: true}\n" + TIME,
+                          [[use("mcp__time__get_current_time", timezone="UTC")], [{"type": "text", "text": "Done."}]],
+                          DECODE_MCP_SERVERS=hung, DECODE_MCP_START_SECONDS="8")
+    assert res.returncode == 0, res.stderr
+    downs = {e["name"]: e for e in events if e["type"] == "mcp_server" and e["state"] == "down"}
+    assert {n: e["reason"] for n, e in downs.items()} == {n: "did not start: it did not answer initialize within 8s"
+                                                          for n in ("slow", "slower")}
+    assert downs["slower"]["t"] - downs["slow"]["t"] < 4, f"{downs}: they hung one after the other, not together"
+    assert '"timezone": "UTC"' in results(fake_anthropic)[0]["content"]  # the sandbox's server came up meanwhile
