@@ -17,10 +17,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from bot.agent.mcp_client import (Channel, HttpChannel, McpClient, SandboxChannel, ServerGone, TimedOut,
@@ -34,6 +36,7 @@ from bot.sandbox.protocol import Sandbox
 TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")  # the Messages API's tool names: ^[a-zA-Z0-9_-]{1,64}$
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what the model takes in a tool result
 IMAGE_MAX = 5 * 1024 * 1024  # the API's cap on one image, base64
+Handshake = tuple[McpClient, list[Any]]  # a started server's client and its tools
 LAST_S = 1.0  # the least a launched server is given for its handshake, even when others took all the time
 
 
@@ -77,32 +80,27 @@ class McpServers:
         servers = [s for s in self.servers if not (s.spec.operator and self.started)]
         deadline = time.monotonic() + self.settings.start_s
         launched = {s.spec.name: _launch(s.spec, sandbox) for s in servers if not s.spec.operator}
-        operators = [s for s in servers if s.spec.operator]
-        asking = ThreadPoolExecutor(max_workers=max(len(operators), 1), thread_name_prefix="decode-mcp-remote")
-        remote = {s.spec.name: asking.submit(self._handshake, s, None, deadline) for s in operators}
-        try:
-            for server in servers:
-                try:
-                    if (failed := launched.get(server.spec.name)) is not None:
-                        raise failed
-                    asked = remote.get(server.spec.name)
-                    server.client, listed = asked.result() if asked else self._handshake(server, sandbox, deadline)
-                except (ServerGone, ToolFailed, DecodeError) as e:
-                    server.client, server.down = None, f"did not start: {e}"
-                    if server.spec.required and not self.started:
-                        raise McpRequired(server.spec.name, e) from None
-                    self._say(server)
-                    continue
-                server.down = None
-                self.record("mcp_server", name=server.spec.name, state="started", protocol=server.client.version,
-                            tools=[t.name for t in listed])
-                if not self.started:
-                    self._offer(server, listed)
-        finally:
-            asking.shutdown(wait=False)  # after a required server failed: the rest end by their own timeouts
+        remote = {s.spec.name: _asked(partial(self._handshake, s, None, deadline)) for s in servers if s.spec.operator}
+        for server in servers:
+            try:
+                if (failed := launched.get(server.spec.name)) is not None:
+                    raise failed
+                asked = remote.get(server.spec.name)
+                server.client, listed = asked.result() if asked else self._handshake(server, sandbox, deadline)
+            except (ServerGone, ToolFailed, DecodeError) as e:
+                server.client, server.down = None, f"did not start: {e}"
+                if server.spec.required and not self.started:
+                    raise McpRequired(server.spec.name, e) from None
+                self._say(server)
+                continue
+            server.down = None
+            self.record("mcp_server", name=server.spec.name, state="started", protocol=server.client.version,
+                        tools=[t.name for t in listed])
+            if not self.started:
+                self._offer(server, listed)
         self.started = True
 
-    def _handshake(self, server: _Server, sandbox: Sandbox | None, deadline: float) -> tuple[McpClient, list[Any]]:
+    def _handshake(self, server: _Server, sandbox: Sandbox | None, deadline: float) -> Handshake:
         """The handshake with `server` (launched already when in the sandbox): its client and tools. It touches
         nothing shared, so the operator's servers are asked on threads."""
         spec = server.spec
@@ -185,6 +183,21 @@ def _launch(spec: McpServer, sandbox: Sandbox) -> DecodeError | None:
     except DecodeError as e:
         return e
     return None
+
+
+def _asked(handshake: Callable[[], Handshake]) -> Future[Handshake]:
+    """`handshake` under way on a daemon thread of its own: a run that fails sooner (a required server) does not
+    wait for it to time out before the process can exit."""
+    future: Future[Handshake] = Future()
+
+    def ask() -> None:
+        try:
+            future.set_result(handshake())
+        except BaseException as e:  # noqa: BLE001 - raised again by result(), in the run's thread
+            future.set_exception(e)
+
+    threading.Thread(target=ask, name="decode-mcp-remote", daemon=True).start()
+    return future
 
 
 def _quietly(action: Callable[[], None]) -> None:

@@ -79,20 +79,33 @@ def test_a_wrong_credential_or_an_unknown_name_is_said_once_and_required_fails(f
     assert failed.returncode == 1 and "MCP server wiki (required: true" in failed.stderr
 
 
-def test_operator_servers_that_hang_are_given_up_together_and_the_run_goes_on(fake_anthropic, tmp_path):
-    """A remote server that takes the request and never answers (a port whose backlog holds the connection) costs
-    the start time once, however many hang: they are asked together, not one after the other."""
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """A server that takes requests and never answers: its port's backlog holds the connections, none accepted."""
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
-        silent.listen(8)  # never accepted: each request waits for its answer until the start time is out
-        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        hung = json.dumps({"slow": {"url": f"{url}/a"}, "slower": {"url": f"{url}/b"}})
-        res, events = run(fake_anthropic, tmp_path, "  slow: {operator: true}\n  slower: {operator: true}\n" + TIME,
-                          [[use("mcp__time__get_current_time", timezone="UTC")], [{"type": "text", "text": "Done."}]],
-                          DECODE_MCP_SERVERS=hung, DECODE_MCP_START_SECONDS="8")
+        silent.listen(8)
+        yield f"http://127.0.0.1:{silent.getsockname()[1]}"
+
+
+def test_operator_servers_that_hang_are_given_up_together_and_the_run_goes_on(fake_anthropic, tmp_path, silent_url):
+    """However many remote servers hang, they cost the start time once: they are asked together."""
+    hung = json.dumps({"slow": {"url": f"{silent_url}/a"}, "slower": {"url": f"{silent_url}/b"}})
+    res, events = run(fake_anthropic, tmp_path, "  slow: {operator: true}\n  slower: {operator: true}\n" + TIME,
+                      [[use("mcp__time__get_current_time", timezone="UTC")], [{"type": "text", "text": "Done."}]],
+                      DECODE_MCP_SERVERS=hung, DECODE_MCP_START_SECONDS="8")
     assert res.returncode == 0, res.stderr
     downs = {e["name"]: e for e in events if e["type"] == "mcp_server" and e["state"] == "down"}
     assert {n: e["reason"] for n, e in downs.items()} == {n: "did not start: it did not answer initialize within 8s"
                                                           for n in ("slow", "slower")}
     assert downs["slower"]["t"] - downs["slow"]["t"] < 4, f"{downs}: they hung one after the other, not together"
     assert '"timezone": "UTC"' in results(fake_anthropic)[0]["content"]  # the sandbox's server came up meanwhile
+
+
+def test_a_required_server_that_fails_ends_the_run_without_waiting_for_one_that_hangs(fake_anthropic, tmp_path,
+                                                                                      silent_url):
+    started = time.monotonic()
+    res, _ = run(fake_anthropic, tmp_path, "  wiki: {operator: true, required: true}\n  slow: {operator: true}\n", [],
+                 DECODE_MCP_SERVERS=json.dumps({"slow": {"url": silent_url}}), DECODE_MCP_START_SECONDS="30")
+    assert res.returncode == 1 and "MCP server wiki (required: true" in res.stderr
+    assert time.monotonic() - started < 15, "the run waited for the hung server's start time before it exited"
