@@ -20,12 +20,14 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import requests
+import urllib3
 
 from bot.config import RemoteMcp
 from bot.sandbox.protocol import Sandbox
 
 CLIENT_INFO = {"name": "decode-bot", "version": "0.1.0"}
 LINE_CAP_MB = 16  # agentd's LINE_CAP: a longer answer is not carried
+CHUNK = 65536  # the most one read of a remote server's response takes
 
 
 class ServerGone(Exception):
@@ -89,8 +91,9 @@ class HttpChannel:
 
     def exchange(self, sandbox: Sandbox | None, message: dict[str, Any] | None, wait: int | None,
                  timeout: float) -> list[dict[str, Any]]:
-        if message is None:
-            return []
+        if message is None:  # over HTTP an answer comes only in its request's response, which ended without it
+            raise ServerGone("its response ended without the answer")
+        deadline = time.monotonic() + timeout  # each read has `timeout`; a server that keeps writing, it in all
         try:
             with self.http.post(self.url, json=message, headers=self.headers, timeout=timeout, stream=True,
                                 allow_redirects=False) as answer:
@@ -101,11 +104,11 @@ class HttpChannel:
                 if answer.status_code == 202 or wait is None:
                     return []
                 if answer.headers.get("content-type", "").startswith("text/event-stream"):
-                    return self._events(answer.iter_lines(decode_unicode=True), wait, timeout)
-                body = json.loads(answer.content)
-        except requests.Timeout:
+                    return self._events(lines(chunks(answer.raw, deadline)), wait, timeout)
+                body = json.loads(b"".join(chunks(answer.raw, deadline)))
+        except (requests.Timeout, urllib3.exceptions.TimeoutError):
             raise TimedOut() from None
-        except requests.RequestException as e:
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as e:
             raise ServerGone(f"it could not be reached ({type(e).__name__})") from None
         except ValueError:
             raise ServerGone("it answered something that is not JSON-RPC") from None
@@ -139,6 +142,28 @@ class HttpChannel:
 
     def close(self, sandbox: Sandbox | None) -> None:
         self.http.close()
+
+
+def chunks(raw: Any, deadline: float) -> Iterator[bytes]:
+    """A streamed response's body (urllib3's, decoded) as it arrives, each read returning what has come; a
+    `TimedOut` once `deadline` passes, however often the server writes (SSE keep-alives, a trickle)."""
+    while chunk := raw.read1(CHUNK, decode_content=True):
+        yield chunk
+        if time.monotonic() > deadline:
+            raise TimedOut()
+
+
+def lines(body: Iterator[bytes]) -> Iterator[str]:
+    """The lines of `body` (SSE ends them with LF, CRLF or CR) as soon as each is whole."""
+    pending = bytearray()
+    for chunk in body:
+        pending += chunk
+        if b"\n" in chunk or b"\r" in chunk:
+            *whole, rest = bytes(pending).replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+            pending = bytearray(rest)
+            yield from (line.decode("utf-8", "replace") for line in whole)
+    if pending:
+        yield pending.decode("utf-8", "replace")
 
 
 def _message(line: str) -> dict[str, Any]:

@@ -8,8 +8,10 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,49 @@ def test_a_required_server_that_fails_ends_the_run_without_waiting_for_one_that_
                  DECODE_MCP_SERVERS=json.dumps({"slow": {"url": silent_url}}), DECODE_MCP_START_SECONDS="30")
     assert res.returncode == 1 and "MCP server wiki (required: true" in res.stderr
     assert time.monotonic() - started < 15, "the run waited for the hung server's start time before it exited"
+
+
+class Unanswering(BaseHTTPRequestHandler):
+    """Servers that answer without answering: /ping streams SSE keep-alives for ever, /other answers with a
+    notification instead of the result."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        if self.path == "/ping":
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b": ping\n\n")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:  # the client gave up
+                return
+        body = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {}}).encode()
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_server_that_streams_keep_alives_or_answers_something_else_is_given_up(fake_anthropic, tmp_path):
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Unanswering)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        res, events = run(fake_anthropic, tmp_path, "  pings: {operator: true}\n  other: {operator: true}\n",
+                          [[{"type": "text", "text": "Done."}]], DECODE_MCP_START_SECONDS="4",
+                          DECODE_MCP_SERVERS=json.dumps({"pings": {"url": f"{url}/ping"}, "other": {"url": f"{url}/other"}}))
+    finally:
+        httpd.shutdown()
+    assert res.returncode == 0, res.stderr
+    downs = {e["name"]: e for e in events if e["type"] == "mcp_server" and e["state"] == "down"}
+    assert {n: e["reason"] for n, e in downs.items()} == {
+        "pings": "did not start: it did not answer initialize within 4s",
+        "other": "did not start: its response ended without the answer"}
+    began = next(e["t"] for e in events if e["type"] == "run_start")
+    assert downs["pings"]["t"] - began < 7, "the keep-alives kept the start waiting past its time"
