@@ -127,6 +127,17 @@ def test_a_server_that_hangs_on_a_call_or_answers_garbage_is_stopped_and_said_on
     assert set(downs(events)) == {"hang", "junk"}
 
 
+def test_a_server_that_logs_more_than_a_pipe_holds_goes_on_answering(fake_anthropic, tmp_path):
+    mcp = mcp_servers.server("chatty", "python3 tools/stub.py chatty", env="{}")
+    turns = [[use("mcp__chatty__shell", command="first")], [use("mcp__chatty__shell", command="second")],
+             [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, mcp, turns, DECODE_MCP_START_SECONDS="20", DECODE_MCP_CALL_SECONDS="20")
+    assert res.returncode == 0, res.stderr
+    assert not downs(events), downs(events)  # not "not ready 20s after its start": its log was read as it came
+    first, second = results(fake_anthropic)
+    assert (first["content"], second["content"]) == ("first", "second") and not first["is_error"]
+
+
 @pytest.mark.bwrap
 def test_a_server_that_dies_mid_run_is_said_once_and_the_run_goes_on(fake_anthropic, tmp_path):
     turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("bash", command="pkill -f mcp_server_time")],

@@ -4,7 +4,8 @@ run inside the sandbox as `python3 tools/stub.py MODE`).
 Modes: `shell` answers properly and its one tool, `shell`, runs a command with bash (the hostile server:
 whatever it tries is what the command tries); `echo` answers its tool with the command's text, running
 nothing (bench/mcp_call.py: the relay's own cost), and a 1x1 PNG too when the text is `image`; `hang` answers the handshake and never a call; `garbage`
-answers the handshake, then prints a line that is not JSON-RPC.
+answers the handshake, then prints a line that is not JSON-RPC; `chatty` answers as `echo` does, each answer
+after over 256 KB of log on stderr (four times what a pipe holds).
 """
 
 import json
@@ -30,6 +31,9 @@ for line in sys.stdin:
     if "id" not in request:
         continue
     method, rid = request["method"], request["id"]
+    if MODE == "chatty":
+        sys.stderr.write(("log line of a chatty server %s\n" % method) * 8000)
+        sys.stderr.flush()
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": request["params"]["protocolVersion"],
                                                       "capabilities": {"tools": {}},
@@ -38,7 +42,7 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [TOOL]}})
     elif MODE == "hang":
         time.sleep(3600)
-    elif MODE == "echo":
+    elif MODE in ("echo", "chatty"):
         text = request["params"]["arguments"]["command"]
         image = [{"type": "image", "data": PNG, "mimeType": "image/png"}] if text == "image" else []
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}, *image]}})

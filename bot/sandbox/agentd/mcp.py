@@ -33,13 +33,13 @@ class Server:
         self.buffer = bytearray()
         self.skipping = 0  # bytes dropped of an over-long line, until its newline
         self.err = bytearray()
+        self.err_open = True  # until its stderr's end is read
         self.status: "int | str | None" = None  # exit status once it ended (negative: a signal); "gone" when reaped elsewhere
 
     def read_err(self) -> None:
-        while select.select([self.stderr], [], [], 0)[0]:
+        while self.err_open and select.select([self.stderr], [], [], 0)[0]:
             chunk = os.read(self.stderr, 65536)
-            if not chunk:
-                return
+            self.err_open = bool(chunk)
             self.err = (self.err + chunk)[-STDERR_TAIL:]
 
     def ended(self) -> "int | str | None":
@@ -108,7 +108,7 @@ def op_mcp_io(ws: Workspace, req: dict) -> dict:
             timed_out = True
             break
         if not ready(server, min(left, 1.0)):
-            continue
+            continue  # its stderr was drained meanwhile: a server blocked writing its log would never answer
         chunk = os.read(server.stdout, 1 << 20)
         if not chunk:
             wait_end(server)
@@ -127,7 +127,12 @@ def op_mcp_stop(ws: Workspace, req: dict) -> dict:
 
 
 def ready(server: Server, timeout: float) -> bool:
-    return bool(select.select([server.stdout], [], [], timeout)[0])
+    """Whether its stdout has something within `timeout`; what it writes to stderr meanwhile is read (its tail
+    kept), so a server that logs more than a pipe holds goes on."""
+    readable = select.select([server.stdout] + [server.stderr] * server.err_open, [], [], timeout)[0]
+    if server.stderr in readable:
+        server.read_err()
+    return server.stdout in readable
 
 
 def wait_end(server: Server) -> None:
