@@ -138,6 +138,20 @@ def test_a_server_that_logs_more_than_a_pipe_holds_goes_on_answering(fake_anthro
     assert (first["content"], second["content"]) == ("first", "second") and not first["is_error"]
 
 
+def test_a_server_that_stops_reading_is_given_up_when_a_call_is_too_big_to_hand_it(fake_anthropic, tmp_path):
+    """agentd does one thing at a time: a call it could not write whole to a server that reads nothing must not
+    hold it, or every tool of the run would wait with it."""
+    mcp = mcp_servers.server("deaf", "python3 tools/stub.py deaf", env="{}")
+    turns = [[use("mcp__deaf__shell", command="x" * 300_000)], [use("bash", command="echo still here")],
+             [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, mcp, turns, DECODE_MCP_CALL_SECONDS="3")
+    assert res.returncode == 0, res.stderr
+    called, shell = results(fake_anthropic)
+    assert called["is_error"] and "did not answer tools/call within 3s" in called["content"]
+    assert "still here" in shell["content"]  # agentd was not held by the write
+    assert downs(events) == {"deaf": "failed: it did not answer tools/call within 3s"}
+
+
 @pytest.mark.bwrap
 def test_a_server_that_dies_mid_run_is_said_once_and_the_run_goes_on(fake_anthropic, tmp_path):
     turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("bash", command="pkill -f mcp_server_time")],

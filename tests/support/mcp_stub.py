@@ -5,7 +5,8 @@ Modes: `shell` answers properly and its one tool, `shell`, runs a command with b
 whatever it tries is what the command tries); `echo` answers its tool with the command's text, running
 nothing (bench/mcp_call.py: the relay's own cost), and a 1x1 PNG too when the text is `image`; `hang` answers the handshake and never a call; `garbage`
 answers the handshake, then prints a line that is not JSON-RPC; `chatty` answers as `echo` does, each answer
-after over 256 KB of log on stderr (four times what a pipe holds).
+after over 256 KB of log on stderr (four times what a pipe holds); `deaf` answers the handshake, then reads
+nothing more (a call's line longer than a pipe holds cannot be written to it whole).
 """
 
 import json
@@ -40,6 +41,8 @@ for line in sys.stdin:
                                                       "serverInfo": {"name": "stub", "version": "1"}}})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [TOOL]}})
+        if MODE == "deaf":
+            time.sleep(3600)
     elif MODE == "hang":
         time.sleep(3600)
     elif MODE in ("echo", "chatty"):

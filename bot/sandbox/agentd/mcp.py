@@ -79,36 +79,38 @@ def op_mcp_start(ws: Workspace, req: dict) -> dict:
         raise Refused("could not start the MCP server %s: %s" % (name, e))
     for fd in (pipes[0][0], pipes[1][1], pipes[2][1]):
         os.close(fd)
+    os.set_blocking(pipes[0][1], False)  # a line is written as the server takes it (`write_some`)
     SERVERS[name] = Server(pid, pipes[0][1], pipes[1][0], pipes[2][0])
     SERVER_PIDS.add(pid)
     return {"pid": pid}
 
 
 def op_mcp_io(ws: Workspace, req: dict) -> dict:
-    """Write `line` (if any) to server `name`, then read its lines until one answers an id in `wait` (or is a
-    request of its own), `timeout` passes or the server ends; with no id to wait for, only what is there."""
+    """Write `line` (if any) to server `name` while reading its lines, until one answers an id in `wait` (or is
+    a request of its own), `timeout` passes or the server ends; with no id to wait for, only what is there.
+    The line is written as the server takes it, its stdout and stderr read meanwhile: agentd answers one request
+    at a time, and a server that reads nothing (or answers as it reads) must not hold it past `timeout`."""
     server = SERVERS.get(str(req["name"]))
     if server is None:
         raise Refused("no MCP server %s is running" % req["name"])
     wait = set(json.dumps(i) for i in (req.get("wait") or []))
-    if req.get("line") is not None and server.ended() is None:
-        try:
-            write_all(server.stdin, str(req["line"]).encode() + b"\n")
-        except OSError:
-            pass  # it ended: said below
+    unsent = (str(req["line"]).encode() + b"\n") if req.get("line") is not None and server.ended() is None else b""
     lines: "list[str]" = []
     oversize: "list[int]" = []
     timed_out = False
     deadline = time.monotonic() + float(req.get("timeout") or 30)
     while True:
-        if wait and (answered(lines, wait) or oversize) or not wait and not ready(server, 0):
+        if not unsent and (wait and (answered(lines, wait) or oversize) or not wait and not ready(server, 0)[0]):
             break
         left = deadline - time.monotonic()
         if left <= 0:
             timed_out = True
             break
-        if not ready(server, min(left, 1.0)):
-            continue  # its stderr was drained meanwhile: a server blocked writing its log would never answer
+        readable, writable = ready(server, min(left, 1.0), bool(unsent))
+        if writable:
+            unsent = write_some(server.stdin, unsent)
+        if not readable:
+            continue
         chunk = os.read(server.stdout, 1 << 20)
         if not chunk:
             wait_end(server)
@@ -126,13 +128,14 @@ def op_mcp_stop(ws: Workspace, req: dict) -> dict:
     return {}
 
 
-def ready(server: Server, timeout: float) -> bool:
-    """Whether its stdout has something within `timeout`; what it writes to stderr meanwhile is read (its tail
-    kept), so a server that logs more than a pipe holds goes on."""
-    readable = select.select([server.stdout] + [server.stderr] * server.err_open, [], [], timeout)[0]
+def ready(server: Server, timeout: float, writing: bool = False) -> "tuple[bool, bool]":
+    """Whether its stdout has something, and (when `writing`) its stdin takes more, within `timeout`; what it
+    writes to stderr meanwhile is read (its tail kept), so a server that logs more than a pipe holds goes on."""
+    readable, writable, _ = select.select([server.stdout] + [server.stderr] * server.err_open,
+                                          [server.stdin] * writing, [], timeout)
     if server.stderr in readable:
         server.read_err()
-    return server.stdout in readable
+    return server.stdout in readable, bool(writable)
 
 
 def wait_end(server: Server) -> None:
@@ -142,12 +145,15 @@ def wait_end(server: Server) -> None:
         time.sleep(0.005)
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of `data` to the pipe `fd`; `BrokenPipeError` when its reader is gone (agentd ignores SIGPIPE,
-    bot/sandbox/agentd/rpc.py)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+def write_some(fd: int, data: bytes) -> bytes:
+    """Write what the pipe `fd` takes now of `data` (it is non-blocking); what is left. Nothing is left when its
+    reader is gone (agentd ignores SIGPIPE, bot/sandbox/agentd/rpc.py): the server's end is said by the read."""
+    try:
+        return data[os.write(fd, data):]
+    except BlockingIOError:
+        return data
+    except OSError:
+        return b""
 
 
 def take(server: Server, chunk: bytes, lines: list, oversize: list) -> None:
