@@ -26,7 +26,7 @@ from bot.config import RemoteMcp
 from bot.sandbox.protocol import Sandbox
 
 CLIENT_INFO = {"name": "decode-bot", "version": "0.1.0"}
-LINE_CAP_MB = 16  # agentd's LINE_CAP: a longer answer is not carried
+LINE_CAP_MB = 16  # agentd's LINE_CAP: a longer answer is not carried, nor a longer remote response
 CHUNK = 65536  # the most one read of a remote server's response takes
 
 
@@ -146,8 +146,13 @@ class HttpChannel:
 
 def chunks(raw: Any, deadline: float) -> Iterator[bytes]:
     """A streamed response's body (urllib3's, decoded) as it arrives, each read returning what has come; a
-    `TimedOut` once `deadline` passes, however often the server writes (SSE keep-alives, a trickle)."""
+    `TimedOut` once `deadline` passes, however often the server writes (SSE keep-alives, a trickle), and
+    `ToolFailed` past the LINE_CAP_MB a sandbox server's answer may have (the harness holds a response whole)."""
+    size = 0
     while chunk := raw.read1(CHUNK, decode_content=True):
+        size += len(chunk)
+        if size > LINE_CAP_MB * 2**20:
+            raise ToolFailed(f"the server's answer passed {LINE_CAP_MB} MB, more than one answer may be: ask for less")
         yield chunk
         if time.monotonic() > deadline:
             raise TimedOut()

@@ -69,6 +69,16 @@ def test_a_repository_chooses_the_operators_server_and_never_sees_its_credential
     assert TOKEN not in res.stdout + res.stderr
 
 
+def test_an_answer_over_16_mb_is_refused_and_the_server_goes_on(fake_anthropic, tmp_path, remote):
+    turns = [[use("mcp__docs__dump", megabytes=20)], [use("mcp__docs__lookup", term="egress")],
+             [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, "  docs: {operator: true}\n", turns, DECODE_MCP_SERVERS=servers(remote))
+    assert res.returncode == 0, res.stderr
+    dumped, looked_up = results(fake_anthropic)
+    assert dumped["is_error"] and "the server's answer passed 16 MB, more than one answer may be" in dumped["content"]
+    assert not looked_up["is_error"] and "chapter 7" in looked_up["content"]
+
+
 def test_a_wrong_credential_or_an_unknown_name_is_said_once_and_required_fails(fake_anthropic, tmp_path, remote):
     res, events = run(fake_anthropic, tmp_path, "  docs: {operator: true}\n  wiki: {operator: true}\n",
                       [[{"type": "text", "text": "Done."}]], DECODE_MCP_SERVERS=servers(remote, "wrong"))

@@ -21,6 +21,12 @@ def lookup(term: str) -> str:
     return f"docs: {term} is explained in chapter 7"
 
 
+@server.tool()
+def dump(megabytes: int) -> str:
+    """An answer of `megabytes` MB."""
+    return "x" * (megabytes * 2**20)
+
+
 def main() -> None:
     port, token = int(sys.argv[1]), sys.argv[2]
     app = server.streamable_http_app(json_response="--json" in sys.argv)
