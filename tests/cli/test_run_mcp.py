@@ -152,6 +152,21 @@ def test_a_server_that_stops_reading_is_given_up_when_a_call_is_too_big_to_hand_
     assert downs(events) == {"deaf": "failed: it did not answer tools/call within 3s"}
 
 
+def test_a_server_that_writes_on_and_on_without_answering_is_cut_off(fake_anthropic, tmp_path):
+    """Its output is not gathered for the whole call's time (agentd's memory, then the harness's, would hold
+    it): past twice the 16 MB an answer may be, the call fails, and the run goes on."""
+    mcp = mcp_servers.server("flood", "python3 tools/stub.py flood", env="{}")
+    turns = [[use("mcp__flood__shell", command="x")], [use("bash", command="echo still here")],
+             [{"type": "text", "text": "Done."}]]
+    res, events = run(fake_anthropic, tmp_path, mcp, turns, DECODE_MCP_CALL_SECONDS="60")
+    assert res.returncode == 0, res.stderr
+    flooded, shell = results(fake_anthropic)
+    assert flooded["is_error"] and "more than the 16 MB one answer may be" in flooded["content"], flooded["content"]
+    assert "still here" in shell["content"]
+    [took] = [e["duration_s"] for e in events if e["type"] == "tool_result" and e["name"] == "mcp__flood__shell"]
+    assert took < 30, f"{took:.1f} s: the flood was read until the call's time was out"
+
+
 @pytest.mark.bwrap
 def test_a_server_that_dies_mid_run_is_said_once_and_the_run_goes_on(fake_anthropic, tmp_path):
     turns = [[use("mcp__time__get_current_time", timezone="UTC")], [use("bash", command="pkill -f mcp_server_time")],

@@ -6,7 +6,8 @@ whatever it tries is what the command tries); `echo` answers its tool with the c
 nothing (bench/mcp_call.py: the relay's own cost), and a 1x1 PNG too when the text is `image`; `hang` answers the handshake and never a call; `garbage`
 answers the handshake, then prints a line that is not JSON-RPC; `chatty` answers as `echo` does, each answer
 after over 256 KB of log on stderr (four times what a pipe holds); `deaf` answers the handshake, then reads
-nothing more (a call's line longer than a pipe holds cannot be written to it whole).
+nothing more (a call's line longer than a pipe holds cannot be written to it whole); `flood` answers a call
+with notifications of 1 MB each, for ever.
 """
 
 import json
@@ -43,6 +44,11 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [TOOL]}})
         if MODE == "deaf":
             time.sleep(3600)
+    elif MODE == "flood":
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                           "params": {"level": "info", "data": "x" * 2**20}}) + "\n"
+        while True:
+            sys.stdout.write(note)
     elif MODE == "hang":
         time.sleep(3600)
     elif MODE in ("echo", "chatty"):

@@ -21,7 +21,8 @@ import time
 from .paths import Refused, Workspace
 from .processes import BASH, SERVER_EXITS, SERVER_PIDS, kill_group
 
-LINE_CAP = 16 * 1024 * 1024  # a line longer than this is not kept: its size is reported instead
+LINE_CAP = 16 * 1024 * 1024  # a line longer than this is not kept: its size is reported instead (and a call's
+# output past twice that without the answer)
 STDERR_TAIL = 2000
 
 
@@ -97,10 +98,11 @@ def op_mcp_io(ws: Workspace, req: dict) -> dict:
     unsent = (str(req["line"]).encode() + b"\n") if req.get("line") is not None and server.ended() is None else b""
     lines: "list[str]" = []
     oversize: "list[int]" = []
+    read = 0  # bytes of stdout in this call: a server that writes on and on without answering is cut off
     timed_out = False
     deadline = time.monotonic() + float(req.get("timeout") or 30)
     while True:
-        if not unsent and (wait and (answered(lines, wait) or oversize) or not wait and not ready(server, 0)[0]):
+        if not unsent and (oversize or wait and answered(lines, wait) or not wait and not ready(server, 0)[0]):
             break
         left = deadline - time.monotonic()
         if left <= 0:
@@ -115,7 +117,11 @@ def op_mcp_io(ws: Workspace, req: dict) -> dict:
         if not chunk:
             wait_end(server)
             break
+        read += len(chunk)
         take(server, chunk, lines, oversize)
+        if read > 2 * LINE_CAP and not answered(lines, wait):  # an answer and what may come before it, no more
+            oversize.append(read)
+            del lines[:]
     server.read_err()
     status = server.ended()
     return {"lines": lines, "oversize": oversize, "timed_out": timed_out,
