@@ -269,10 +269,13 @@ class Settings:
         return Redactor(self.secrets())
 
     def secrets(self) -> list[str]:
-        """Every configured secret value, for redaction: the secret rows (the operator's MCP servers' header
-        values), the database password and what the providers' credentials files hold (`file_secrets`)."""
+        """Every configured secret value, for redaction: the secret rows, the operator's MCP servers' header
+        values (and each word of one), the database password and what the providers' credentials files hold
+        (`file_secrets`)."""
         values = [self._rows[row.key] for row in ROWS if row.secret and isinstance(self._rows[row.key], str)]
-        values += [value for server in self.mcp.servers for _, value in server.headers]
+        # a header's value and each word of it: `Bearer TOKEN` leaks as TOKEN alone, when a server says it back
+        values += [part for server in self.mcp.servers for _, value in server.headers
+                   for part in (value, *value.split())]
         files = [value for path in self.sandbox.credential_files for value in _file_secrets(path)]
         return [v for v in [*values, database_password(self.store.database_url), *files] if v]
 

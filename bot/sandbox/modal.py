@@ -52,8 +52,6 @@ a double on local bubblewrap processes), or for one launcher as `client=`.
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -64,6 +62,7 @@ from bot.core.extras import requires_extra
 from bot.sandbox import warm_pool
 from bot.sandbox.egress_policy import EgressPolicy
 from bot.sandbox.local import clean_env
+from bot.sandbox.modal_stream import CHUNK, ModalTransport, write_all
 from bot.sandbox.protocol import Capabilities, Death, SandboxSpec, stopped_from_outside
 from bot.sandbox.setup_files import Saved, cache_image_id, restore_script, save_script, write_capped
 from bot.sandbox.shipping import agentd_tar
@@ -75,7 +74,6 @@ ADD_PYTHON = None  # the image brings python3 (3.8+) for agentd, as for docker; 
 SAFE_DIRECTORY = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": WORKSPACE}
 ENV = clean_env("/root", "modal") | SAFE_DIRECTORY
 DEATH_GRACE_S = 2.0  # how long a sandbox whose agentd stream ended may take to show as stopped
-CHUNK = 1024 * 1024  # below modal.io_streams.MAX_BUFFER_SIZE (2 MiB), which a stdin write must not pass
 EMPTY = ("import os, shutil, sys\nfor e in os.scandir(sys.argv[1]):\n"  # a directory's content, not itself (a mount)
          "    shutil.rmtree(e.path) if e.is_dir(follow_symlinks=False) else os.unlink(e.path)")
 
@@ -114,73 +112,6 @@ def check_credentials() -> None:
     if not found:
         raise ConfigError("SANDBOX_MODE=modal needs Modal credentials: set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, "
                           "or run `modal token new`")
-
-
-class ModalTransport:
-    """agentd's stdin/stdout over a Modal `ContainerProcess`, read by a thread like ProcessTransport."""
-
-    def __init__(self, process: Any) -> None:
-        self._proc = process
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._stderr = bytearray()
-        self._error = ""
-        threading.Thread(target=self._pump, daemon=True).start()
-        threading.Thread(target=self._pump_stderr, daemon=True).start()
-
-    def _pump(self) -> None:
-        pending = bytearray()  # split only when a chunk brings a newline: a 13 MB answer line in 64 KB chunks
-        try:                   # took 0.63 s of copying and scanning, 0.02 s this way
-            for chunk in self._proc.stdout:
-                data = chunk.encode() if isinstance(chunk, str) else bytes(chunk)
-                pending += data
-                if b"\n" in data:
-                    *lines, rest = pending.split(b"\n")
-                    pending = bytearray(rest)
-                    for line in lines:
-                        self._lines.put(bytes(line) + b"\n")
-        except Exception as e:  # the stream broke: the sandbox is gone
-            self._error = f"{type(e).__name__}: {e}"
-        finally:
-            if pending:
-                self._lines.put(bytes(pending))
-            self._lines.put(None)
-
-    def _pump_stderr(self) -> None:
-        try:
-            for chunk in self._proc.stderr:
-                self._stderr += chunk.encode() if isinstance(chunk, str) else bytes(chunk)
-                del self._stderr[:-4000]
-        except Exception:
-            pass
-
-    def send(self, line: bytes) -> None:
-        try:
-            _write_all(self._proc.stdin, line)
-        except Exception as e:
-            raise SandboxError(f"the sandbox process has exited ({type(e).__name__}: {e}): "
-                               f"{self.diagnostics()}") from None
-
-    def recv(self, timeout: float) -> bytes | None:
-        try:
-            return self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError from None
-
-    def diagnostics(self) -> str:
-        text = bytes(self._stderr[-2000:]).decode("utf-8", "replace").strip()
-        if text or self._error:
-            return " ".join(p for p in (text, self._error) if p)
-        try:
-            return f"exit status {self._proc.poll()}"
-        except Exception as e:
-            return f"exit status unknown ({e})"
-
-    def close(self) -> None:
-        try:
-            self._proc.stdin.write_eof()
-            self._proc.stdin.drain()
-        except Exception:
-            pass
 
 
 class ModalLauncher:
@@ -273,7 +204,7 @@ class ModalLauncher:
                 if cleared.wait() != 0:
                     raise SandboxError(f"could not empty the snapshot's {WORKSPACE}: {cleared.stderr.read()!r}")
             proc = self.sandbox.exec("tar", "-x", "--no-same-owner", "-f", "-", "-C", "/", text=False)
-            _write_all(proc.stdin, data)
+            write_all(proc.stdin, data)
             proc.stdin.write_eof()
             proc.stdin.drain()
             code = proc.wait()
@@ -345,7 +276,7 @@ class ModalLauncher:
         try:
             proc = self.sandbox.exec(*argv, text=False)
             for chunk in chunks:
-                _write_all(proc.stdin, chunk)
+                write_all(proc.stdin, chunk)
             proc.stdin.write_eof()
             proc.stdin.drain()
             code, err = proc.wait(), proc.stderr.read()
@@ -433,13 +364,6 @@ def network_options(policy: EgressPolicy) -> dict[str, Any]:
     if policy.allow_cidrs:
         return {"outbound_cidr_allowlist": list(policy.allow_cidrs)}
     return {"block_network": True}
-
-
-def _write_all(stdin: Any, data: bytes) -> None:
-    """Write and drain in chunks: Modal's stdin takes at most 2 MiB between drains (MAX_BUFFER_SIZE)."""
-    for offset in range(0, len(data), CHUNK):
-        stdin.write(data[offset:offset + CHUNK])
-        stdin.drain()
 
 
 def _text(data: Any) -> str:

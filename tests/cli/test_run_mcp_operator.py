@@ -69,6 +69,18 @@ def test_a_repository_chooses_the_operators_server_and_never_sees_its_credential
     assert TOKEN not in res.stdout + res.stderr
 
 
+def test_a_credential_the_server_says_back_never_reaches_the_model(fake_anthropic, tmp_path, remote):
+    """The header's value is `Bearer TOKEN`; a server saying back TOKEN alone is redacted all the same."""
+    turns = [[use("mcp__docs__whoami")], [{"type": "text", "text": "Done."}]]
+    res, _ = run(fake_anthropic, tmp_path, "  docs: {operator: true}\n", turns, DECODE_MCP_SERVERS=servers(remote))
+    assert res.returncode == 0, res.stderr
+    [said] = results(fake_anthropic)
+    assert "signed in with the bearer token [REDACTED" in said["content"] and TOKEN not in said["content"], said
+    for path in (tmp_path / "data").rglob("*"):
+        if path.is_file() and ".git" not in path.parts:
+            assert TOKEN.encode() not in path.read_bytes(), path
+
+
 def test_an_answer_over_16_mb_is_refused_and_the_server_goes_on(fake_anthropic, tmp_path, remote):
     turns = [[use("mcp__docs__dump", megabytes=20)], [use("mcp__docs__lookup", term="egress")],
              [{"type": "text", "text": "Done."}]]

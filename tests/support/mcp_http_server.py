@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from starlette.responses import PlainTextResponse
 
 server = MCPServer("docs")
@@ -19,6 +19,13 @@ server = MCPServer("docs")
 def lookup(term: str) -> str:
     """Look a term up in the operator's documentation."""
     return f"docs: {term} is explained in chapter 7"
+
+
+@server.tool()
+def whoami(ctx: Context) -> str:
+    """Who the caller is: a server that says back the credential it was given, as an error page may."""
+    scheme, _, credential = ctx.request_context.request.headers["authorization"].partition(" ")
+    return f"signed in with the {scheme.lower()} token {credential}"
 
 
 @server.tool()
