@@ -229,7 +229,11 @@ class McpClient:
             raise ServerGone(f"it speaks MCP {result.protocol_version!r}; decode-bot's client speaks "
                              f"{', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}")
         self.version = result.protocol_version
-        self.channel.exchange(sandbox, {"jsonrpc": "2.0", "method": "notifications/initialized"}, None, timeout)
+        try:  # the handshake has `timeout` in all
+            self.channel.exchange(sandbox, {"jsonrpc": "2.0", "method": "notifications/initialized"}, None,
+                                  max(deadline - time.monotonic(), 0.1))
+        except TimedOut:
+            raise TimedOut(f"it did not take notifications/initialized within {timeout:.0f}s") from None
         tools: list[Any] = []
         cursor = None
         while True:

@@ -137,10 +137,15 @@ def test_a_required_server_that_fails_ends_the_run_without_waiting_for_one_that_
 
 class Unanswering(BaseHTTPRequestHandler):
     """Servers that answer without answering: /ping streams SSE keep-alives for ever, /other answers with a
-    notification instead of the result."""
+    notification instead of the result, /late answers `initialize` after 3 s and then takes nothing more."""
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/late":
+            time.sleep(3 if message.get("method") == "initialize" else 30)
+            self.result(message["id"], {"protocolVersion": message["params"]["protocolVersion"],
+                                        "capabilities": {"tools": {}}, "serverInfo": {"name": "late", "version": "1"}})
+            return
         self.send_response(200)
         if self.path == "/ping":
             self.send_header("Content-Type", "text/event-stream")
@@ -158,24 +163,36 @@ class Unanswering(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def result(self, request_id: int, result: dict) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, *args: object) -> None:
         pass
 
 
-def test_a_server_that_streams_keep_alives_or_answers_something_else_is_given_up(fake_anthropic, tmp_path):
+def test_a_server_that_streams_keep_alives_answers_something_else_or_stalls_is_given_up(fake_anthropic, tmp_path):
+    """However it fails to answer, a remote server has DECODE_MCP_START_SECONDS for its whole handshake."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Unanswering)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    odd = {name: {"url": f"{url}/{name}"} for name in ("ping", "other", "late")}
     try:
-        res, events = run(fake_anthropic, tmp_path, "  pings: {operator: true}\n  other: {operator: true}\n",
+        res, events = run(fake_anthropic, tmp_path, "".join(f"  {name}: {{operator: true}}\n" for name in odd),
                           [[{"type": "text", "text": "Done."}]], DECODE_MCP_START_SECONDS="4",
-                          DECODE_MCP_SERVERS=json.dumps({"pings": {"url": f"{url}/ping"}, "other": {"url": f"{url}/other"}}))
+                          DECODE_MCP_SERVERS=json.dumps(odd))
     finally:
         httpd.shutdown()
     assert res.returncode == 0, res.stderr
     downs = {e["name"]: e for e in events if e["type"] == "mcp_server" and e["state"] == "down"}
     assert {n: e["reason"] for n, e in downs.items()} == {
-        "pings": "did not start: it did not answer initialize within 4s",
-        "other": "did not start: its response ended without the answer"}
+        "ping": "did not start: it did not answer initialize within 4s",
+        "other": "did not start: its response ended without the answer",
+        "late": "did not start: it did not take notifications/initialized within 4s"}
     began = next(e["t"] for e in events if e["type"] == "run_start")
-    assert downs["pings"]["t"] - began < 7, "the keep-alives kept the start waiting past its time"
+    assert downs["ping"]["t"] - began < 7, "the keep-alives kept the start waiting past its time"
+    assert downs["late"]["t"] - downs["ping"]["t"] < 1.5, "the late server had its start time again after initialize"
