@@ -266,20 +266,26 @@ def descendants(root: int) -> list:
 
 
 def become_subreaper() -> None:
-    """Make orphaned descendants children of agentd (Linux), so their zombies are reaped at once, and make
-    agentd undumpable, so that the commands it runs, under its own user, cannot open its channel to the host
-    through /proc/PID/fd (to forge answers or steal requests), nor attach to it; they are dumpable again once
-    exec'd, so they can still debug each other.
+    """Make orphaned descendants children of agentd (Linux), so their zombies are reaped at once.
 
-    Without the first, orphans go to the sandbox's pid 1, which on some hosts never reaps.
+    Without it they go to the sandbox's pid 1, which on some hosts never reaps.
     """
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+
+
+def become_undumpable() -> None:
+    """Make agentd undumpable: the commands it runs, under its own user, can then neither open its channel to
+    the host through /proc/PID/fd (to forge answers or steal requests) nor attach to it. They are dumpable
+    again once exec'd, so they can still debug each other."""
+    _prctl(4, 0)  # PR_SET_DUMPABLE
+
+
+def _prctl(option: int, value: int) -> None:
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-    except (ImportError, OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):  # not Linux
         pass
 
 

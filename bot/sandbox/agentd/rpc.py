@@ -16,7 +16,7 @@ from .files import op_glob, op_grep, op_read, op_write
 from .handback import op_check, op_export, op_export_read
 from .mcp import op_mcp_io, op_mcp_start, op_mcp_stop, stop_all
 from .paths import Refused, Workspace
-from .processes import become_subreaper, kill_descendants, op_exec, reap
+from .processes import become_subreaper, become_undumpable, kill_descendants, op_exec, reap
 from .relay import start_egress
 
 CHANNEL_SOCKET = "DECODE_AGENTD_SOCKET"  # where the host listens for agentd's connection, when it does
@@ -78,6 +78,7 @@ def main() -> int:
         sys.stderr.write("usage: agentd.pyz WORKSPACE\n")
         return 2
     become_subreaper()
+    become_undumpable()
     start_egress()
     channel = os.environ.pop(CHANNEL_SOCKET, "")
     try:
