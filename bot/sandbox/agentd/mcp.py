@@ -21,8 +21,8 @@ import time
 from .paths import Refused, Workspace
 from .processes import BASH, SERVER_EXITS, SERVER_PIDS, kill_group
 
-LINE_CAP = 16 * 1024 * 1024  # a line longer than this is not kept: its size is reported instead (and a call's
-# output past twice that without the answer)
+LINE_CAP = 16 * 1024 * 1024  # a line longer than this is not kept: its size is reported instead
+CALL_CAP = 2 * LINE_CAP  # a call's output past this without the answer is cut off: an answer and as much before it
 STDERR_TAIL = 2000
 
 
@@ -119,7 +119,7 @@ def op_mcp_io(ws: Workspace, req: dict) -> dict:
             break
         read += len(chunk)
         take(server, chunk, lines, oversize)
-        if read > 2 * LINE_CAP and not answered(lines, wait):  # an answer and what may come before it, no more
+        if read > CALL_CAP and not answered(lines, wait):
             oversize.append(read)
             del lines[:]
     server.read_err()
