@@ -22,8 +22,8 @@ from typing import NoReturn
 
 from bot.core.errors import Cancelled, SandboxError
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.sandbox.protocol import (CapReached, CommandResult, HandBack, Launcher, Refused, SandboxDied, ServerLines,
-                                  Transport)
+from bot.sandbox.protocol import (ANSWER_CAP, CapReached, CommandResult, Death, HandBack, Launcher, Refused,
+                                  SandboxDied, ServerLines, Transport, overlong)
 
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
 GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
@@ -75,6 +75,7 @@ class ProcessTransport:
         self._writer = self._proc.stdin if self._channel is None else self._channel.makefile("wb")
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self.ended = False  # agentd's channel reached its end: agentd is gone (`Launcher.death` asks)
+        self.overlong = False  # agentd sent a line past ANSWER_CAP: the channel was cut there
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _accept(self, listener: socket.socket) -> socket.socket:
@@ -93,12 +94,24 @@ class ProcessTransport:
     def _pump(self) -> None:
         assert self._reader is not None
         try:
-            for line in self._reader:
+            while line := self._reader.readline(ANSWER_CAP + 1):
+                if len(line) > ANSWER_CAP:
+                    self.overlong = True
+                    self._stop_reading()
+                    break
                 self._lines.put(line)
         except OSError:
             pass  # the connection was cut (close)
         self.ended = True
         self._lines.put(None)
+
+    def _stop_reading(self) -> None:
+        """Read agentd's channel no further: its next write fails (EPIPE), on which a sound agentd ends; `close`
+        kills one that does not."""
+        if self._channel is not None:
+            self._channel.shutdown(socket.SHUT_RD)
+        elif self._reader is not None:
+            self._reader.close()
 
     def send(self, line: bytes) -> None:
         try:
@@ -110,9 +123,12 @@ class ProcessTransport:
 
     def recv(self, timeout: float) -> bytes | None:
         try:
-            return self._lines.get(timeout=timeout)
+            line = self._lines.get(timeout=timeout)
         except queue.Empty:
             raise TimeoutError from None
+        if line is None and self.overlong:
+            raise overlong()
+        return line
 
     @property
     def pid(self) -> int:
@@ -170,6 +186,20 @@ def close_all() -> int:
     return len(left)
 
 
+def _parsed(line: bytes, request_id: int) -> dict:
+    """agentd's answer to `request_id`, in `line`; `SandboxDied` for any other line: the channel is not agentd's
+    alone (a process of the sandbox wrote to it), so no later line on it can be trusted to be agentd's."""
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise SandboxDied(Death(f"agentd's channel carried a line that is not an answer ({len(line)} bytes)"))
+    if answer.get("id") != request_id:
+        raise SandboxDied(Death(f"agentd answered out of order ({str(answer.get('id'))[:20]} for {request_id})"))
+    return answer
+
+
 class AgentdSandbox:
     """A `Sandbox` backed by agentd over whatever transport the launcher returns."""
 
@@ -217,14 +247,14 @@ class AgentdSandbox:
             line = self._answer(transport, _timeout)
         except TimeoutError:
             raise SandboxError(f"the sandbox stopped answering ({op} after {_timeout:.0f}s)") from None
+        except SandboxDied:
+            raise  # the transport knows why (`overlong`)
         except SandboxError:
             line = None
         self._unless_cancelled(op)  # an answer that came from the teardown (its command killed) is no answer
         if line is None:
             self._died()
-        answer = json.loads(line)
-        if answer.get("id") != request_id:
-            raise SandboxError(f"the sandbox answered out of order ({answer.get('id')} for {request_id})")
+        answer = _parsed(line, request_id)
         if cap := self._launcher.stopped():  # passed while the call ran: the agent stops at once
             raise CapReached(cap)
         if not answer.get("ok"):

@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 from bot.core.errors import SandboxError
+from bot.sandbox.protocol import ANSWER_CAP, overlong
 
 CHUNK = 1024 * 1024  # below modal.io_streams.MAX_BUFFER_SIZE (2 MiB), which a stdin write must not pass
 
@@ -20,6 +21,7 @@ class ModalTransport:
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr = bytearray()
         self._error = ""
+        self.overlong = False  # agentd sent a line past ANSWER_CAP: the stream was left there
         threading.Thread(target=self._pump, daemon=True).start()
         threading.Thread(target=self._pump_stderr, daemon=True).start()
 
@@ -28,11 +30,15 @@ class ModalTransport:
         try:
             for chunk in self._proc.stdout:
                 pending += (data := chunk.encode() if isinstance(chunk, str) else bytes(chunk))
+                lines: list[bytearray] = []
                 if b"\n" in data:
                     *lines, rest = pending.split(b"\n")
                     pending = bytearray(rest)
-                    for line in lines:
-                        self._lines.put(bytes(line) + b"\n")
+                if len(pending) > ANSWER_CAP or any(len(line) >= ANSWER_CAP for line in lines):
+                    self.overlong, pending = True, bytearray()
+                    break
+                for line in lines:
+                    self._lines.put(bytes(line) + b"\n")
         except Exception as e:  # the stream broke: the sandbox is gone
             self._error = f"{type(e).__name__}: {e}"
         finally:
@@ -57,9 +63,12 @@ class ModalTransport:
 
     def recv(self, timeout: float) -> bytes | None:
         try:
-            return self._lines.get(timeout=timeout)
+            line = self._lines.get(timeout=timeout)
         except queue.Empty:
             raise TimeoutError from None
+        if line is None and self.overlong:
+            raise overlong()
+        return line
 
     def diagnostics(self) -> str:
         text = bytes(self._stderr[-2000:]).decode("utf-8", "replace").strip()

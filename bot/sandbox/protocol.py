@@ -156,8 +156,20 @@ class SandboxDied(SandboxError):
         self.death = death
 
 
+ANSWER_CAP = 256 * 1024 * 1024  # bytes of one line from agentd the host reads: past any answer of a sound agentd
+# (the largest, an MCP call's output, is cut at 33 MB, which JSON's escapes can make at most 6 times longer)
+
+
+def overlong() -> SandboxDied:
+    """The death of a sandbox whose agentd sent a line past `ANSWER_CAP`: the host does not trust what runs in a
+    sandbox (on Modal, its root can reach agentd), so it reads no further than that, and starts a new one."""
+    return SandboxDied(Death(f"agentd sent a line of more than {ANSWER_CAP // (1024 * 1024)} MB, more than any "
+                             "answer of its; the host stopped reading it"))
+
+
 class Transport(Protocol):
-    """A line-oriented duplex channel to a running agentd."""
+    """A line-oriented duplex channel to a running agentd: `recv` raises `overlong()` once agentd sent a line past
+    `ANSWER_CAP`, of which it kept nothing."""
 
     def send(self, line: bytes) -> None: ...
 

@@ -24,9 +24,9 @@ from bot.core.errors import ConfigError, SandboxError
 from bot.sandbox import EgressPolicy, SandboxSpec, open_sandbox, prepare_host
 from bot.sandbox import warm_pool
 from bot.sandbox import Refused
-from bot.sandbox.protocol import SandboxDied
+from bot.sandbox.protocol import ANSWER_CAP, SandboxDied
 from bot.sandbox.client import AgentdSandbox
-from bot.sandbox.modal import ENV, ModalLauncher, load_client, network_options, prewarm, use_client
+from bot.sandbox.modal import AGENTD_INSIDE, ENV, ModalLauncher, load_client, network_options, prewarm, use_client
 from tests.conftest import git
 from tests.fakes import modal_double
 from tests.sandbox.conftest import require
@@ -40,6 +40,9 @@ def double(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     warm_pool.close_all()
     leaked = [s.object_id for s in modal_double.created[before:] if s.poll() is None]
     assert leaked == [], "every sandbox is terminated at the end"
+
+
+MB = 1024 * 1024
 
 
 def spec(workspace: Path, **fields: Any) -> SandboxSpec:
@@ -148,14 +151,18 @@ def test_a_new_sandbox_gets_the_checkpointed_changes_back(workspace: Path, box: 
         again.close()
 
 
-class _NoAgentd(modal_double.Sandbox):
-    """A sandbox whose image cannot run python3: agentd's exec fails after the sandbox exists."""
+class _Altered(modal_double.Sandbox):
+    """The double's sandbox, created as a subclass that changes what it does."""
 
-    @staticmethod
-    def create(*args: str, **options: Any) -> "modal_double.Sandbox":
+    @classmethod
+    def create(cls, *args: str, **options: Any) -> "modal_double.Sandbox":
         sandbox = modal_double.Sandbox.create(*args, **options)
-        sandbox.__class__ = _NoAgentd
+        sandbox.__class__ = cls
         return sandbox
+
+
+class _NoAgentd(_Altered):
+    """A sandbox whose image cannot run python3: agentd's exec fails after the sandbox exists."""
 
     def exec(self, *args: str, **options: Any) -> Any:
         if args[0] == "python3":
@@ -170,6 +177,40 @@ def test_close_terminates_even_when_start_fails(workspace: Path) -> None:
         AgentdSandbox(ModalLauncher(spec(workspace), client=client), mode="modal")
     made = modal_double.created[before:]
     assert made and all(s.poll() is not None for s in made)
+
+
+class _Flooded(_Altered):
+    """A sandbox in which something besides agentd writes to agentd's stdout (on Modal, commands run as root, which
+    can): after agentd's first answer, a line of `FLOOD` bytes, then agentd's own output again."""
+
+    FLOOD = ANSWER_CAP + 40 * MB
+
+    def exec(self, *args: str, **options: Any) -> Any:
+        process = super().exec(*args, **options)
+        if args[:3] == ("python3", "-I", AGENTD_INSIDE):
+            process.stdout = self._flood(process.stdout)
+        return process
+
+    def _flood(self, stdout: Any) -> Iterator[bytes]:
+        chunks = iter(stdout)
+        for chunk in chunks:
+            yield chunk
+            if b"\n" in chunk:
+                break
+        yield from [b"x" * MB] * (self.FLOOD // MB)
+        yield b"\n"
+        yield from chunks
+
+
+def test_a_line_past_the_answer_cap_is_not_read_and_ends_the_sandbox(workspace: Path) -> None:
+    client = types.SimpleNamespace(App=modal_double.App, Image=modal_double.Image, Sandbox=_Flooded)
+    box = AgentdSandbox(ModalLauncher(spec(workspace), client=client), mode="modal")
+    try:
+        with pytest.raises(SandboxDied, match=r"^the sandbox died: agentd sent a line of more than 256 MB, more "
+                                              r"than any answer of its; the host stopped reading it$"):
+            box.run("echo hello")
+    finally:
+        box.close()
 
 
 def test_close_terminates_after_failed_commands(box: AgentdSandbox) -> None:

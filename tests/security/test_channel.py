@@ -6,6 +6,8 @@ Not Modal: its commands run as root beside the exec stream of Modal's own runtim
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.cli.test_run_mcp import results, use
@@ -39,7 +41,51 @@ def test_a_command_cannot_write_or_read_the_harness_channel(fake_anthropic, tmp_
                            [{"type": "text", "text": "Done."}]])
     env = {"DECODE_SANDBOX_IMAGE": IMAGE} if mode == "docker" else {}
     res = decode_run(fake_anthropic, tmp_path, repo, "Look around", mode, **env)
-    # "the sandbox answered out of order (1 for 3)" when a forged answer got in; a timeout when a request was read
+    # "agentd answered out of order (1 for 3)" when a forged answer got in; a timeout when a request was read
     assert res.returncode == 0, res.stderr
     forged, after = results(fake_anthropic)
     assert "tried" in forged["content"] and "still here" in after["content"], forged["content"]
+
+
+# agentd's parent is the harness: every pipe it holds (but its stdin, stdout and stderr) is written one line past the
+# host's cap through /proc. The harness is undumpable, so only root can: as on Modal, whose commands run as root
+# beside agentd, where a line that never ends would otherwise fill the harness's memory.
+FLOOD = r"""python3 - <<'PY'
+import os, time
+def parent(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("PPid:")))
+pid = os.getpid()
+while not any(arg.endswith(b"agentd.pyz") for arg in open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")):
+    pid = parent(pid)
+harness = parent(pid)
+chunk, left = b"x" * (1 << 20), {}  # fd: [bytes still to write, when it last took any]
+for fd in os.listdir(f"/proc/{harness}/fd"):
+    if int(fd) > 2 and os.readlink(f"/proc/{harness}/fd/{fd}").startswith("pipe:"):
+        left[os.open(f"/proc/{harness}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)] = [300 << 20, time.monotonic()]
+while left:
+    for fd, state in list(left.items()):
+        try:
+            state[0] -= os.write(fd, chunk[:state[0]] or b"\n")
+            state[1] = time.monotonic()
+        except BlockingIOError:
+            time.sleep(0.001)
+        except BrokenPipeError:
+            state[0] = -1
+        if state[0] < 0 or time.monotonic() - state[1] > 2:
+            del left[fd]
+print("flooded")
+PY"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can open an undumpable harness's pipes (CI runs as root)")
+def test_a_line_past_the_hosts_cap_is_not_read_and_the_run_goes_on_in_a_new_sandbox(fake_anthropic, tmp_path):
+    repo = make_repo(tmp_path / "repo", {"a.py": ""})
+    fake_anthropic.script([[use("bash", command=FLOOD)], [use("bash", command="echo still here")],
+                           [{"type": "text", "text": "Done."}]])
+    res = decode_run(fake_anthropic, tmp_path, repo, "Look around", "local")
+    assert res.returncode == 0, res.stderr
+    flooded, after = results(fake_anthropic)
+    assert "the sandbox died during this call (agentd sent a line of more than 256 MB" in flooded["content"], \
+        flooded["content"][-500:]
+    assert "still here" in after["content"]
