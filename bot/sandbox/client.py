@@ -186,9 +186,24 @@ def close_all() -> int:
     return len(left)
 
 
-def _parsed(line: bytes, request_id: int) -> dict:
-    """agentd's answer to `request_id`, in `line`; `SandboxDied` for any other line: the channel is not agentd's
-    alone (a process of the sandbox wrote to it), so no later line on it can be trusted to be agentd's."""
+# what agentd's answer to each op carries when it is not a refusal (those not named carry nothing the host reads)
+INT_OR_NONE = (int, type(None))
+CARRIES: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "exec": {"exit_code": INT_OR_NONE, "output": str, "timed_out": bool, "duration": (int, float),
+             "dropped_bytes": int},
+    "read": {"data": str},
+    "glob": {"paths": list},
+    "grep": {"matches": list},
+    "export": {"size": int},
+    "export_read": {"data": str},
+    "mcp_io": {"lines": list, "oversize": list, "timed_out": bool, "exited": bool, "status": INT_OR_NONE,
+               "stderr": str},
+}
+
+
+def _parsed(line: bytes, op: str, request_id: int) -> dict:
+    """agentd's answer to request `request_id` (an `op`), in `line`; `SandboxDied` for any other line: the channel
+    is not agentd's alone (a process of the sandbox wrote to it), so no later line on it can be trusted."""
     try:
         answer = json.loads(line)
     except ValueError:
@@ -197,6 +212,9 @@ def _parsed(line: bytes, request_id: int) -> dict:
         raise SandboxDied(Death(f"agentd's channel carried a line that is not an answer ({len(line)} bytes)"))
     if answer.get("id") != request_id:
         raise SandboxDied(Death(f"agentd answered out of order ({str(answer.get('id'))[:20]} for {request_id})"))
+    if answer.get("ok") and any(not isinstance(answer.get(k), t) for k, t in CARRIES.get(op, {}).items()):
+        raise SandboxDied(Death(f"agentd's channel carried an answer to {op} that lacks what agentd's own answers "
+                                "carry"))
     return answer
 
 
@@ -254,7 +272,7 @@ class AgentdSandbox:
         self._unless_cancelled(op)  # an answer that came from the teardown (its command killed) is no answer
         if line is None:
             self._died()
-        answer = _parsed(line, request_id)
+        answer = _parsed(line, op, request_id)
         if cap := self._launcher.stopped():  # passed while the call ran: the agent stops at once
             raise CapReached(cap)
         if not answer.get("ok"):

@@ -15,7 +15,7 @@ import types
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -179,36 +179,47 @@ def test_close_terminates_even_when_start_fails(workspace: Path) -> None:
     assert made and all(s.poll() is not None for s in made)
 
 
-class _Flooded(_Altered):
+class _Injected(_Altered):
     """A sandbox in which something besides agentd writes to agentd's stdout (on Modal, commands run as root, which
-    can): after agentd's first answer, a line of `FLOOD` bytes, then agentd's own output again."""
+    can): after agentd's first answer (to the ping), `LINES`, then agentd's own output again."""
 
-    FLOOD = ANSWER_CAP + 40 * MB
+    LINES: ClassVar[list[bytes]] = []
 
     def exec(self, *args: str, **options: Any) -> Any:
         process = super().exec(*args, **options)
         if args[:3] == ("python3", "-I", AGENTD_INSIDE):
-            process.stdout = self._flood(process.stdout)
+            process.stdout = self._inject(process.stdout)
         return process
 
-    def _flood(self, stdout: Any) -> Iterator[bytes]:
+    def _inject(self, stdout: Any) -> Iterator[bytes]:
         chunks = iter(stdout)
         for chunk in chunks:
             yield chunk
             if b"\n" in chunk:
                 break
-        yield from [b"x" * MB] * (self.FLOOD // MB)
-        yield b"\n"
+        yield from self.LINES
         yield from chunks
 
 
-def test_a_line_past_the_answer_cap_is_not_read_and_ends_the_sandbox(workspace: Path) -> None:
-    client = types.SimpleNamespace(App=modal_double.App, Image=modal_double.Image, Sandbox=_Flooded)
+class _Flooded(_Injected):
+    LINES = [b"x" * MB] * (ANSWER_CAP // MB + 40) + [b"\n"]
+
+
+class _Forged(_Injected):
+    LINES = [b'{"id": 2, "ok": true}\n']  # the next call's id, but none of what an exec answer carries
+
+
+@pytest.mark.parametrize("sandbox, death", [
+    (_Flooded, "agentd sent a line of more than 256 MB, more than any answer of its; the host stopped reading it"),
+    (_Forged, "agentd's channel carried an answer to exec that lacks what agentd's own answers carry"),
+])
+def test_a_line_that_is_not_agentds_answer_ends_the_sandbox(workspace: Path, sandbox: type, death: str) -> None:
+    client = types.SimpleNamespace(App=modal_double.App, Image=modal_double.Image, Sandbox=sandbox)
     box = AgentdSandbox(ModalLauncher(spec(workspace), client=client), mode="modal")
     try:
-        with pytest.raises(SandboxDied, match=r"^the sandbox died: agentd sent a line of more than 256 MB, more "
-                                              r"than any answer of its; the host stopped reading it$"):
+        with pytest.raises(SandboxDied) as raised:
             box.run("echo hello")
+        assert str(raised.value) == f"the sandbox died: {death}"
     finally:
         box.close()
 
