@@ -245,6 +245,10 @@ class GitHubForge:
             raise
         return True
 
+    def delete_comment(self, repo: str, comment_id: int) -> None:
+        """Delete our comment `comment_id` (one posted twice by two writers racing: bot/github/tracking.py)."""
+        self._call(lambda: self._gh(repo).get_repo(repo).get_issue(0).get_comment(comment_id).delete(), writes=repo)
+
     def pull_commits(self, repo: str, number: int) -> list[CommitIdentity]:
         """The pull request's commits, oldest first, with who made them (GET .../pulls/{n}/commits)."""
         return self._call(lambda: [CommitIdentity.of(c.raw_data) for c in

@@ -14,6 +14,7 @@ no issue to comment on.
 from __future__ import annotations
 
 from bot.github.forge import Forge
+from bot.github.tracking import post_marked
 from bot.github.triggers import may_trigger
 from bot.github.work import Comment, Issue, Review, ReviewComment, Work
 
@@ -47,7 +48,7 @@ def tell(forge: Forge, work: Work, marker: str, line: str, comment_id: int | Non
     text = queued_text(line, marker)
     if comment_id is None:
         comment_id = forge.find_comment(work.repo, work.number, marker)
-    if comment_id is None:
-        return forge.post_comment(work.repo, work.number, text, marker)
+    if comment_id is None:  # an older one found after the post is the run's: it goes on saying how the run stands
+        return post_marked(forge, work.repo, work.number, text, marker, over_older=False)
     forge.edit_comment(work.repo, comment_id, text)
     return comment_id

@@ -66,7 +66,7 @@ class Tracker:
         failure here raises, since it says the token cannot write to the issue."""
         text = self.text()
         if self.comment_id is None:
-            self.comment_id = self.forge.post_comment(self.repo, number, text, tag)
+            self.comment_id = post_marked(self.forge, self.repo, number, text, tag, over_older=True)
         else:
             self.forge.edit_comment(self.repo, self.comment_id, text)
         self.last_text, self.edited_at, self.edits = text, self.clock(), 1
@@ -174,6 +174,21 @@ class Tracker:
             return
         self.last_text = text
         self.edits += 1
+
+
+def post_marked(forge: Forge, repo: str, number: int, text: str, tag: str, *, over_older: bool) -> int:
+    """Post `text` (marked `tag`) on issue or pull request `number`; its comment's id. Two writers of one mark can
+    race: a job's queue note (bot/jobs/queue_notes.py) is posted in the moment the job starts and its tracker,
+    which found no comment, posts its own. The oldest of ours with `tag` is the one kept: when it is not this one,
+    this one is deleted and that one returned, given `text` when `over_older`."""
+    posted = forge.post_comment(repo, number, text, tag)
+    oldest = forge.find_comments(repo, number, tag)[:1]
+    if not oldest or oldest[0] == posted:
+        return posted
+    forge.delete_comment(repo, posted)
+    if over_older:
+        forge.edit_comment(repo, oldest[0], text)
+    return oldest[0]
 
 
 def _action(event: dict[str, Any]) -> str:

@@ -106,6 +106,15 @@ def edit_comment(fake, request, identity, owner, name, cid) -> Result:
     return 200, render_comment(fake, comment), {}
 
 
+@route("DELETE", "{o_r}/issues/comments/" + CID)
+def delete_comment(fake, request, identity, owner, name, cid) -> Result:
+    repo = access(fake, identity, owner, name)
+    comment = comment_of(fake, repo, cid)
+    may_edit(fake, repo, identity, comment["user"])
+    del fake.issue_comments[comment["id"]]
+    return 204, None, {}
+
+
 # -- reactions ------------------------------------------------------------------------------------------------
 def react(fake, request, identity, subject: tuple) -> Result:
     content = (request.body or {}).get("content")

@@ -10,6 +10,7 @@ import pytest
 from bot.github.auth import AppCredentials
 from bot.github.conclusion import marker
 from bot.github.forge import GitHubForge
+from bot.github.tracking import Tracker, post_marked
 from bot.github.work import Comment, Issue, job_key, job_payload
 from bot.jobs.handler import tag_of
 from bot.jobs.queue import ordinal
@@ -137,3 +138,31 @@ def test_a_waiting_job_on_a_pull_request_has_a_queued_check_run_saying_its_place
     assert run["head_sha"] == fake_github.branch_sha("octo", "calendar", "feature")
     assert run["output"]["summary"] == ("1st in line; waiting: octo/calendar already has 1 run going "
                                         "(the cap is 1)")
+
+
+def test_a_queue_note_posted_as_its_job_starts_becomes_the_runs_one_comment(
+        store_factory: StoreFactory, fake_github, forge: GitHubForge) -> None:
+    """The race seen under load: the run found no comment, the queue note was posted, then the run posted its
+    own. One comment stays, the older, saying how the run stands."""
+    store = store_factory(lease_s=60)
+    enqueue(store, Issue("octo/calendar", 1, "alice"))
+    tracker = Tracker(forge, "octo/calendar", None, footer="the run's footer")  # the run's lookup: nothing yet
+    assert QueueNotes(store, forge).tell() == 1  # the job is still queued in the store
+    job = store.claim("w1")
+    assert job is not None
+    tag = marker("run", tag_of(job))
+    [note] = forge.find_comments("octo/calendar", 1, tag)
+    tracker.footer = f"the run's footer\n\n{tag}"
+    tracker.start(1, tag)
+    assert tracker.comment_id == note
+    body = comment_of(fake_github, "octo/calendar", 1)  # one comment: the run's post was taken back
+    assert "**Preparing the workspace**" in body and "queued" not in body, body
+
+
+def test_a_queue_note_posted_after_the_runs_comment_is_taken_back_and_leaves_it_as_it_is(
+        fake_github, forge: GitHubForge) -> None:
+    tag = marker("run", "job-9")
+    runs = forge.post_comment("octo/calendar", 2, f"👀 the run's comment\n\n{tag}", tag)
+    kept = post_marked(forge, "octo/calendar", 2, f"⏳ queued\n\n{tag}", tag, over_older=False)
+    assert kept == runs
+    assert comment_of(fake_github, "octo/calendar", 2) == f"👀 the run's comment\n\n{tag}"

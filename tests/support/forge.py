@@ -107,6 +107,10 @@ class MemoryForge:
         self.edits.append((comment_id, body))
         return True
 
+    def delete_comment(self, repo: str, comment_id: int) -> None:
+        self._check("delete_comment")
+        self.comments = [c for c in self.comments if c.id != comment_id]
+
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         found = self.find_comments(repo, number, marker)
         return found[-1] if found else None
