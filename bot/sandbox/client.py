@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import queue
 import select
 import socket
 import subprocess
@@ -22,8 +21,8 @@ from typing import NoReturn
 
 from bot.core.errors import Cancelled, SandboxError
 from bot.sandbox.egress_policy import EgressPolicy
-from bot.sandbox.protocol import (ANSWER_CAP, CapReached, CommandResult, Death, HandBack, Launcher, Refused,
-                                  SandboxDied, ServerLines, Transport, overlong)
+from bot.sandbox.protocol import (ANSWER_CAP, CapReached, CommandResult, Death, HandBack, Launcher, QueuedLines,
+                                  Refused, SandboxDied, ServerLines, Transport)
 
 OUTPUT_CAP = 1024 * 1024  # bytes of command output kept by agentd (head + tail)
 GRACE_S = 30.0  # how long past a command's own timeout we wait for agentd's answer
@@ -48,7 +47,7 @@ def _reasons(raw: object) -> dict[str, str]:
     return {str(p)[:500]: str(why)[:500] for p, why in (x for x in pairs[:1000] if isinstance(x, list) and len(x) == 2)}
 
 
-class ProcessTransport:
+class ProcessTransport(QueuedLines):
     """A local child process (agentd itself, `bwrap`, or `docker exec -i`), its lines on stdin and stdout,
     or, given `listener`, on the one connection agentd makes to that unix socket.
 
@@ -58,6 +57,7 @@ class ProcessTransport:
     """
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], listener: socket.socket | None = None) -> None:
+        super().__init__()
         self._stderr = tempfile.TemporaryFile()
         try:
             self._proc = subprocess.Popen(
@@ -73,9 +73,7 @@ class ProcessTransport:
         self._channel = None if listener is None else self._accept(listener)
         self._reader = self._proc.stdout if self._channel is None else self._channel.makefile("rb")
         self._writer = self._proc.stdin if self._channel is None else self._channel.makefile("wb")
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
         self.ended = False  # agentd's channel reached its end: agentd is gone (`Launcher.death` asks)
-        self.overlong = False  # agentd sent a line past ANSWER_CAP: the channel was cut there
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _accept(self, listener: socket.socket) -> socket.socket:
@@ -120,15 +118,6 @@ class ProcessTransport:
             self._writer.flush()
         except (OSError, ValueError):
             raise SandboxError(f"the sandbox process has exited: {self.diagnostics()}") from None
-
-    def recv(self, timeout: float) -> bytes | None:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError from None
-        if line is None and self.overlong:
-            raise overlong()
-        return line
 
     @property
     def pid(self) -> int:

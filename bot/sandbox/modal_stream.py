@@ -3,25 +3,23 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 from typing import Any
 
 from bot.core.errors import SandboxError
-from bot.sandbox.protocol import ANSWER_CAP, overlong
+from bot.sandbox.protocol import ANSWER_CAP, QueuedLines
 
 CHUNK = 1024 * 1024  # below modal.io_streams.MAX_BUFFER_SIZE (2 MiB), which a stdin write must not pass
 
 
-class ModalTransport:
+class ModalTransport(QueuedLines):
     """agentd's stdin/stdout over a Modal `ContainerProcess`, read by a thread like ProcessTransport."""
 
     def __init__(self, process: Any) -> None:
+        super().__init__()
         self._proc = process
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._stderr = bytearray()
         self._error = ""
-        self.overlong = False  # agentd sent a line past ANSWER_CAP: the stream was left there
         threading.Thread(target=self._pump, daemon=True).start()
         threading.Thread(target=self._pump_stderr, daemon=True).start()
 
@@ -60,15 +58,6 @@ class ModalTransport:
         except Exception as e:
             raise SandboxError(f"the sandbox process has exited ({type(e).__name__}: {e}): "
                                f"{self.diagnostics()}") from None
-
-    def recv(self, timeout: float) -> bytes | None:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError from None
-        if line is None and self.overlong:
-            raise overlong()
-        return line
 
     def diagnostics(self) -> str:
         text = bytes(self._stderr[-2000:]).decode("utf-8", "replace").strip()

@@ -8,6 +8,7 @@ package that imports it.
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,6 +166,26 @@ def overlong() -> SandboxDied:
     sandbox (on Modal, its root can reach agentd), so it reads no further than that, and starts a new one."""
     return SandboxDied(Death(f"agentd sent a line of more than {ANSWER_CAP // (1024 * 1024)} MB, more than any "
                              "answer of its; the host stopped reading it"))
+
+
+class QueuedLines:
+    """The reading half of a transport: agentd's lines, put on `_lines` by the transport's pump thread (None once
+    the channel ended, `overlong` set first when it ended at a line past `ANSWER_CAP`), taken by `recv`."""
+
+    def __init__(self) -> None:
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self.overlong = False
+
+    def recv(self, timeout: float) -> bytes | None:
+        """The next line; None once the channel ended; TimeoutError past `timeout`; `overlong()` raised when it
+        ended at a line past the cap."""
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is None and self.overlong:
+            raise overlong()
+        return line
 
 
 class Transport(Protocol):
