@@ -63,12 +63,17 @@ class Tracker:
 
     def start(self, number: int, tag: str) -> None:
         """Post the comment on issue or pull request `number` (or edit the one found): unlike later edits, a
-        failure here raises, since it says the token cannot write to the issue."""
+        failure here raises, since it says the token cannot write to the issue. A comment found but gone when
+        edited (a racing queue note took its post back, or someone deleted it) is posted anew."""
         text = self.text()
+        if self.comment_id is not None:
+            try:
+                self.forge.edit_comment(self.repo, self.comment_id, text)
+            except Exception as e:  # noqa: BLE001 - posting says whether the token can write at all
+                log.warning("could not edit comment %s on %s (%s); posting a new one", self.comment_id, self.repo, e)
+                self.comment_id = None
         if self.comment_id is None:
             self.comment_id = post_marked(self.forge, self.repo, number, text, tag, over_older=True)
-        else:
-            self.forge.edit_comment(self.repo, self.comment_id, text)
         self.last_text, self.edited_at, self.edits = text, self.clock(), 1
 
     def text(self) -> str:

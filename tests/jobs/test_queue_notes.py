@@ -166,3 +166,15 @@ def test_a_queue_note_posted_after_the_runs_comment_is_taken_back_and_leaves_it_
     kept = post_marked(forge, "octo/calendar", 2, f"⏳ queued\n\n{tag}", tag, over_older=False)
     assert kept == runs
     assert comment_of(fake_github, "octo/calendar", 2) == f"👀 the run's comment\n\n{tag}"
+
+
+def test_a_runs_comment_gone_when_it_starts_is_posted_anew(fake_github, forge: GitHubForge) -> None:
+    """The run found a comment (a queue note posted twice by two processes, say) that its writer then took back:
+    the run posts its own instead of failing."""
+    tag = marker("run", "job-7")
+    found = forge.post_comment("octo/calendar", 3, f"⏳ queued\n\n{tag}", tag)
+    forge.delete_comment("octo/calendar", found)
+    tracker = Tracker(forge, "octo/calendar", found, footer=f"the run's footer\n\n{tag}")
+    tracker.start(3, tag)
+    assert tracker.comment_id != found and forge.find_comments("octo/calendar", 3, tag) == [tracker.comment_id]
+    assert "**Preparing the workspace**" in comment_of(fake_github, "octo/calendar", 3)

@@ -69,6 +69,7 @@ def test_two_servers_and_two_workers_run_each_job_once(env, fake_github, fake_an
         wait_for(lambda: store.counts()["done"] + store.counts()["failed"] == ISSUES, timeout=WAIT_S,
                  what=f"{ISSUES} jobs to finish")
         jobs = store.runs(1000)
+        assert [(job.key, job.error) for job in jobs if job.state != "done"] == []
         assert store.counts() == {"queued": 0, "running": 0, "done": ISSUES, "failed": 0}
         assert sorted(job.key for job in jobs) == sorted(f"{OWNER}/{NAME}#{n}".lower() for n in numbers)
         assert all(job.attempts == 1 for job in jobs)
