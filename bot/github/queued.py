@@ -43,12 +43,13 @@ def may_note(work: Work, forge: Forge) -> bool:
 
 def tell(forge: Forge, work: Work, marker: str, line: str, comment_id: int | None) -> int:
     """Post the queued comment of `work` (marked `marker`), or edit it to `line` when it is `comment_id` or
-    can be found by its marker; returns its id."""
+    can be found by its marker; returns its id. An edit is optional (tried once, while the account's writes have
+    room): retried after a failure, it could land after the job's run, claimed meanwhile, wrote over it."""
     assert work.number is not None, "only work on an issue or a pull request is told it waits"
     text = queued_text(line, marker)
     if comment_id is None:
         comment_id = forge.find_comment(work.repo, work.number, marker)
     if comment_id is None:  # an older one found after the post is the run's: it goes on saying how the run stands
         return post_marked(forge, work.repo, work.number, text, marker, over_older=False)
-    forge.edit_comment(work.repo, comment_id, text)
+    forge.edit_comment(work.repo, comment_id, text, optional=True)
     return comment_id

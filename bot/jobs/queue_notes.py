@@ -10,9 +10,11 @@ at most `MAX_WRITES` comments, front of the queue first, the rest at the next pa
 content-creating requests per installation (80 a minute, 500 an hour:
 https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#about-secondary-rate-limits),
 and a long queue must not spend them. A failed write is logged and never stops the thread: the next
-change writes the comment again, and the job's own tracking comment replaces it when it starts (a pass that edits a comment in the moment its job is
-claimed may leave the queued line there until the run's next phase edits it, within seconds; one that posts
-a comment in that moment leaves no second one: of two with one mark the older is kept, `post_marked`).
+change writes the comment again, and the job's own tracking comment replaces it when it starts.
+
+A pass can write in the moment its job is claimed. An edit then may leave the queued line there until the
+run's next phase edits it, within seconds; it is tried once, never retried, since a retry could land after
+the run's result. A post leaves no second comment: of two with one mark the older is kept (`post_marked`).
 """
 
 from __future__ import annotations

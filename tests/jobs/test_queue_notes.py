@@ -3,6 +3,7 @@ why it waits, the comment changes only when that does, and the job's run finds i
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -178,3 +179,31 @@ def test_a_runs_comment_gone_when_it_starts_is_posted_anew(fake_github, forge: G
     tracker.start(3, tag)
     assert tracker.comment_id != found and forge.find_comments("octo/calendar", 3, tag) == [tracker.comment_id]
     assert "**Preparing the workspace**" in comment_of(fake_github, "octo/calendar", 3)
+
+
+def test_a_queue_note_edit_that_failed_never_lands_over_the_run_that_started_meanwhile(
+        store_factory: StoreFactory, fake_github, forge: GitHubForge) -> None:
+    """GitHub answered the edit of a waiting job's comment 502, and the job was claimed before a retry could go:
+    the issue ends showing the run's result, not that the job is queued."""
+    store = store_factory(lease_s=60)
+    for number in (1, 2):
+        enqueue(store, Issue("octo/calendar", number, "alice"))
+    notes = QueueNotes(store, forge)
+    assert notes.tell() == 2
+    first = store.claim("w1")
+    assert first is not None
+    second = store.snapshot().queued[0]
+    tag = marker("run", tag_of(second))
+    note = forge.find_comment("octo/calendar", 2, tag)
+    fake_github.inject("PATCH", rf"/issues/comments/{note}$", 502)
+    telling = threading.Thread(target=notes.tell)
+    telling.start()  # the second job moved up to 1st: its comment is edited, and GitHub fails it
+    deadline = time.monotonic() + 10
+    while not [r for r in fake_github.calls("PATCH") if r.status == 502] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.claim("w2") is not None
+    tracker = Tracker(forge, "octo/calendar", forge.find_comment("octo/calendar", 2, tag), footer=tag)
+    tracker.start(2, tag)
+    tracker.finish("✅ Nothing to change.")
+    telling.join(30)
+    assert comment_of(fake_github, "octo/calendar", 2) == f"✅ Nothing to change.\n\n{tag}"
