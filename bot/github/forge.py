@@ -147,13 +147,14 @@ class GitHubForge:
         self._call(make, writes=repo)  # adding the same reaction twice is harmless on GitHub
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
-        """The newest comment on issue/PR `number` that we wrote and whose body contains `marker`.
+        """The oldest comment on issue/PR `number` that we wrote and whose body contains `marker`: of two that
+        racing writers posted, the one they keep (`post_marked` in bot/github/tracking.py deletes the newer).
 
         Only our own comments count: anyone who may comment can copy a marker into theirs, to hide
         what we would post or to have us edit their comment.
         """
         found = self.find_comments(repo, number, marker)
-        return found[-1] if found else None
+        return found[0] if found else None
 
     def find_comments(self, repo: str, number: int, marker: str) -> list[int]:
         """Every comment on issue/PR `number` that we wrote and whose body contains `marker`, oldest first."""
@@ -164,7 +165,7 @@ class GitHubForge:
         def fetch() -> tuple[int, str, str] | None:
             comments = list(self._gh(repo).get_repo(repo).get_issue(number).get_comments())
             ids = self._ours(comments, marker)
-            found = next((c for c in comments if ids and c.id == ids[-1]), None)
+            found = next((c for c in comments if ids and c.id == ids[0]), None)
             return (found.id, found.body or "", found.html_url) if found is not None else None
         return self._call(fetch)
 

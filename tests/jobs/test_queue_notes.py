@@ -207,3 +207,18 @@ def test_a_queue_note_edit_that_failed_never_lands_over_the_run_that_started_mea
     tracker.finish("✅ Nothing to change.")
     telling.join(30)
     assert comment_of(fake_github, "octo/calendar", 2) == f"✅ Nothing to change.\n\n{tag}"
+
+
+def test_a_run_starting_while_two_notes_race_writes_its_result_into_the_one_kept(
+        fake_github, forge: GitHubForge) -> None:
+    """Two processes posted a job's queue note at once; the newer writer is about to take its post back when
+    the run looks for its comment. The run takes the older, the one kept, and its result shows on the issue."""
+    tag = marker("run", "job-5")
+    kept = forge.post_comment("octo/calendar", 4, f"⏳ queued: 3rd in line\n\n{tag}", tag)
+    taken_back = forge.post_comment("octo/calendar", 4, f"⏳ queued: 2nd in line\n\n{tag}", tag)
+    tracker = Tracker(forge, "octo/calendar", forge.find_comment("octo/calendar", 4, tag), footer=tag)
+    tracker.start(4, tag)
+    forge.delete_comment("octo/calendar", taken_back)  # as post_marked does: an older one with the mark exists
+    tracker.finish("✅ Nothing to change.")
+    assert tracker.comment_id == kept
+    assert comment_of(fake_github, "octo/calendar", 4) == f"✅ Nothing to change.\n\n{tag}"

@@ -113,11 +113,11 @@ class MemoryForge:
 
     def find_comment(self, repo: str, number: int, marker: str) -> int | None:
         found = self.find_comments(repo, number, marker)
-        return found[-1] if found else None
+        return found[0] if found else None
 
     def comment_text(self, repo: str, number: int, marker: str) -> tuple[int, str, str] | None:
         found = [c for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
-        return (found[-1].id, found[-1].body, f"{WEB}/{repo}/issues/{number}#issuecomment-{found[-1].id}") \
+        return (found[0].id, found[0].body, f"{WEB}/{repo}/issues/{number}#issuecomment-{found[0].id}") \
             if found else None
 
     def find_comments(self, repo: str, number: int, marker: str) -> list[int]:
