@@ -21,7 +21,7 @@ from tests.conftest import git
 from tests.sandbox.conftest import require
 from tests.support.cli import DECODE, buggy_repo, printed  # noqa: F401 (fixture)
 
-LONG = "sleep 67"  # a command no other test runs: the killer finds its process by it
+LONG = f"sleep 67.{os.getpid()}"  # run by this test process only: its killer kills no other worker's sandbox
 
 EDIT_LONG_FIX = [
     [{"type": "tool_use", "name": "bash", "input": {"command": "echo partial > NOTES.md"}}],
