@@ -49,7 +49,7 @@ def tell(forge: Forge, work: Work, marker: str, line: str, comment_id: int | Non
     text = queued_text(line, marker)
     if comment_id is None:
         comment_id = forge.find_comment(work.repo, work.number, marker)
-    if comment_id is None:  # an older one found after the post is the run's: it goes on saying how the run stands
+    if comment_id is None:  # an older one found after the post (the run's, or another process's note) is kept
         return post_marked(forge, work.repo, work.number, text, marker, over_older=False)
     forge.edit_comment(work.repo, comment_id, text, optional=True)
     return comment_id

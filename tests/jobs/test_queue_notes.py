@@ -199,8 +199,9 @@ def test_a_queue_note_edit_that_failed_never_lands_over_the_run_that_started_mea
     telling = threading.Thread(target=notes.tell)
     telling.start()  # the second job moved up to 1st: its comment is edited, and GitHub fails it
     deadline = time.monotonic() + 10
-    while not [r for r in fake_github.calls("PATCH") if r.status == 502] and time.monotonic() < deadline:
+    while not (failed := [r for r in fake_github.calls("PATCH") if r.status == 502]) and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert failed, "GitHub failed the queue note's edit"
     assert store.claim("w2") is not None
     tracker = Tracker(forge, "octo/calendar", forge.find_comment("octo/calendar", 2, tag), footer=tag)
     tracker.start(2, tag)
