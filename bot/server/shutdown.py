@@ -1,14 +1,17 @@
-"""How `decode serve` and `decode worker` answer SIGTERM and SIGINT: the process's signals, in one place.
+"""How `decode serve` and `decode worker` answer SIGTERM, SIGINT and SIGUSR1: the process's signals, in one place.
 
 The first signal starts the graceful stop on a thread of its own, so the handler returns at once: no new
 claims, running jobs get their grace period, the rest are released to run again (`LeaseRunner.stop`). A
 second signal ends the process at once (the kernel's default action for it); the jobs it still ran run again once
 their leases expire.
+SIGUSR1 writes every thread's stack to stderr (the log) and changes nothing else: how an operator sees where a
+server that stopped making progress waits. A stack holds file, line and function names only, never a value.
 The runner itself knows nothing of signals: the Modal control app stops its runner its own way.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import threading
@@ -32,7 +35,8 @@ class Signalled:
 
 def on_shutdown(stop: Callable[[str], None]) -> Signalled:
     """Make SIGTERM and SIGINT call `stop(the signal's name)` on a thread of its own; a second signal ends
-    the process immediately. Call from the main thread; the answer names the first signal once it came.
+    the process immediately; SIGUSR1 dumps every thread's stack to stderr. Call from the main thread; the answer
+    names the first signal once it came.
 
     The first signal hands both signals back to the kernel's default, so the second one kills the process
     whatever its main thread is doing: a Python handler would run only once the main thread next runs
@@ -49,4 +53,5 @@ def on_shutdown(stop: Callable[[str], None]) -> Signalled:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     return signalled

@@ -121,7 +121,13 @@ def test_sixteen_jobs_at_once_all_finish_in_docker_sandboxes(env, fake_github, t
     try:
         with ThreadPoolExecutor(16) as pool:
             assert set(pool.map(lambda n: server.post("issues", labeled(fake_github, n)), numbers)) == {202}
-        wait_for(lambda: len(fake_github.pulls(OWNER, NAME)) == 16, timeout=300, what="16 pull requests")
+        try:  # within pytest's 300 s, so a stuck job says where it waits
+            wait_for(lambda: len(fake_github.pulls(OWNER, NAME)) == 16, timeout=240, what="16 pull requests")
+        except AssertionError:
+            done = {int(p["head"]["ref"].split("-")[1]) for p in fake_github.pulls(OWNER, NAME)}
+            late = {n: [line for c in fake_github.comments(OWNER, NAME, n) for line in c["body"].splitlines()
+                        if "⏳" in line] for n in numbers if n not in done}  # the step each is at
+            raise AssertionError(f"no pull request for {late}\n{server.stacks()}") from None
     finally:
         assert server.stop() == 0
     heads = {p["head"]["ref"] for p in fake_github.pulls(OWNER, NAME)}

@@ -1,5 +1,5 @@
-"""The process's answer to SIGTERM and SIGINT (bot/server/shutdown.py), in a real child process: the first
-signal starts the stop on a thread of its own, a second exits at once."""
+"""The process's answer to SIGTERM, SIGINT and SIGUSR1 (bot/server/shutdown.py), in a real child process: the
+first stopping signal starts the stop on a thread of its own, a second exits at once; SIGUSR1 dumps the stacks."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ time.sleep(60)
 
 def child() -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", STOPPING], env=env, text=True, stdout=subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-c", STOPPING], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
 
 
 @pytest.mark.parametrize("first, second", [(signal.SIGTERM, signal.SIGTERM), (signal.SIGINT, signal.SIGTERM)])
@@ -38,5 +39,21 @@ def test_the_first_signal_stops_on_a_thread_and_a_second_exits_at_once(first, se
         assert proc.stdout.readline().split() == ["stopping", first.name, "shutdown"]
         proc.send_signal(second)
         assert proc.wait(timeout=10) == -second  # killed by it: a shell shows 128 + its number
+    finally:
+        proc.kill()
+
+
+def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on():
+    proc = child()
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stdout.readline().split() == ["stopping", "SIGTERM", "shutdown"]
+        proc.send_signal(signal.SIGUSR1)
+        dump = []
+        while not ("in stop" in "".join(dump) and "line 9 in <module>" in "".join(dump)) and len(dump) < 20:
+            dump.append(proc.stderr.readline())  # both threads, whichever the kernel handed the signal to
+        assert "in stop" in "".join(dump) and 'File "<string>", line 9 in <module>' in "".join(dump), dump
+        assert proc.poll() is None  # a dump, not a stop
     finally:
         proc.kill()

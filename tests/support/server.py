@@ -64,6 +64,15 @@ class Server:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
+    def stacks(self) -> str:
+        """The log's last lines, then every thread's stack (SIGUSR1, bot/server/shutdown.py): where a stuck
+        server waits, for a test's failure message."""
+        before = self.log.stat().st_size
+        self.proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        log = self.log.read_bytes().decode(errors="replace")
+        return "\n".join(log[:before].splitlines()[-60:]) + "\n--- stacks ---\n" + log[before:]
+
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=60)
