@@ -121,12 +121,17 @@ def test_sixteen_jobs_at_once_all_finish_in_docker_sandboxes(env, fake_github, t
     try:
         with ThreadPoolExecutor(16) as pool:
             assert set(pool.map(lambda n: server.post("issues", labeled(fake_github, n)), numbers)) == {202}
-        try:  # within pytest's 300 s, so a stuck job says where it waits
-            wait_for(lambda: len(fake_github.pulls(OWNER, NAME)) == 16, timeout=240, what="16 pull requests")
+        def ended() -> bool:  # every pull request there, or a run failed (no pull request will come for it)
+            failed = any("❌" in c["body"] for n in numbers for c in fake_github.comments(OWNER, NAME, n))
+            return failed or len(fake_github.pulls(OWNER, NAME)) == 16
+
+        try:  # within pytest's 300 s, so a stuck or failed job says where it was
+            wait_for(ended, timeout=240, what="16 pull requests")
+            assert len(fake_github.pulls(OWNER, NAME)) == 16
         except AssertionError:
             done = {int(p["head"]["ref"].split("-")[1]) for p in fake_github.pulls(OWNER, NAME)}
-            late = {n: [line for c in fake_github.comments(OWNER, NAME, n) for line in c["body"].splitlines()
-                        if "⏳" in line] for n in numbers if n not in done}  # the step each is at
+            late = {n: [c["body"].split("<!--")[0][:400] for c in fake_github.comments(OWNER, NAME, n)]
+                    for n in numbers if n not in done}
             raise AssertionError(f"no pull request for {late}\n{server.stacks()}") from None
     finally:
         assert server.stop() == 0
