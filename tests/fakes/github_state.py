@@ -390,28 +390,34 @@ class GitHubState:
                 subprocess.run(["git", "fetch", "-q", "--no-tags", str(head.path), *specs], cwd=base.path,
                                env=GIT_ENV, capture_output=True)
 
-    # -- accessors (plain dicts, as the REST API renders them) -------------------------------------------
+    # -- accessors (plain dicts, as the REST API renders them), under the lock: a test reads while the
+    # server's request threads write, and a dict that grows under an iteration fails it
     def issue(self, owner: str, repo: str, number: int) -> dict:
-        return rest.render_issue(self, self.repo(owner, repo), number)
+        with self.lock:
+            return rest.render_issue(self, self.repo(owner, repo), number)
 
     def pull(self, owner: str, repo: str, number: int) -> dict:
-        return rest.render_pull(self, self.repo(owner, repo), number)
+        with self.lock:
+            return rest.render_pull(self, self.repo(owner, repo), number)
 
     def pulls(self, owner: str, repo: str, state: str = "all") -> list[dict]:
-        r = self.repo(owner, repo)
-        return [self.pull(owner, repo, n) for n in sorted(r.pulls)
-                if state == "all" or r.issues[n]["state"] == state]
+        with self.lock:
+            r = self.repo(owner, repo)
+            return [self.pull(owner, repo, n) for n in sorted(r.pulls)
+                    if state == "all" or r.issues[n]["state"] == state]
 
     def comments(self, owner: str, repo: str, number: int) -> list[dict]:
         """Issue comments on issue or pull request `number`, oldest first."""
         key = f"{owner}/{repo}".lower()
-        return [rest.render_comment(self, c) for c in self.issue_comments.values()
-                if (c["repo"], c["number"]) == (key, number)]
+        with self.lock:
+            return [rest.render_comment(self, c) for c in self.issue_comments.values()
+                    if (c["repo"], c["number"]) == (key, number)]
 
     def review_comments_on(self, owner: str, repo: str, number: int) -> list[dict]:
         key = f"{owner}/{repo}".lower()
-        return [rest.render_review_comment(self, c) for c in self.review_comments.values()
-                if (c["repo"], c["number"]) == (key, number)]
+        with self.lock:
+            return [rest.render_review_comment(self, c) for c in self.review_comments.values()
+                    if (c["repo"], c["number"]) == (key, number)]
 
     def reactions(self, owner: str, repo: str, *, issue: int | None = None, comment: int | None = None,
                   review_comment: int | None = None) -> list[dict]:
@@ -420,4 +426,5 @@ class GitHubState:
             subject = ("issue", f"{owner}/{repo}".lower(), issue)
         else:
             subject = ("comment", comment) if comment is not None else ("review_comment", review_comment)
-        return [rest.render_reaction(self, x) for x in self.reaction_list if x["subject"] == subject]
+        with self.lock:
+            return [rest.render_reaction(self, x) for x in self.reaction_list if x["subject"] == subject]
