@@ -65,13 +65,16 @@ class Server:
         self.proc.wait()
 
     def stacks(self) -> str:
-        """The log's last lines, then every thread's stack (SIGUSR1, bot/server/shutdown.py): where a stuck
-        server waits, for a test's failure message."""
+        """The log's warnings and errors, its last lines, then every thread's stack (SIGUSR1,
+        bot/server/shutdown.py): what went wrong and where a stuck server waits, for a test's failure message."""
         before = self.log.stat().st_size
         self.proc.send_signal(signal.SIGUSR1)
         time.sleep(2)
         log = self.log.read_bytes().decode(errors="replace")
-        return "\n".join(log[:before].splitlines()[-60:]) + "\n--- stacks ---\n" + log[before:]
+        lines = log[:before].splitlines()
+        wrong = [line for line in lines if '"level": "warning"' in line or '"level": "error"' in line]
+        return "\n".join(["--- warnings and errors ---", *wrong[:30], "--- the last lines ---", *lines[-40:],
+                          "--- stacks ---", log[before:]])
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
