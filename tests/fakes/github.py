@@ -276,17 +276,18 @@ class FakeGitHub(GitHubState):
         if fault is not None and not fault.apply:
             return fault.status, {k: v() if callable(v) else v for k, v in fault.headers.items()}, b""
         writing = request.path.endswith("git-receive-pack") or request.query.get("service") == "git-receive-pack"
-        try:
-            token = self.authenticate(request.headers.get("authorization", ""), basic=True)
-        except ApiError:
-            return 401, {"www-authenticate": 'Basic realm="GitHub"'}, b""
-        repo = self.repos.get(f"{owner}/{name}".lower())
-        if repo is None or not token.reaches(repo.full_name) or (repo.private and self.role(repo, token.login) == "none"
-                                                                 and not token.bot):
-            return 404, {"content-type": "text/plain"}, b"Repository not found.\n"
-        if writing and not self.may_push(repo, token, pushed_refs(raw) if request.method == "POST" else None):
-            return 403, {"content-type": "text/plain"}, \
-                f"Permission to {repo.full_name}.git denied to {token.login}.\n".encode()
+        with self.lock:  # the state REST requests change on other threads (may_push reads every pull request)
+            try:
+                token = self.authenticate(request.headers.get("authorization", ""), basic=True)
+            except ApiError:
+                return 401, {"www-authenticate": 'Basic realm="GitHub"'}, b""
+            repo = self.repos.get(f"{owner}/{name}".lower())
+            if repo is None or not token.reaches(repo.full_name) or (
+                    repo.private and self.role(repo, token.login) == "none" and not token.bot):
+                return 404, {"content-type": "text/plain"}, b"Repository not found.\n"
+            if writing and not self.may_push(repo, token, pushed_refs(raw) if request.method == "POST" else None):
+                return 403, {"content-type": "text/plain"}, \
+                    f"Permission to {repo.full_name}.git denied to {token.login}.\n".encode()
         workflows = "1" if token.permissions.get("workflows") == "write" or not token.bot else "0"
         status, headers, payload = http_backend(self.root, request.method, target, request.headers, raw,
                                                 extra_env={"FAKE_GITHUB_WORKFLOWS": workflows})
