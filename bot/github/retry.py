@@ -4,8 +4,10 @@ Retried: 5xx, lost connections and timeouts, and rate limits, which GitHub
 answers with 429 or with 403 plus `Retry-After` (secondary limits) or
 `x-ratelimit-remaining: 0` and `x-ratelimit-reset` (primary limits); see
 https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit
-Any other 4xx is a logic error and is raised at once; no answer at all (a
-refused connection, DNS) is tried only `unreachable_attempts` times, briefly.
+Any other 4xx is a logic error and is raised at once; no connection at all (a
+refused connection, DNS, a connect timeout) is tried only `unreachable_attempts`
+times, briefly. An answer that is late (a read timeout) comes from a GitHub that
+was reached and is slow, and gets every attempt with the backoff, like a 5xx.
 A wait GitHub names is waited out whole (up to `MAX_ASKED_S`) and said in
 the log: trying earlier is refused again and counts against the integration.
 PyGithub's own retry is turned off so that this is the only policy.
@@ -47,8 +49,9 @@ def _rate_limited(exc: GithubException) -> bool:
 
 
 def unreachable(exc: BaseException | None) -> bool:
-    """No answer at all (refused, DNS, timeout): retried briefly, since a wrong GITHUB_API_URL never heals."""
-    return isinstance(exc, (requests.ConnectionError, requests.Timeout))
+    """No connection at all (refused, DNS, a connect timeout, which requests counts as a ConnectionError too):
+    retried briefly, since a wrong GITHUB_API_URL never heals. A read timeout is not one: GitHub was reached."""
+    return isinstance(exc, requests.ConnectionError)
 
 
 def rate_limit(exc: BaseException | None) -> str | None:

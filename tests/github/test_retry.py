@@ -1,11 +1,13 @@
 """The one GitHub retry policy, against the fake GitHub's injected faults."""
 
 import pytest
+import requests
 from github import GithubException
 
 from bot.github.auth import AppCredentials, TokenCredentials
 from bot.github.forge import GitHubForge
 from bot.github.retry import GitHubRetry
+from tests.support.server import free_port
 
 
 @pytest.fixture
@@ -44,6 +46,29 @@ def test_retries_are_bounded(fake_github, forge):
     with pytest.raises(GithubException):
         forge.issue("octo/r", number)
     assert len(forge.sleeps) == forge.retry.attempts - 1
+
+
+def test_a_slow_answer_gets_every_attempt_and_a_refused_connection_three(fake_github, forge):
+    fake_github.latency_s = 1.0
+    asked: list[int] = []
+
+    def ask() -> int:
+        asked.append(1)
+        if len(asked) == forge.retry.attempts:
+            fake_github.latency_s = 0.0  # GitHub answers in time at last
+        return requests.get(fake_github.api_url + "/repos/octo/r", timeout=0.3,
+                            headers={"authorization": f"token {fake_github.token}"}).status_code
+
+    assert forge.retry.call(ask) == 200 and len(asked) == forge.retry.attempts
+    refused: list[int] = []
+
+    def knock() -> int:
+        refused.append(1)
+        return requests.get(f"http://127.0.0.1:{free_port()}/", timeout=0.3).status_code
+
+    with pytest.raises(requests.ConnectionError):
+        forge.retry.call(knock)
+    assert len(refused) == forge.retry.unreachable_attempts == 3  # a wrong GITHUB_API_URL is said soon
 
 
 def test_a_lost_answer_to_a_comment_does_not_double_it(fake_github, forge):
