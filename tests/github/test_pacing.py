@@ -88,9 +88,9 @@ def test_many_runs_tracking_comments_together_stay_within_githubs_limit(world):
     for i, tracker in enumerate(trackers):
         tracker.start(number, f"<!-- run {i} -->")
 
-    def busy(tracker: Tracker) -> None:
-        tracker.move("agent")
-        deadline = time.monotonic() + 3.0
+    def busy(tracker: Tracker) -> None:  # the 8 posts and 8 moves fill the first window (the window counts 3 s:
+        tracker.move("agent")             # 2 s and the margin), so progress (half the window) goes in the next
+        deadline = time.monotonic() + 6.0
         while time.monotonic() < deadline:
             tracker.on_event({"type": "model_response", "turn": tracker.turn + 1, "cost_usd": 0.01})
             time.sleep(0.01)
