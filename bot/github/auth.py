@@ -98,18 +98,25 @@ class AppCredentials:
         self._retry = retry or GitHubRetry()
         self._integration = GithubIntegration(auth=Auth.AppAuth(app_id, private_key), base_url=api_url, retry=None)
         self._tokens: dict[str, tuple[str, datetime]] = {}
-        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}  # one per repository: a slow mint holds only its own
+        self._lock = threading.Lock()  # guards `_locks` and `minted`
         self._slug: str | None = None
         self.minted = 0
 
     def token_for(self, repo: str) -> str:
+        """A token for `repo`, cached until `REFRESH_MARGIN` before it expires. Minted under the repository's own
+        lock: the workers of one repository mint once between them, and a mint that GitHub is slow to answer (its
+        retries can take minutes) keeps no other repository's job waiting."""
         with self._lock:
+            lock = self._locks.setdefault(repo, threading.Lock())
+        with lock:
             cached = self._tokens.get(repo)
             if cached and cached[1] - REFRESH_MARGIN > datetime.now(timezone.utc):
                 return cached[0]
             token, expires = self._retry.call(lambda: self._mint(repo))
             self._tokens[repo] = (token, expires)
-            self.minted += 1
+            with self._lock:
+                self.minted += 1
             return token
 
     def _mint(self, repo: str) -> tuple[str, datetime]:

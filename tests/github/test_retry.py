@@ -1,5 +1,7 @@
 """The one GitHub retry policy, against the fake GitHub's injected faults."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import requests
 from github import GithubException
@@ -86,3 +88,20 @@ def test_installation_tokens_are_cached_per_repository(fake_github):
     assert creds.token_for("octo/r") == first and len(fake_github.minted) == 1
     assert creds.token_for("octo/other") != first and len(fake_github.minted) == 2
     assert creds.bot_login() == "decode-bot[bot]"
+
+
+def test_a_slow_mint_for_one_repository_keeps_no_other_waiting(fake_github):
+    fake_github.add_repo("octo", "r", {"a.txt": "a\n"})
+    fake_github.add_repo("octo", "other", {"a.txt": "a\n"})
+    creds = AppCredentials(str(fake_github.app_id), fake_github.private_key_pem, fake_github.api_url)
+    pause = fake_github.pause("GET", r"^/repos/octo/r/installation$")  # GitHub slow to answer for octo/r
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(creds.token_for, "octo/r")
+        assert pause.reached.wait(10)
+        other = pool.submit(creds.token_for, "octo/other")
+        try:
+            assert other.result(timeout=10) and not slow.done()  # minted while octo/r's mint still waits
+        finally:
+            pause.release(drop=False)
+        assert slow.result(timeout=10) != other.result()
+    assert len(fake_github.minted) == 2
