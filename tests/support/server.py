@@ -70,11 +70,11 @@ class Server:
         before = self.log.stat().st_size
         self.proc.send_signal(signal.SIGUSR1)
         time.sleep(2)
-        log = self.log.read_bytes().decode(errors="replace")
-        lines = log[:before].splitlines()
+        data = self.log.read_bytes()  # split at the byte offset: the log has multi-byte characters
+        lines, dump = data[:before].decode(errors="replace").splitlines(), data[before:].decode(errors="replace")
         wrong = [line for line in lines if '"level": "warning"' in line or '"level": "error"' in line]
         return "\n".join(["--- warnings and errors ---", *wrong[:30], "--- the last lines ---", *lines[-40:],
-                          "--- stacks ---", log[before:]])
+                          "--- stacks ---", dump])
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
