@@ -235,10 +235,12 @@ class Pool:
 
 
 def close_server(server: Any) -> None:
-    """End waitress's loop from any thread: its trigger runs the close on the loop's own thread, and
-    `server.run()` returns once no socket is left."""
+    """End waitress's loop from any thread: the requests it is serving finish first (up to 5 s, as waitress's own
+    `close` waits: their answers go out through the trigger), then the trigger runs the close on the loop's own
+    thread, and `server.run()` returns once no socket is left."""
     from waitress import wasyncore
 
+    server.task_dispatcher.shutdown()
     try:
         server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
     except OSError:  # the trigger is closed: the loop has already ended (a second signal, or run() returned)
