@@ -327,6 +327,22 @@ def test_a_failed_job_is_recorded_as_failed(modal_app, store_factory: StoreFacto
     assert job.result["exit_code"] == 1  # the whole conclusion is kept, failed or not
 
 
+def test_a_call_that_asks_to_run_later_is_spawned_again_after_a_lease_as_a_new_attempt(
+        modal_app, store_factory: StoreFactory):
+    store = store_factory(lease_s=0.3)
+    run_job = RunJob(result=RunResult("job-1", "failed", error="GitHub did not answer: 502", exit_code=1,
+                                      retry_later=True).to_json())
+    runner = dispatcher(modal_app, store, run_job)
+    job_id = enqueue(store, "d-1")
+    sweep_until(runner, lambda: store.job(job_id).error is not None)
+    deferred = store.job(job_id)
+    assert (deferred.state, deferred.call_id, run_job.spawned) == ("running", None, [job_id])
+    run_job.result = SUCCESS
+    sweep_until(runner, lambda: store.job(job_id).state == "done")
+    assert run_job.spawned == [job_id, job_id] and store.job(job_id).attempts == 2
+    assert run_job.calls[1].object_id != run_job.calls[0].object_id  # a new call, not the one that returned
+
+
 def test_a_job_whose_spawn_failed_is_dispatched_by_the_next_sweep(modal_app, store_factory: StoreFactory):
     store = store_factory(lease_s=60)
     run_job = RunJob(hold=True)

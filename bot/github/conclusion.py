@@ -37,17 +37,17 @@ class Conclusion:
 
     @classmethod
     def of_job(cls, state: str, message: str, *, ran: Ran | None = None, error: Exception | None = None,
-               pr_url: str | None = None, branch: str | None = None) -> Conclusion:
+               pr_url: str | None = None, branch: str | None = None, retry_later: bool = False) -> Conclusion:
         """A job that decided its own end: no run (skipped, refused, labels, an allow pull request), a plan
         run's answer, or a run whose publishing failed (`error`). A failed one exits 1, or 2 when `error` is a
         setting or input to fix, and its result's `error` is the message's first line; any other exits as its
-        run did (0 without one)."""
+        run did (0 without one). `retry_later`: it failed before it did anything, and may succeed later."""
         code = (2 if isinstance(error, ConfigError) else 1) if state == "failed" else \
             ran.result.exit_code if ran is not None else 0
         why = (message or "failed").splitlines()[0].removeprefix("❌ ") if state == "failed" else None
         if ran is None:
-            return cls(RunResult(run_id="", state=state, pr_url=pr_url, branch=branch, error=why, exit_code=code),
-                       message)
+            return cls(RunResult(run_id="", state=state, pr_url=pr_url, branch=branch, error=why, exit_code=code,
+                                 retry_later=retry_later), message)
         result = replace(ran.result, state=state, pr_url=pr_url, branch=branch, error=why, exit_code=code)
         return cls(result, message, replace(ran, result=result))
 

@@ -39,6 +39,7 @@ from bot.github.publish import answer_threads, publish
 from bot.github.task_text import ci_task_text
 from bot.github.tracking import Tracker
 from bot.github.triggers import may_trigger, refusal_text
+from bot.github.retry import is_transient
 from bot.github.resume import PullState, continues_marker, note_of, read_state, record_run, resumable
 from bot.github.work import (
     Allow, CheckSuite, Continue, Dispatch, Go, Labels, Review, Work, asked_by, reaction_target,
@@ -106,6 +107,9 @@ def run_github_job(ctx: JobContext, parts: JobParts) -> Conclusion:
             if admitted.track else None
         check = start_check_run(forge, work, ctx.tag, page or ctx.run_url)
     except Exception as e:  # noqa: BLE001 - nowhere to report it: the token or the issue is refused, or GitHub failed
+        if is_transient(e):  # nothing said or done yet: a job runner runs it again later (bot/jobs/lease.py)
+            text = redactor.redact(str(e) or type(e).__name__)
+            return Conclusion.of_job("failed", f"GitHub did not answer: {text}", error=e, retry_later=True)
         error: Exception = e
         if isinstance(e, GithubException) and e.status in (401, 403, 404):
             error = _refusal(e, work, forge, parts.github.api_url)

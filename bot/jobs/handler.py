@@ -38,10 +38,10 @@ def tag_of(job: JobRecord) -> str:
 
 
 def outcome_of(result: RunResult) -> Outcome:
-    """The lease outcome of a job's result: failed with its one-line error, or done; the store keeps the
-    result as JSON."""
+    """The lease outcome of a job's result: failed with its one-line error (deferred, when it may succeed
+    later), or done; the store keeps the result as JSON."""
     if result.state == "failed":
-        return Outcome(result=result.to_json(), error=result.error or "failed")
+        return Outcome(result=result.to_json(), error=result.error or "failed", retry_later=result.retry_later)
     return Outcome(result=result.to_json())
 
 
@@ -69,7 +69,9 @@ def job_handler(parts: JobParts, forge: Forge, record: Record | None = None, *,
         if record is not None and result.figures is not None:
             record(result)
         why = (conclusion.message.splitlines() or [""])[0] if conclusion.state in ("skipped", "failed") else ""
-        log.log(logging.ERROR if conclusion.state == "failed" else logging.INFO, "job %s: %s%s", job.id,
+        level = logging.INFO if conclusion.state != "failed" else logging.WARNING if result.retry_later else \
+            logging.ERROR  # a job that may run again later: the runner says whether it will
+        log.log(level, "job %s: %s%s", job.id,
                 conclusion.state, f": {why}" if why else f" {result.pr_url or ''}", extra=extra)
         return outcome_of(result)
 

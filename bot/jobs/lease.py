@@ -7,7 +7,8 @@ to `limit`, each started by its `Executor`: threads in this process for `decode
 serve` and `decode worker` (bot/jobs/worker.py), Modal function calls for the Modal
 control app (bot/modal_app.py). A run that dies without an outcome (`RunLost`)
 keeps its lease until it expires, so the job is claimed again by any runner on
-the store. `stop` is the graceful shutdown: no new claims, running jobs get
+the store; one that did nothing and asks to run again later (`Outcome.retry_later`: GitHub did not
+answer) is deferred the same way (`JobStore.defer`), for longer after each attempt. `stop` is the graceful shutdown: no new claims, running jobs get
 `grace_s` to finish, the rest are released to be claimed again by the next runner.
 While `hold()` gives a reason (the model's key is rejected, say), the runner claims nothing: the
 jobs wait in the store, unclaimed and with no attempt counted, and run once it gives none.
@@ -48,10 +49,12 @@ def worker_id() -> str:
 @dataclass(frozen=True)
 class Outcome:
     """How a run ended: its `result` (the job's record, when it got that far), and `error`, the one-line
-    text to record, when it failed."""
+    text to record, when it failed. A failed run that says `retry_later` is deferred while it has attempts
+    left (a lease after its first attempt, four times longer after each next), and failed with `error` after the last."""
 
     result: dict | None = None
     error: str | None = None
+    retry_later: bool = False  # the run did nothing and may succeed later (GitHub did not answer): defer it
 
 
 class RunLost(Exception):
@@ -173,6 +176,8 @@ class LeaseRunner:
             json.dumps(result)
         except (TypeError, ValueError) as e:
             state, result, error = "failed", None, str(e)
+        if state == "failed" and outcome.retry_later and job.attempts < self.store.max_attempts:
+            return self._defer(leased, error or "failed")
         try:
             if self.store.finish(job.id, leased.owner, state, result=result, error=error):
                 log.info("job %d %s in %.1f s%s", job.id, state, time.monotonic() - leased.started,
@@ -183,6 +188,19 @@ class LeaseRunner:
         except StoreError as e:
             log.error("job %d: could not record its outcome (%s); it will run again when its lease expires",
                       job.id, e, extra=ids)
+
+    def _defer(self, leased: _Leased, error: str) -> None:
+        job, ids = leased.job, ids_of(leased.job)
+        delay = self.store.lease_s * 4 ** (job.attempts - 1)  # a lease, as for a dead worker; then longer
+        try:
+            if self.store.defer(job.id, leased.owner, delay, error):
+                log.warning("job %d: %s; it runs again in %.0f s (attempt %d of %d)", job.id, error, delay,
+                            job.attempts + 1, self.store.max_attempts, extra=ids)
+            else:
+                log.warning("job %d asked to run again but its lease was lost", job.id, extra=ids)
+        except StoreError as e:
+            log.error("job %d: could not defer it (%s); it will run again when its lease expires", job.id, e,
+                      extra=ids)
 
     def _renew(self) -> None:
         every = self.store.lease_s / 3

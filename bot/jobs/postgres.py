@@ -1,7 +1,7 @@
 """The job store in PostgreSQL (DECODE_DATABASE_URL): several `decode serve` and `decode worker`
 processes, on several hosts, share one queue.
 
-The semantics are bot/jobs/sqlite.py's (its docstring); what differs is how they are kept:
+The semantics are bot/jobs/store.py's (its docstring); what differs is how they are kept:
 
 - Durability: every write is one transaction, committed with `synchronous_commit = on` (set per
   connection, whatever the server's default), so `record_delivery` returns only after the commit is
@@ -97,7 +97,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 2: the function call that runs the job (Modal), asked by whoever claims the job next.
     "ALTER TABLE jobs ADD COLUMN call_id text;",
-    # 3: the store id (bot/jobs/sqlite.py's docstring), drawn by the first open.
+    # 3: the store id (bot/jobs/store.py's docstring), drawn by the first open.
     "CREATE TABLE store (one integer PRIMARY KEY CHECK (one = 1), id text NOT NULL);",
     # 4: the fair queue (bot/jobs/sqlite_sql.py's migrations 3-7).
     """
@@ -270,6 +270,10 @@ class PostgresStore:
     def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:
         """See `bot.jobs.sqlite.Store.record_call`: a call that replaces another is an attempt."""
         return self._move("record_call", job=job_id, worker=worker_id, call=call_id)
+
+    def defer(self, job_id: int, worker_id: str, delay_s: float, error: str) -> bool:
+        """See `JobStore.defer`: held by no one until `delay_s` has passed, its recorded call forgotten."""
+        return self._move("defer", job=job_id, worker=worker_id, delay_s=delay_s, error=error)
 
     def release(self, job_id: int, worker_id: str) -> None:
         """Give a job back (graceful shutdown): queued again, this attempt not counted; a recorded call is kept."""

@@ -1,7 +1,7 @@
 """Where each queued job stands, and why it waits: what its tracking comment and the dashboard say.
 
 `line_up` is pure: from a store's `Snapshot` and its `Caps` it puts the queued jobs in the order claims
-take them (bot/jobs/sqlite.py's docstring) if no job came or ended meanwhile: the installation whose last
+take them (bot/jobs/store.py's docstring) if no job came or ended meanwhile: the installation whose last
 claim is the oldest goes first, then round by round each installation's next oldest job, so with two
 installations their jobs alternate. A job's reason is the first that holds: a run on the same issue or pull
 request is going, its repository is at its cap, its installation is at its cap, else it waits for a free

@@ -1,8 +1,7 @@
 """The durable job store: deliveries and jobs in one embedded SQLite file.
 
-The default `JobStore` (bot/jobs/store.py); with DECODE_DATABASE_URL set,
-`open_store` opens bot/jobs/postgres.py instead, with the same semantics, which
-this docstring defines for both.
+The default `JobStore` (bot/jobs/store.py, whose docstring defines the semantics of both); with
+DECODE_DATABASE_URL set, `open_store` opens bot/jobs/postgres.py instead.
 
 WAL mode with `synchronous=FULL`: a call that wrote returns only after its
 commit reached the disk, so an acknowledged delivery survives SIGKILL and power
@@ -16,36 +15,6 @@ sleeping busy handler (latency spikes to hundreds of ms under load). Concurrent
 `record_delivery` calls are group-committed: whichever caller holds the lock
 writes every pending delivery in one transaction, and each caller returns only
 after that commit.
-
-Jobs move queued -> running -> done | failed. A worker claims a job with a lease
-and extends it by heartbeats; a job whose lease expired (its worker died) is
-claimed again, up to `max_attempts` attempts, then `take_exhausted` fails it.
-At most one job per key runs under a live lease.
-
-Claims are fair across installations (`installation_of`: the App installation that delivered the job,
-else its repository's owner): a claim takes, among the installations below their cap of running jobs
-(`Caps.per_installation`, 0: none), the one whose last claim is the oldest (one never claimed first), and
-its oldest job whose repository is below its cap (`Caps.per_repo`); a job over a cap waits, queued, while
-the claim goes to the next. With two installations and work queued in both, claims alternate between them
-whatever order the jobs came in. A queued job's comment says where it stands (`note`, bot/jobs/queue.py).
-
-A job may run in a function call that outlives its worker (Modal's `run_job`):
-the worker records the call's id (`record_call`), and whoever claims the job
-next asks that call before starting the job again. So the claim of a job with a
-recorded call is not an attempt, a call that replaces another is one, a release
-keeps the call, and `take_exhausted` leaves such jobs to their claimer, which
-knows whether the call still runs (bot/jobs/lease.py).
-
-Deliveries are deduplicated twice. By delivery id: GitHub's own redeliveries
-(automatic or from the App's settings page) keep the `X-GitHub-Delivery` id. By
-body: a replay by someone who captured a signed delivery reuses its exact bytes
-(any change breaks the signature) under a new id, so the SHA-256 of the raw body
-is remembered in `bodies` and a second delivery with the same digest is a
-duplicate. The body, not a payload field such as the comment id, is the
-identity: it is what the signature covers, it needs no per-event rules, and two
-genuine deliveries never share it (a label removed and added again changes
-`updated_at`). Digests are kept for `BODY_RETENTION_S`; a body older than that
-is refused before it reaches the store, by the times it carries (bot/server/intake.py).
 
 The schema is `_SCHEMA` (`CREATE ... IF NOT EXISTS`: a file written before
 versioning gains its missing tables) and then the versioned `MIGRATIONS`, applied
@@ -289,6 +258,10 @@ class Store:
 
     def watch(self, on_job: Callable[[], None]) -> None:
         """Nothing: processes sharing a SQLite file are on one host and find new jobs at their next poll."""
+
+    def defer(self, job_id: int, worker_id: str, delay_s: float, error: str) -> bool:
+        """See `JobStore.defer`: held by no one until `delay_s` has passed, its recorded call forgotten."""
+        return self._move("defer", job=job_id, worker=worker_id, delay_s=delay_s, error=error)
 
     def release(self, job_id: int, worker_id: str) -> None:
         """Give a job back (graceful shutdown): queued again, this attempt not counted. A recorded call is kept

@@ -1,6 +1,6 @@
 """The SQL of the SQLite job store (bot/jobs/sqlite.py): its schema, its migrations and its claim.
 
-The claim's rules are bot/jobs/sqlite.py's docstring; PostgreSQL's are the same (bot/jobs/postgres.py).
+The claim's rules are bot/jobs/store.py's docstring; PostgreSQL's are the same (bot/jobs/postgres.py).
 """
 
 from __future__ import annotations

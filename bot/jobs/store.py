@@ -2,11 +2,41 @@
 
 `bot/jobs/sqlite.py` (SQLite, embedded, the default) and `bot/jobs/postgres.py`
 (PostgreSQL, when DECODE_DATABASE_URL is set) both match `JobStore` without
-inheriting from it; `bot.jobs.sqlite.open_store(settings.store)` picks one. The semantics
-(deduplication, leases, at most one running job per key, the caps and the round-robin order of claims) are
-written down once,
-in bot/jobs/sqlite.py's docstring, and checked against both by one conformance suite
-(tests/jobs/test_store.py).
+inheriting from it; `bot.jobs.sqlite.open_store(settings.store)` picks one. The semantics are written down
+once, here, and checked against both by one conformance suite (tests/jobs/test_store.py); the moves of the
+job state machine are bot/jobs/transitions.py.
+
+Jobs move queued -> running -> done | failed. A worker claims a job with a lease
+and extends it by heartbeats; a job whose lease expired (its worker died) is
+claimed again, up to `max_attempts` attempts, then `take_exhausted` fails it.
+At most one job per key runs under a live lease. A run that did nothing and asks to run again later (GitHub
+did not answer its first calls) is deferred (`defer`): it stays running, held by no one, until its lease ends
+after the delay, and is then claimed again as its next attempt, like a job whose worker died.
+
+Claims are fair across installations (`installation_of`: the App installation that delivered the job,
+else its repository's owner): a claim takes, among the installations below their cap of running jobs
+(`Caps.per_installation`, 0: none), the one whose last claim is the oldest (one never claimed first), and
+its oldest job whose repository is below its cap (`Caps.per_repo`); a job over a cap waits, queued, while
+the claim goes to the next. With two installations and work queued in both, claims alternate between them
+whatever order the jobs came in. A queued job's comment says where it stands (`note`, bot/jobs/queue.py).
+
+A job may run in a function call that outlives its worker (Modal's `run_job`):
+the worker records the call's id (`record_call`), and whoever claims the job
+next asks that call before starting the job again. So the claim of a job with a
+recorded call is not an attempt, a call that replaces another is one, a release
+keeps the call, and `take_exhausted` leaves such jobs to their claimer, which
+knows whether the call still runs (bot/jobs/lease.py).
+
+Deliveries are deduplicated twice. By delivery id: GitHub's own redeliveries
+(automatic or from the App's settings page) keep the `X-GitHub-Delivery` id. By
+body: a replay by someone who captured a signed delivery reuses its exact bytes
+(any change breaks the signature) under a new id, so the SHA-256 of the raw body
+is remembered in `bodies` and a second delivery with the same digest is a
+duplicate. The body, not a payload field such as the comment id, is the
+identity: it is what the signature covers, it needs no per-event rules, and two
+genuine deliveries never share it (a label removed and added again changes
+`updated_at`). Digests are kept for `BODY_RETENTION_S`; a body older than that
+is refused before it reaches the store, by the times it carries (bot/server/intake.py).
 """
 
 from __future__ import annotations
@@ -131,6 +161,11 @@ class JobStore(Protocol):
     def finish(self, job_id: int, worker_id: str, state: str, *, result: dict | None = None,
                error: str | None = None) -> bool:
         """End a job `worker_id` holds as done or failed; False if the lease was lost."""
+        ...
+
+    def defer(self, job_id: int, worker_id: str, delay_s: float, error: str) -> bool:
+        """Hand back a job `worker_id` holds whose run asked to run again later (`error` says why): no one
+        holds it for `delay_s`, then it is claimed again as its next attempt. False if the lease was lost."""
         ...
 
     def record_call(self, job_id: int, worker_id: str, call_id: str) -> bool:

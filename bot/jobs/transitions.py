@@ -6,10 +6,11 @@ each store beside it (SQLite, bot/jobs/sqlite.py: `:name` parameters, times pass
                   ^  note             |  heartbeat, record_call (still running, under the caller's lease)
                   +------release------+
                                       +--take_exhausted (its lease expired, its attempts spent)--> failed
+                                      +--defer (held by no one until its delay ends, then claimed again)
 
 `claim` (queued, or running under an expired lease with attempts left or a recorded call, -> running) is
 each store's fair-queue query (bot/jobs/sqlite_sql.py's CLAIM; bot/jobs/postgres.py's _CANDIDATE and
-_TAKE), whose rules bot/jobs/sqlite.py's docstring gives; a delivery's job is queued by `record_delivery`.
+_TAKE), whose rules bot/jobs/store.py's docstring gives; a delivery's job is queued by `record_delivery`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ MOVES: dict[str, Move] = {
         f"lease_expires = NULL, updated_at = :now {_HELD_SQLITE}",
         "UPDATE jobs SET state = 'queued', attempts = attempts - CASE WHEN call_id IS NULL THEN 1 ELSE 0 END, "
         f"lease_owner = NULL, lease_expires = NULL, updated_at = {PG_NOW} {_HELD_PG}"),
+    "defer": Move(  # the run asked to run again later: no owner, its lease ends after the delay, its call forgotten
+        "running", "running",
+        "UPDATE jobs SET lease_owner = NULL, lease_expires = :now + :delay_s, call_id = NULL, error = :error, "
+        f"updated_at = :now {_HELD_SQLITE}",
+        f"UPDATE jobs SET lease_owner = NULL, lease_expires = {PG_NOW} + %(delay_s)s, call_id = NULL, "
+        f"error = %(error)s, updated_at = {PG_NOW} {_HELD_PG}"),
     "note": Move(  # what the queued job's comment says: changed by one caller only
         "queued", "queued",
         "UPDATE jobs SET note = :text WHERE id = :job AND state = 'queued' AND note IS NOT :text",

@@ -74,7 +74,8 @@ class RunResult:
     `stop_reason` is the agent loop's (bot/agent/loop.py), None when no agent ran; `figures` is None
     then too. `left_out` maps a path to why it was left out of the commit,
     `blocked` a "host:port" to the attempts the egress policy refused; `verified` is `passed`, `failed`
-    or `none`. `error` is the one-line reason of a failed job."""
+    or `none`. `error` is the one-line reason of a failed job; `retry_later` says it failed before it did
+    anything, because GitHub did not answer, so running it again later may succeed (the job runner does)."""
 
     run_id: str
     state: str
@@ -93,6 +94,7 @@ class RunResult:
     exit_code: int = 0
     finished_at: float = field(default_factory=time.time)
     restarts: tuple[str, ...] = ()  # why the sandbox died, once per restart (bot/run/restart.py)
+    retry_later: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The value as JSON types, as record.json and the job store hold it."""
@@ -123,7 +125,7 @@ class RunResult:
             verified=v if (v := _str(data.get("verified"))) in ("passed", "failed") else "none",
             stop_reason=stop_reason, figures=figures, pr_url=_str(data.get("pr_url")), error=_str(data.get("error")),
             exit_code=_int(data.get("exit_code")), finished_at=_float(data.get("finished_at")),
-            restarts=tuple(_strs(data.get("restarts"))))
+            restarts=tuple(_strs(data.get("restarts"))), retry_later=data.get("retry_later") is True)
 
 
 def state_of(stop_reason: str, commit: str | None, *, read_only: bool = False, answered: bool = True) -> str:

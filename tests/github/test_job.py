@@ -271,3 +271,16 @@ def test_the_base_branchs_agent_instructions_reach_the_system_prompt_and_a_pr_he
     assert '<repository-instructions file=\\"AGENTS.md\\">' in system and "push to main" not in system
     transcript = next(Path(world[2].store.data_dir).rglob("transcript.md")).read_text()
     assert "**repository instructions:** `AGENTS.md`" in transcript and "CLAUDE.md has the same text" in transcript
+
+
+def test_github_failing_before_the_job_said_anything_asks_to_run_later_and_a_refusal_does_not(world, caplog):
+    fake, *_ = world
+    number = fake.add_issue(OWNER, NAME, "Anything", "", user="alice")
+    fake.inject("GET", rf"^/repos/{OWNER}/{NAME}/issues/{number}$", 502, times=6)  # every retry (no sleeps here)
+    conclusion = run(world, "issues", delivery("issues", "labeled", issue__number=number, label__name="agent"))
+    assert (conclusion.state, conclusion.result.retry_later) == ("failed", True)
+    assert conclusion.message.startswith("GitHub did not answer: Server Error: 502")
+    assert fake.comments(OWNER, NAME, number) == [] and not fake.pulls(OWNER, NAME)
+    assert not any(r.exc_info for r in caplog.records)  # expected, not a bug: no traceback
+    refused = run(world, "issues", delivery("issues", "labeled", issue__number=number + 1, label__name="agent"))
+    assert (refused.state, refused.result.retry_later) == ("failed", False)  # no such issue: later cannot help

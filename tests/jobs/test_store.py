@@ -235,6 +235,24 @@ def test_release_gives_the_job_back_without_counting_the_attempt(store: JobStore
     assert (again.id, again.attempts) == (job.id, 1)
 
 
+def test_a_deferred_job_waits_its_delay_then_runs_as_its_next_attempt(store_factory: StoreFactory) -> None:
+    store = store_factory(lease_s=30, max_attempts=3)
+    (job_id,) = enqueue(store)
+    store.claim("w1")
+    assert store.record_call(job_id, "w1", "fc-1")  # a Modal call that returned asking to run again
+    assert not store.defer(job_id, "someone-else", 0.3, "GitHub did not answer")  # only the lease holder
+    assert store.defer(job_id, "w1", 0.3, "GitHub did not answer: 502")
+    deferred = store.job(job_id)
+    assert (deferred.state, deferred.error, deferred.call_id) == ("running", "GitHub did not answer: 502", None)
+    assert not store.heartbeat(job_id, "w1")  # held by no one
+    assert store.claim("w2") is None  # not before its delay, though its 30 s lease would still run
+    time.sleep(0.4)
+    again = store.claim("w2")
+    assert (again.id, again.attempts, again.call_id) == (job_id, 2, None)  # a new attempt, a new call
+    assert store.finish(job_id, "w2", "done")
+    assert store.job(job_id).error is None
+
+
 def test_a_recorded_call_stays_with_the_job_and_only_a_new_one_is_an_attempt(store_factory: StoreFactory) -> None:
     store = store_factory(lease_s=0.2, max_attempts=2)
     (job_id,) = enqueue(store)

@@ -11,7 +11,7 @@ from bot.jobs.transitions import MOVES
 
 
 def test_each_moves_sql_starts_from_its_state_and_ends_in_its_state() -> None:
-    assert set(MOVES) == {"heartbeat", "finish", "record_call", "release", "note", "take_exhausted"}
+    assert set(MOVES) == {"heartbeat", "finish", "record_call", "release", "defer", "note", "take_exhausted"}
     for name, move in MOVES.items():
         assert move.source in STATES and set(move.target.split("|")) <= set(STATES), name
         for sql in (move.sqlite, move.postgres):

@@ -107,6 +107,43 @@ def test_a_result_that_is_not_json_fails_the_job(store: JobStore) -> None:
     assert store.job(job_id).state == "failed"
     assert "JSON serializable" in store.job(job_id).error
 
+def test_a_run_that_asks_to_run_later_waits_longer_each_time_then_runs(store: JobStore) -> None:
+    job_id = enqueue(store, "octo/hello#1")
+    starts: list[float] = []
+
+    def handle(job: JobRecord) -> Outcome:
+        starts.append(time.monotonic())
+        if len(starts) < 3:
+            return Outcome(result={"state": "failed"}, error="GitHub did not answer: 502", retry_later=True)
+        return Outcome(result={"state": "success"})
+
+    pool = LeaseRunner(store, ThreadExecutor(handle), limit=1, poll_s=0.02)
+    pool.start()
+    assert pool.wait_idle(10)
+    pool.stop(1)
+    job = store.job(job_id)
+    assert (job.state, job.attempts, job.result, job.error) == ("done", 3, {"state": "success"}, None)
+    first, second = starts[1] - starts[0], starts[2] - starts[1]
+    assert 0.5 <= first < 2.0 <= second, (first, second)  # a lease (0.5 s), then four times as long
+
+
+def test_a_run_that_asks_to_run_later_every_time_fails_after_its_last_attempt(store: JobStore,
+                                                                               store_factory: StoreFactory) -> None:
+    job_id = enqueue(store, "octo/hello#1")
+    starts: list[int] = []
+
+    def handle(job: JobRecord) -> Outcome:
+        starts.append(job.attempts)
+        return Outcome(result={"state": "failed"}, error="GitHub did not answer: 502", retry_later=True)
+
+    pool = LeaseRunner(store_factory(lease_s=0.1, max_attempts=3), ThreadExecutor(handle), limit=1, poll_s=0.02)
+    pool.start()
+    assert pool.wait_idle(10)
+    pool.stop(1)
+    assert starts == [1, 2, 3]  # max_attempts
+    assert (store.job(job_id).state, store.job(job_id).error) == ("failed", "GitHub did not answer: 502")
+
+
 
 def test_heartbeats_keep_a_job_longer_than_its_lease(store: JobStore, store_factory: StoreFactory) -> None:
     job_id = enqueue(store, "octo/hello#1")

@@ -15,7 +15,7 @@ def test_a_result_round_trips_through_json():
                        changed=("a.py", "b/c.md"), left_out={"big.bin": "over 50 MB"}, blocked={"evil.test:443": 3},
                        verified="failed", stop_reason="max_cost", exit_code=3, pr_url="https://x/pull/1",
                        figures=Figures(turns=4, usage=Usage(10, 2, 5, 1), cost_usd=0.5, seconds=12.5, trims=2),
-                       finished_at=99.0)
+                       finished_at=99.0, retry_later=True)
     assert RunResult.from_json(json.loads(json.dumps(result.to_json()))) == result
 
 

@@ -253,3 +253,23 @@ def test_a_job_whose_sandbox_dies_goes_on_in_a_new_one_and_says_so(env, fake_git
     [check] = [run for run in decode_runs(fake_github, OWNER, NAME) if run["status"] == "completed"]
     assert check["conclusion"] == "success" and said in check["output"]["text"], check["output"]
     assert len(fake_anthropic.requests) == 4, "one job, one conversation, resumed in place"
+
+
+def test_a_job_github_does_not_answer_at_first_runs_again_a_lease_later_and_opens_its_pr(
+        env, fake_github, fake_anthropic, tmp_path):
+    fake_anthropic.script(NOTES, by_position=True)
+    number = fake_github.add_issue(OWNER, NAME, "Write notes", "Please.", user="alice")
+    issue = rf"^/repos/{OWNER}/{NAME}/issues/{number}$"
+    fake_github.inject("GET", issue, 502, times=6, headers={"Retry-After": "0"})  # every retry of one attempt
+    server = Server(env, tmp_path / "serve.log")
+    try:
+        assert server.post("issues", labeled(fake_github, number)) == 202
+        [pr] = wait_for(lambda: fake_github.pulls(OWNER, NAME), timeout=60, what="the pull request")
+        wait_for(lambda: "Opened" in fake_github.comments(OWNER, NAME, number)[0]["body"], what="the report")
+    finally:
+        assert server.stop() == 0
+    assert f"Fixes #{number}" in pr["body"] and len(fake_github.comments(OWNER, NAME, number)) == 1
+    first, second = [r.at for r in fake_github.calls("GET", issue)][5:7]
+    assert second - first >= 2.0  # DECODE_LEASE_SECONDS: the job waited, it was not run again at once
+    log = (tmp_path / "serve.log").read_text()
+    assert "GitHub did not answer: Server Error: 502" in log and "it runs again in 2 s (attempt 2 of 3)" in log
