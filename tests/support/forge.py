@@ -116,12 +116,16 @@ class MemoryForge:
         return found[0] if found else None
 
     def comment_text(self, repo: str, number: int, marker: str) -> tuple[int, str, str] | None:
-        found = [c for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
+        found = self._ours(number, marker)
         return (found[0].id, found[0].body, f"{WEB}/{repo}/issues/{number}#issuecomment-{found[0].id}") \
             if found else None
 
     def find_comments(self, repo: str, number: int, marker: str) -> list[int]:
-        return [c.id for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
+        return [c.id for c in self._ours(number, marker)]
+
+    def _ours(self, number: int, marker: str) -> list[Comment]:
+        """The bot's comments on `number` that carry `marker`, oldest first (as the forge finds them)."""
+        return [c for c in self.comments if c.number == number and marker in c.body and c.author == BOT]
 
     def review_comments(self, repo: str, number: int, review_id: int) -> list[ReviewCommentInfo]:
         self._check("review_comments")
