@@ -8,8 +8,9 @@ serve` and `decode worker` (bot/jobs/worker.py), Modal function calls for the Mo
 control app (bot/modal_app.py). A run that dies without an outcome (`RunLost`)
 keeps its lease until it expires, so the job is claimed again by any runner on
 the store; one that did nothing and asks to run again later (`Outcome.retry_later`: GitHub did not
-answer) is deferred the same way (`JobStore.defer`), for longer after each attempt. `stop` is the graceful shutdown: no new claims, running jobs get
-`grace_s` to finish, the rest are released to be claimed again by the next runner.
+answer) is deferred the same way (`JobStore.defer`), for longer after each attempt. `stop` is the
+graceful shutdown: no new claims, running jobs get `grace_s` to finish, the rest are released to be
+claimed again by the next runner.
 While `hold()` gives a reason (the model's key is rejected, say), the runner claims nothing: the
 jobs wait in the store, unclaimed and with no attempt counted, and run once it gives none.
 
@@ -50,7 +51,8 @@ def worker_id() -> str:
 class Outcome:
     """How a run ended: its `result` (the job's record, when it got that far), and `error`, the one-line
     text to record, when it failed. A failed run that says `retry_later` is deferred while it has attempts
-    left (a lease after its first attempt, four times longer after each next), and failed with `error` after the last."""
+    left (a lease after its first attempt, four times longer after each next), and failed with `error`
+    after the last."""
 
     result: dict | None = None
     error: str | None = None
