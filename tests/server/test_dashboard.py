@@ -11,7 +11,7 @@ from bot.github.links import Link, check
 from bot.jobs.sqlite import Store
 from bot.model.protocol import Usage
 from bot.run.result import Figures, RunResult, write_record
-from tests.support.runs import add_run, sign_in, turn, web_app, write_run
+from tests.support.runs import WORKER, add_run, sign_in, turn, web_app, write_run
 
 OAUTH = {"github_client_id": "Iv23li0client", "github_client_secret": "client-secret-value-123"}
 
@@ -160,6 +160,18 @@ def test_a_row_reads_the_run_result_the_runner_stored_and_a_record_of_the_same_s
     assert ">5<" in row and "$2.50" in row and "1m 01s" in row and 'href="https://github.com/octo/app/pull/3"' in row
     row = text[text.index(f'data-run="{died}"'):].split("</tr>")[0]
     assert ">1<" in row and "$0.75" in row and ">4s<" in row and 'title="the worker died"' in row
+    store.close()
+
+
+def test_a_job_waiting_to_run_again_shows_running_with_why_it_waits(tmp_path):
+    store = Store(tmp_path / "jobs.sqlite3")
+    client = web_app(tmp_path, store, **OAUTH).test_client()
+    waiting = add_run(client, store, repo="octo/app", number=1, state="running")
+    assert store.defer(int(waiting.removeprefix("job-")), WORKER, 600, "GitHub did not answer: Server Error: 502")
+    sign_in(client, tmp_path, "alice", {"octo/app"})
+    text = client.get("/").get_data(as_text=True)
+    row = text[text.index(f'data-run="{waiting}"'):].split("</tr>")[0]
+    assert ">running<" in row and 'title="GitHub did not answer: Server Error: 502"' in row
     store.close()
 
 
