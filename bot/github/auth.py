@@ -128,6 +128,11 @@ class AppCredentials:
         expires = datetime.fromisoformat(data["expires_at"].replace("Z", "+00:00"))
         return data["token"], expires
 
+    def as_app(self, method: str, path: str, parameters: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+        """(headers, JSON) of one request made as the App itself (its JWT), under the retry policy: for the
+        App's own endpoints, such as its webhook's deliveries (bot/github/redeliver.py)."""
+        return self._retry.call(lambda: self._integration.requester.requestJsonAndCheck(method, path, parameters))
+
     def bot_login(self) -> str | None:
         if self._slug is None:
             self._slug = self._retry.call(lambda: self._integration.get_app().slug)

@@ -8,6 +8,8 @@ they posted the first time.
 
 Both run as the App in DECODE_DATA_DIR/app.json when the environment sets no App credentials
 (bot/github/app_credentials.py); `decode serve` without any starts in setup mode (bot/server/setup.py).
+As an App, `decode serve` also asks GitHub again for the deliveries it could not take while it was down
+(bot/github/redeliver.py).
 Both check before taking work, and exit at once with the reason in one line:
 the App key loads and GitHub takes it (`GET /app`), the port can be listened on
 (exit 2: a setting to fix), GitHub answers at all (exit 1).
@@ -30,9 +32,10 @@ from typing import Any
 
 from bot.config import ModelSettings, PoolSettings, Settings
 from bot.core.errors import ConfigError
-from bot.github.auth import Credentials, credentials_from
+from bot.github.auth import AppCredentials, Credentials, credentials_from
 from bot.github.forge import GitHubForge
 from bot.github.pacing import WritePacer
+from bot.github.redeliver import Redelivery
 from bot.jobs.handler import exhausted_reporter, job_handler
 from bot.jobs.lease import LeaseRunner
 from bot.jobs.queue_notes import QueueNotes
@@ -190,15 +193,20 @@ class Pool:
         self.context: AppContext | None = None  # the webhook app's: its metrics, and where the runner is set
         self.gate: ModelGate | None = None  # the model and its check, made before the server listens
         self.runner: LeaseRunner | None = None
+        self.redelivery: Redelivery | None = None  # the App's failed deliveries, asked for again
         self.closed = False
         self._lock = threading.Lock()  # a start and a shutdown never cross: a shutdown sees the runner or none
 
     def start(self, settings: Settings, credentials: Credentials) -> None:
-        """Start the lease runner (once); a ConfigError when the server is already shutting down."""
+        """Start the lease runner and, as an App, the redelivery of its failed deliveries (once each); a
+        ConfigError when the server is already shutting down."""
         assert self.context is not None and self.gate is not None
         with self._lock:
             if self.closed:
                 raise ConfigError("decode serve is shutting down: the App is saved; start it again to run as it")
+            if self.redelivery is None and isinstance(credentials, AppCredentials):
+                self.redelivery = Redelivery(credentials)
+                self.redelivery.start()
             if self.runner is None and self.part.workers == 0:
                 log.info("intake only (DECODE_WORKERS=0): the jobs are run by decode worker processes on this store")
             elif self.runner is None:

@@ -34,6 +34,7 @@ from tests.fakes import github_git_data  # noqa: F401  (registers the Git Databa
 from tests.fakes import github_check_runs  # noqa: F401  (registers creating and updating check runs)
 from tests.fakes import github_oauth  # the OAuth web flow; registers the user-token routes
 from tests.fakes import github_manifest
+from tests.fakes.github_hooks import Hooks  # registers the App webhook's deliveries routes
 from tests.fakes import github_web  # an issue's and a pull request's web page
 from tests.fakes.git_http import http_backend, pushed_refs
 from tests.fakes.github_auth import ApiError
@@ -88,6 +89,7 @@ class FakeGitHub(GitHubState):
         self.pauses: list[tuple[str, re.Pattern[str], Pause]] = []
         self.manifests: list[dict] = []  # every App manifest POSTed to /settings/apps/new (github_manifest)
         self.created_apps: list[dict] = []  # every App created from one: id, slug, owner
+        self.hooks = Hooks()  # the App's webhook: where it delivers, and every delivery (github_hooks)
         self.latency_s = 0.0  # added to every request's answer: a round trip to a distant GitHub
         self.write_limit: tuple[int, float] | None = None  # (writes, seconds) per identity: `limit_writes`
         self._writes: dict[str, list[float]] = {}

@@ -18,8 +18,8 @@ from tests.fakes.github_check_runs import decode_runs
 from tests.fakes.webhook_examples import all_examples, example
 from tests.run.test_restart import EDIT_LONG_FIX, STOPPED, Killer
 from tests.sandbox.conftest import require
-from tests.server.conftest import SECRET
-from tests.support.server import NAME, OWNER, Server, env, wait_for  # noqa: F401 (fixture)
+from tests.server.conftest import SECRET, delivery
+from tests.support.server import NAME, OWNER, Server, env, free_port, wait_for  # noqa: F401 (fixture)
 
 NOTES = [[{"type": "tool_use", "name": "bash", "input": {"command": "echo noted >> NOTES.md"}}],
          [{"type": "tool_use", "name": "bash", "input": {"command": "cat NOTES.md"}}],
@@ -273,3 +273,20 @@ def test_a_job_github_does_not_answer_at_first_runs_again_a_lease_later_and_open
     assert second - first >= 2.0  # DECODE_LEASE_SECONDS: the job waited, it was not run again at once
     log = (tmp_path / "serve.log").read_text()
     assert "GitHub did not answer: Server Error: 502" in log and "it runs again in 2 s (attempt 2 of 3)" in log
+
+
+def test_a_delivery_github_could_not_make_while_the_server_was_down_is_made_again_at_its_start(
+        env, fake_github, fake_anthropic, tmp_path):
+    fake_anthropic.script(NOTES, by_position=True)
+    port = free_port()
+    fake_github.hooks.url = f"http://127.0.0.1:{port}/webhook"
+    number = fake_github.add_issue(OWNER, NAME, "Write notes", "Please.", user="alice")
+    assert fake_github.hooks.send(*delivery("issues", labeled(fake_github, number))).status == "failed to connect"
+    server = Server(env, tmp_path / "serve.log", port=port)
+    try:
+        [pr] = wait_for(lambda: fake_github.pulls(OWNER, NAME), timeout=60, what="the pull request")
+    finally:
+        assert server.stop() == 0
+    assert f"Fixes #{number}" in pr["body"]
+    assert [(d.redelivery, d.status_code) for d in fake_github.hooks.deliveries] == [(False, 0), (True, 202)]
+    assert "GitHub could not make 1 webhook deliveries (issues)" in (tmp_path / "serve.log").read_text()
