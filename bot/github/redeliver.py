@@ -6,8 +6,10 @@ itself (https://docs.github.com/en/webhooks/using-webhooks/handling-failed-webho
 at start back to `LOOK_BACK_S` ago, then every `EVERY_S` back to its previous look (less `MARGIN_S`). A
 delivery (its guid) none of whose attempts was answered 2xx or 3xx, and whose newest attempt got no answer or
 a 5xx, is made again (`POST /app/hook/deliveries/{id}/attempts`). A 4xx is the server's refusal (a bad
-signature, a body it cannot read): made again, it would be refused again. A redelivery keeps its guid, so the
-store takes it once however many servers ask for it, and one that was taken after all is a duplicate.
+signature, a body it cannot read): made again, it would be refused again. A delivery is asked for at most
+`MAX_ASKS` times by one process (half an hour of looks: a server that keeps failing one is not fed it for
+ever), and one GitHub will not make again (older than its 3 days) is logged and passed over. A redelivery keeps
+its guid, so the store takes it once however many servers ask for it, and one taken after all is a duplicate.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from github import GithubException
+
 from bot.github.auth import AppCredentials
 
 log = logging.getLogger(__name__)
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 LOOK_BACK_S = 24 * 3600.0  # at start: a day of deliveries (GitHub makes them again for 3 days)
 EVERY_S = 300.0
 MARGIN_S = 60.0  # an attempt GitHub lists a little after it was made is still seen
+MAX_ASKS = 6
 _NEXT = re.compile(r"[?&]cursor=([^&>]+)[^>]*>;\s*rel=\"next\"")
 
 
@@ -70,14 +75,19 @@ class Redelivery:
         self.credentials = credentials
         self.every_s = every_s
         self.since = time.time() - look_back_s
+        self._asked: dict[str, int] = {}  # guid -> how many times this process asked for it
         self._stop = threading.Event()
 
     def sweep(self) -> list[Attempt]:
         """Read the deliveries since the previous look, ask GitHub to make the failed ones again; those asked."""
         started = time.time()
-        due = to_redeliver(self._attempts(self.since))
+        due = [a for a in to_redeliver(self._attempts(self.since)) if self._asked.get(a.guid, 0) < MAX_ASKS]
         for attempt in due:
-            self.credentials.as_app("POST", f"/app/hook/deliveries/{attempt.id}/attempts")
+            self._asked[attempt.guid] = self._asked.get(attempt.guid, 0) + 1
+            try:
+                self.credentials.as_app("POST", f"/app/hook/deliveries/{attempt.id}/attempts")
+            except GithubException as e:  # too old to make again, say: the others are still asked for
+                log.warning("GitHub would not make the %s delivery %s again: %s", attempt.event, attempt.guid, e)
         if due:
             log.warning("GitHub could not make %d webhook deliveries (%s); asked it to make them again", len(due),
                         ", ".join(sorted({a.event for a in due})))

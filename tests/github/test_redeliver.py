@@ -72,3 +72,37 @@ def test_the_failed_deliveries_of_every_page_are_made_again_once_then_nothing(fa
         assert len(pages) >= 3 and any("cursor" in r.query for r in pages)
     finally:
         stop_server(receiver)
+
+
+def made_again(fake, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while sum(d.redelivery for d in fake.hooks.deliveries) < count:
+        assert time.monotonic() < deadline, "GitHub never made the deliveries again"
+        time.sleep(0.05)
+
+
+def test_a_delivery_github_will_not_make_again_is_passed_over_and_one_that_keeps_failing_is_asked_six_times(
+        fake_github, caplog):
+    answers = {"old": 502, "stuck": 503}
+    receiver = start_server(Receiver, answers)
+    try:
+        fake_github.hooks.url = f"http://127.0.0.1:{receiver.server_port}/webhook"
+        sent(fake_github, guid="old")
+        sent(fake_github, guid="stuck")
+        [old] = [d for d in fake_github.hooks.deliveries if d.guid == "old"]
+        fake_github.inject("POST", rf"^/app/hook/deliveries/{old.id}/attempts$", 422,
+                           body={"message": "Cannot redeliver a delivery older than 3 days"})
+        credentials = AppCredentials(str(fake_github.app_id), fake_github.private_key_pem, fake_github.api_url)
+        redelivery = Redelivery(credentials, look_back_s=3600)
+        assert [a.guid for a in redelivery.sweep()] == ["old", "stuck"]  # the refusal did not stop the next ask
+        assert "would not make the issues delivery old again" in caplog.text
+        made_again(fake_github, 1)  # "stuck" only
+        answers.pop("old")  # the server takes "old" once it is made again
+        assert [a.guid for a in redelivery.sweep()] == ["old", "stuck"]
+        made_again(fake_github, 3)
+        for asks in range(3, 7):
+            assert [a.guid for a in redelivery.sweep()] == ["stuck"]  # "old" was taken
+            made_again(fake_github, asks + 1)
+        assert redelivery.sweep() == []  # six asks: a server that keeps failing "stuck" is not fed it for ever
+    finally:
+        stop_server(receiver)
