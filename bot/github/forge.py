@@ -361,8 +361,9 @@ class GitHubForge:
         for part in tree_parts(commit.entries):
             elements = [InputGitTreeElement(**element) for element in part]
             tree = self._call(partial(r.create_git_tree, elements, tree), writes=repo)
-        if commit.tree is not None and tree.sha != commit.tree:
-            raise DecodeError(f"GitHub built the tree {tree.sha[:12]}, not the commit's {commit.tree[:12]}")
+        if commit.tree is not None and tree.sha != commit.tree:  # (an answer naming no tree is said as such)
+            raise DecodeError(f"GitHub built the tree {(tree.sha or 'of no sha')[:12]}, not the commit's "
+                              f"{commit.tree[:12]}")
         parent = gh.create_from_raw_data(GitCommit, {"sha": commit.parent})
         made = self._call(lambda: r.create_git_commit(commit.message, tree, [parent]).sha, writes=repo)
         self._call(lambda: self._point(gh, r, branch, made, force=force), writes=repo)

@@ -77,6 +77,7 @@ class Redelivery:
         self.since = time.time() - look_back_s
         self._asked: dict[str, int] = {}  # guid -> how many times this process asked for it
         self._stop = threading.Event()
+        self.thread: threading.Thread | None = None
 
     def sweep(self) -> list[Attempt]:
         """Read the deliveries since the previous look, ask GitHub to make the failed ones again; those asked."""
@@ -111,9 +112,11 @@ class Redelivery:
 
     def start(self) -> None:
         """Sweep now and every `every_s` on a thread of its own; a sweep that fails is logged and tried again."""
-        threading.Thread(target=self._loop, name="redelivery", daemon=True).start()
+        self.thread = threading.Thread(target=self._loop, name="redelivery", daemon=True)
+        self.thread.start()
 
     def stop(self) -> None:
+        """No look after the one under way (the server is stopping)."""
         self._stop.set()
 
     def _loop(self) -> None:

@@ -228,6 +228,8 @@ class Pool:
         started one, the end of setup mode (and no runner starts after it)."""
         with self._lock:
             self.closed = self.runner is None
+        if self.redelivery is not None:
+            self.redelivery.stop()
         if self.runner is not None:
             stop_runner(self.runner, self.part.shutdown_grace_s, name, on_stopped)
             return

@@ -106,3 +106,23 @@ def test_a_delivery_github_will_not_make_again_is_passed_over_and_one_that_keeps
         assert redelivery.sweep() == []  # six asks: a server that keeps failing "stuck" is not fed it for ever
     finally:
         stop_server(receiver)
+
+
+def test_a_look_that_fails_is_logged_and_the_next_one_asks(fake_github, caplog):
+    receiver = start_server(Receiver, {})
+    redelivery = None
+    try:
+        fake_github.hooks.url = f"http://127.0.0.1:{free_port()}/webhook"
+        sent(fake_github)
+        fake_github.hooks.url = f"http://127.0.0.1:{receiver.server_port}/webhook"
+        fake_github.inject("GET", r"^/app/hook/deliveries$", 404)  # the first look fails (404: not retried)
+        credentials = AppCredentials(str(fake_github.app_id), fake_github.private_key_pem, fake_github.api_url)
+        redelivery = Redelivery(credentials, every_s=0.1, look_back_s=3600)
+        redelivery.start()
+        made_again(fake_github, 1)
+        assert "could not ask GitHub for failed webhook deliveries" in caplog.text
+    finally:
+        if redelivery is not None and redelivery.thread is not None:
+            redelivery.stop()
+            redelivery.thread.join(10)  # its look under way ends before the fake GitHub does
+        stop_server(receiver)
